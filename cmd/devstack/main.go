@@ -1,0 +1,220 @@
+// Command devstack brings up what waitroom needs on a developer machine or in
+// CI, from the binaries installed there (installing the Debian packages when
+// they are missing and it can):
+//
+//	devstack run              private Redis and PostgreSQL in .data/, migrate, seed,
+//	                          then booking, admitter and gateway until Ctrl-C
+//	devstack test -- CMD ...  a private PostgreSQL for the test run, then CMD
+//
+// WAITROOM_REDIS_URL and WAITROOM_DATABASE_URL point `run` at existing servers
+// instead. Nothing it starts outlives it.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/localsvc"
+	"github.com/waitroom/waitroom/internal/platform/testenv"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("service", "devstack")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: devstack run | devstack test -- CMD [ARGS...]")
+		os.Exit(2)
+	}
+	var err error
+	code := 0
+	switch os.Args[1] {
+	case "run":
+		err = run(ctx, log)
+	case "test":
+		code, err = test(ctx, log, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		log.Error("devstack failed", "err", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+// test starts a throwaway PostgreSQL (redis-server is started per test by
+// testenv; here we only make sure it is installed), runs the command with
+// WAITROOM_TEST_POSTGRES_URL set, and stops the server.
+func test(ctx context.Context, log *slog.Logger, args []string) (int, error) {
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		return 2, errors.New("test: no command")
+	}
+	if _, err := localsvc.Ensure("redis-server", "redis-server"); err != nil {
+		return 1, err
+	}
+	if _, err := localsvc.Ensure("redis-cli", "redis-tools"); err != nil {
+		return 1, err
+	}
+	dir, err := os.MkdirTemp("", "wr-test-pg-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(dir)
+	pg, err := localsvc.StartPostgres(ctx, localsvc.PostgresOptions{Dir: dir, Fast: true})
+	if err != nil {
+		return 1, err
+	}
+	defer pg.Stop()
+	log.Info("private postgres for tests", "url", pg.URL("postgres"))
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), testenv.PostgresURLEnv+"="+pg.URL("postgres"))
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), nil
+	}
+	if err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+func run(ctx context.Context, log *slog.Logger) error {
+	cfgPath := config.Path("")
+	data, err := filepath.Abs(".data")
+	if err != nil {
+		return err
+	}
+	env := os.Environ()
+
+	redisURL := os.Getenv("WAITROOM_REDIS_URL")
+	if redisURL == "" {
+		r, err := localsvc.StartRedis(ctx, localsvc.RedisOptions{Dir: filepath.Join(data, "redis"), AOF: true})
+		if err != nil {
+			return err
+		}
+		defer r.Stop()
+		redisURL = r.URL()
+		env = append(env, "WAITROOM_REDIS_URL="+redisURL)
+	}
+	dbURL := os.Getenv("WAITROOM_DATABASE_URL")
+	if dbURL == "" {
+		pg, err := localsvc.StartPostgres(ctx, localsvc.PostgresOptions{Dir: filepath.Join(data, "pg")})
+		if err != nil {
+			return err
+		}
+		defer pg.Stop()
+		if err := createDatabase(ctx, pg.URL("postgres"), "waitroom"); err != nil {
+			return err
+		}
+		dbURL = pg.URL("waitroom")
+		env = append(env, "WAITROOM_DATABASE_URL="+dbURL)
+	}
+	keyFile := os.Getenv("WAITROOM_SIGNING_KEY_FILE")
+	if keyFile == "" {
+		keyFile = filepath.Join(data, "jwt-ed25519.pem")
+		env = append(env, "WAITROOM_SIGNING_KEY_FILE="+keyFile)
+	}
+	if made, err := pass.EnsureKeyFile(keyFile); err != nil {
+		return err
+	} else if made {
+		log.Info("created a development signing key", "file", keyFile)
+	}
+	log.Info("services up", "redis", redisURL, "postgres", dbURL, "config", cfgPath)
+
+	bin := func(name string, args ...string) *exec.Cmd {
+		c := exec.Command(filepath.Join("bin", name), append([]string{"-config", cfgPath}, args...)...)
+		c.Env = env
+		c.Stdout, c.Stderr = os.Stdout, os.Stderr
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		return c
+	}
+	for _, step := range [][]string{{"migrate"}, {"seed"}} {
+		if err := bin("booking", step...).Run(); err != nil {
+			return fmt.Errorf("booking %s: %w", step[0], err)
+		}
+	}
+	var procs []*child
+	exited := make(chan error, 3)
+	for _, name := range []string{"booking", "admitter", "gateway"} {
+		c := &child{name: name, cmd: bin(name), done: make(chan struct{})}
+		if err := c.cmd.Start(); err != nil {
+			stopAll(procs)
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		procs = append(procs, c)
+		go func() {
+			err := c.cmd.Wait()
+			close(c.done)
+			exited <- fmt.Errorf("%s exited: %v", c.name, err)
+		}()
+	}
+	if cfg, err := config.Load(cfgPath); err == nil {
+		fmt.Printf("\n  waitroom is up: http://localhost%s/   (Ctrl-C stops everything)\n\n", cfg.Gateway.Addr)
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+		stopAll(procs)
+		return nil
+	case err := <-exited:
+		stopAll(procs)
+		return err
+	}
+}
+
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// stopAll stops the children in reverse start order: gateway first, so that
+// fans get a clean refusal rather than a half-served request.
+func stopAll(procs []*child) {
+	for i := len(procs) - 1; i >= 0; i-- {
+		c := procs[i]
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.done:
+		case <-time.After(15 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+	}
+}
+
+func createDatabase(ctx context.Context, adminURL, name string) error {
+	c, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	var exists bool
+	if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		_, err = c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	}
+	return err
+}

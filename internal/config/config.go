@@ -1,0 +1,503 @@
+// Package config loads, overrides and validates the one configuration file that
+// the gateway, the admitter and the booking core share (configs/waitroom.yaml).
+//
+// The schema is the contract of DESIGN.md: unknown keys are refused so that a
+// typo never passes silently, and every problem is reported at once, each named
+// by its key path.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultPath is where the config is read from when neither -config nor
+// WAITROOM_CONFIG names another file.
+const DefaultPath = "configs/waitroom.yaml"
+
+// Modes an event can be in.
+const (
+	ModeQueue       = "queue"
+	ModePassthrough = "passthrough"
+	ModePaused      = "paused"
+	ModeClosed      = "closed"
+)
+
+// Config is the whole file.
+type Config struct {
+	Redis    Redis    `yaml:"redis"`
+	Postgres Postgres `yaml:"postgres"`
+	Auth     Auth     `yaml:"auth"`
+	Gateway  Gateway  `yaml:"gateway"`
+	Admitter Admitter `yaml:"admitter"`
+	Booking  Booking  `yaml:"booking"`
+	Events   []Event  `yaml:"events"`
+}
+
+type Redis struct {
+	// URL is a redis:// URL, or a comma-separated list of host:port seeds of a
+	// Redis Cluster.
+	URL string `yaml:"url"`
+}
+
+type Postgres struct {
+	URL string `yaml:"url"`
+}
+
+type Auth struct {
+	TicketSecret   string `yaml:"ticket_secret"`
+	SigningKeyFile string `yaml:"signing_key_file"`
+	AdminToken     string `yaml:"admin_token"`
+}
+
+type Gateway struct {
+	Addr       string `yaml:"addr"`
+	BookingURL string `yaml:"booking_url"`
+	// JoinsPerIPPerMinute limits joins per client IP; 0 disables the limit.
+	JoinsPerIPPerMinute *int `yaml:"joins_per_ip_per_minute"`
+	// ProxyTimeout bounds one proxied call to the booking core (504 past it).
+	ProxyTimeout Duration `yaml:"proxy_timeout"`
+}
+
+type Admitter struct {
+	Addr string   `yaml:"addr"`
+	Tick Duration `yaml:"tick"`
+}
+
+type Booking struct {
+	Addr            string   `yaml:"addr"`
+	JWKSURL         string   `yaml:"jwks_url"`
+	PublicKeyFile   string   `yaml:"public_key_file"`
+	HoldTTL         Duration `yaml:"hold_ttl"`
+	MaxSeatsPerHold int      `yaml:"max_seats_per_hold"`
+	// HoldsPerMinute caps the holds one customer may take per minute (429 past it).
+	HoldsPerMinute int     `yaml:"holds_per_minute"`
+	Payment        Payment `yaml:"payment"`
+}
+
+type Payment struct {
+	Secret         string    `yaml:"secret"`
+	SessionTTL     Duration  `yaml:"session_ttl"`
+	ReconcileAfter Duration  `yaml:"reconcile_after"`
+	Simulator      Simulator `yaml:"simulator"`
+}
+
+// Simulator configures the in-process payment provider used by the demo and tests.
+type Simulator struct {
+	Enabled   bool     `yaml:"enabled"`
+	Outcome   string   `yaml:"outcome"` // succeed | fail
+	Delay     Duration `yaml:"delay"`
+	Duplicate bool     `yaml:"duplicate"`
+	Drop      bool     `yaml:"drop"`
+}
+
+type Event struct {
+	ID              string     `yaml:"id"`
+	Name            string     `yaml:"name"`
+	Mode            string     `yaml:"mode"`
+	PrequeueOpensAt *time.Time `yaml:"prequeue_opens_at"`
+	OpensAt         *time.Time `yaml:"opens_at"`
+	ClosesAt        *time.Time `yaml:"closes_at"`
+	Admission       Admission  `yaml:"admission"`
+	Showtimes       []Showtime `yaml:"showtimes"`
+}
+
+type Admission struct {
+	// AdmitPerSecond is nil when the rate is to be computed from Capacity.
+	AdmitPerSecond *float64 `yaml:"admit_per_second"`
+	// MaxActive is nil when the cap is to be computed by Little's law.
+	MaxActive    *int     `yaml:"max_active"`
+	Capacity     Capacity `yaml:"capacity"`
+	AccessTTL    Duration `yaml:"access_ttl"`
+	AbandonAfter Duration `yaml:"abandon_after"`
+}
+
+// Capacity models the booking core, from which an absent rate and cap are computed.
+type Capacity struct {
+	BackendTPS     float64 `yaml:"backend_tps"`
+	CallsPerUser   float64 `yaml:"calls_per_user"`
+	RetryFactor    float64 `yaml:"retry_factor"`
+	SessionSeconds float64 `yaml:"session_seconds"`
+}
+
+type Showtime struct {
+	ID               int64     `yaml:"id"`
+	Title            string    `yaml:"title"`
+	StartsAt         time.Time `yaml:"starts_at"`
+	Rows             int       `yaml:"rows"`
+	SeatsPerRow      int       `yaml:"seats_per_row"`
+	PriceCents       int64     `yaml:"price_cents"`
+	GeneralAdmission []GABlock `yaml:"general_admission"`
+}
+
+// GABlock is a general-admission (standing) block sold by count.
+type GABlock struct {
+	Code       string `yaml:"code"`
+	Capacity   int    `yaml:"capacity"`
+	PriceCents int64  `yaml:"price_cents"`
+}
+
+// Duration is a time.Duration written as "10m", "1s" in YAML.
+type Duration time.Duration
+
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: duration must be a string like \"10m\"", n.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. \"10m\", \"1s\")", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// Env overrides, fixed by the contract.
+var envOverrides = []struct {
+	name string
+	set  func(*Config, string)
+}{
+	{"WAITROOM_REDIS_URL", func(c *Config, v string) { c.Redis.URL = v }},
+	{"WAITROOM_DATABASE_URL", func(c *Config, v string) { c.Postgres.URL = v }},
+	{"WAITROOM_GATEWAY_ADDR", func(c *Config, v string) { c.Gateway.Addr = v }},
+	{"WAITROOM_BOOKING_ADDR", func(c *Config, v string) { c.Booking.Addr = v }},
+	{"WAITROOM_ADMITTER_ADDR", func(c *Config, v string) { c.Admitter.Addr = v }},
+	{"WAITROOM_BOOKING_URL", func(c *Config, v string) { c.Gateway.BookingURL = v }},
+	{"WAITROOM_TICKET_SECRET", func(c *Config, v string) { c.Auth.TicketSecret = v }},
+	{"WAITROOM_SIGNING_KEY_FILE", func(c *Config, v string) { c.Auth.SigningKeyFile = v }},
+	{"WAITROOM_ADMIN_TOKEN", func(c *Config, v string) { c.Auth.AdminToken = v }},
+	{"WAITROOM_PAYMENT_SECRET", func(c *Config, v string) { c.Booking.Payment.Secret = v }},
+}
+
+// Path picks the config file: the flag value if given, else WAITROOM_CONFIG,
+// else DefaultPath.
+func Path(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if v := os.Getenv("WAITROOM_CONFIG"); v != "" {
+		return v
+	}
+	return DefaultPath
+}
+
+// Load reads the file at path, applies the environment overrides, fills the
+// defaults and validates. The error names every bad key.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(b, os.LookupEnv)
+}
+
+// Parse is Load without the file system; lookup reads the environment.
+func Parse(b []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if lookup != nil {
+		for _, o := range envOverrides {
+			if v, ok := lookup(o.name); ok && v != "" {
+				o.set(&c, v)
+			}
+		}
+	}
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) setDefaults() {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	defD := func(d *Duration, v time.Duration) {
+		if *d == 0 {
+			*d = Duration(v)
+		}
+	}
+	def(&c.Redis.URL, "redis://127.0.0.1:6379/0")
+	def(&c.Postgres.URL, "postgres://postgres@127.0.0.1:5432/waitroom?sslmode=disable")
+	def(&c.Auth.SigningKeyFile, ".data/jwt-ed25519.pem")
+	def(&c.Gateway.Addr, ":8080")
+	def(&c.Gateway.BookingURL, "http://127.0.0.1:8081")
+	if c.Gateway.JoinsPerIPPerMinute == nil {
+		v := 30
+		c.Gateway.JoinsPerIPPerMinute = &v
+	}
+	defD(&c.Gateway.ProxyTimeout, 10*time.Second)
+	def(&c.Admitter.Addr, ":8082")
+	defD(&c.Admitter.Tick, time.Second)
+	def(&c.Booking.Addr, ":8081")
+	if c.Booking.PublicKeyFile == "" {
+		def(&c.Booking.JWKSURL, "http://127.0.0.1:8080/.well-known/jwks.json")
+	}
+	defD(&c.Booking.HoldTTL, 10*time.Minute)
+	if c.Booking.MaxSeatsPerHold == 0 {
+		c.Booking.MaxSeatsPerHold = 8
+	}
+	if c.Booking.HoldsPerMinute == 0 {
+		c.Booking.HoldsPerMinute = 5
+	}
+	defD(&c.Booking.Payment.SessionTTL, 8*time.Minute)
+	defD(&c.Booking.Payment.ReconcileAfter, 15*time.Minute)
+	def(&c.Booking.Payment.Simulator.Outcome, "succeed")
+	for i := range c.Events {
+		e := &c.Events[i]
+		def(&e.Mode, ModeQueue)
+		def(&e.Name, e.ID)
+		a := &e.Admission
+		if a.Capacity.BackendTPS == 0 {
+			a.Capacity.BackendTPS = 1000
+		}
+		if a.Capacity.CallsPerUser == 0 {
+			a.Capacity.CallsPerUser = 3
+		}
+		if a.Capacity.RetryFactor == 0 {
+			a.Capacity.RetryFactor = 2
+		}
+		if a.Capacity.SessionSeconds == 0 {
+			a.Capacity.SessionSeconds = 60
+		}
+		defD(&a.AccessTTL, 10*time.Minute)
+		defD(&a.AbandonAfter, 60*time.Second)
+	}
+}
+
+var (
+	eventIDPattern = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
+	gaCodePattern  = regexp.MustCompile(`^[A-Z0-9-]{1,32}$`)
+)
+
+// MaxRows is how many rows a showtime may have: rows are lettered A..Z.
+const MaxRows = 26
+
+// Validate reports every problem of c at once, each as "key: problem".
+func (c *Config) Validate() error {
+	var errs []string
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
+	}
+	if c.Auth.TicketSecret == "" {
+		bad("auth.ticket_secret", "must be set (or WAITROOM_TICKET_SECRET)")
+	} else if len(c.Auth.TicketSecret) < 16 {
+		bad("auth.ticket_secret", "must be at least 16 characters")
+	}
+	if c.Booking.Payment.Secret == "" {
+		bad("booking.payment.secret", "must be set (or WAITROOM_PAYMENT_SECRET)")
+	}
+	if v := *c.Gateway.JoinsPerIPPerMinute; v < 0 {
+		bad("gateway.joins_per_ip_per_minute", "must be >= 0")
+	}
+	if c.Gateway.ProxyTimeout < 0 {
+		bad("gateway.proxy_timeout", "must be > 0")
+	}
+	if c.Admitter.Tick.D() < 10*time.Millisecond {
+		bad("admitter.tick", "must be >= 10ms")
+	}
+	if c.Booking.HoldTTL.D() < time.Second {
+		bad("booking.hold_ttl", "must be >= 1s")
+	}
+	if c.Booking.MaxSeatsPerHold < 1 || c.Booking.MaxSeatsPerHold > 100 {
+		bad("booking.max_seats_per_hold", "must be between 1 and 100")
+	}
+	if c.Booking.HoldsPerMinute < 1 {
+		bad("booking.holds_per_minute", "must be >= 1")
+	}
+	p := c.Booking.Payment
+	if p.SessionTTL.D() <= 0 {
+		bad("booking.payment.session_ttl", "must be > 0")
+	} else if p.SessionTTL >= c.Booking.HoldTTL {
+		bad("booking.payment.session_ttl", "must be shorter than booking.hold_ttl (%s >= %s)", p.SessionTTL, c.Booking.HoldTTL)
+	}
+	if p.ReconcileAfter.D() <= 0 {
+		bad("booking.payment.reconcile_after", "must be > 0")
+	}
+	if p.Simulator.Outcome != "succeed" && p.Simulator.Outcome != "fail" {
+		bad("booking.payment.simulator.outcome", "must be succeed or fail, not %q", p.Simulator.Outcome)
+	}
+	if p.Simulator.Delay < 0 {
+		bad("booking.payment.simulator.delay", "must be >= 0")
+	}
+
+	eventIDs := map[string]int{}
+	showtimeIDs := map[int64]string{}
+	for i, e := range c.Events {
+		k := fmt.Sprintf("events[%d]", i)
+		if !eventIDPattern.MatchString(e.ID) {
+			bad(k+".id", "%q must match [a-z0-9-]{1,64}", e.ID)
+		} else if j, dup := eventIDs[e.ID]; dup {
+			bad(k+".id", "%q duplicates events[%d].id", e.ID, j)
+		} else {
+			eventIDs[e.ID] = i
+		}
+		switch e.Mode {
+		case ModeQueue, ModePassthrough, ModePaused, ModeClosed:
+		default:
+			bad(k+".mode", "must be queue, passthrough, paused or closed, not %q", e.Mode)
+		}
+		if e.PrequeueOpensAt != nil && e.OpensAt == nil {
+			bad(k+".prequeue_opens_at", "needs opens_at")
+		}
+		if e.PrequeueOpensAt != nil && e.OpensAt != nil && e.OpensAt.Before(*e.PrequeueOpensAt) {
+			bad(k+".opens_at", "must not be before prequeue_opens_at")
+		}
+		if e.ClosesAt != nil && e.OpensAt != nil && !e.ClosesAt.After(*e.OpensAt) {
+			bad(k+".closes_at", "must be after opens_at")
+		}
+		a := e.Admission
+		if a.AdmitPerSecond != nil && !(*a.AdmitPerSecond > 0) {
+			bad(k+".admission.admit_per_second", "must be > 0")
+		}
+		if a.AdmitPerSecond != nil && *a.AdmitPerSecond > 1e6 {
+			bad(k+".admission.admit_per_second", "must be <= 1000000")
+		}
+		if a.MaxActive != nil && *a.MaxActive < 1 {
+			bad(k+".admission.max_active", "must be >= 1")
+		}
+		if a.Capacity.BackendTPS < 0 {
+			bad(k+".admission.capacity.backend_tps", "must be > 0")
+		}
+		if a.Capacity.CallsPerUser < 0 {
+			bad(k+".admission.capacity.calls_per_user", "must be > 0")
+		}
+		if a.Capacity.RetryFactor < 1 && a.Capacity.RetryFactor != 0 {
+			bad(k+".admission.capacity.retry_factor", "must be >= 1")
+		}
+		if a.Capacity.SessionSeconds < 0 {
+			bad(k+".admission.capacity.session_seconds", "must be > 0")
+		}
+		if a.AccessTTL.D() < time.Second {
+			bad(k+".admission.access_ttl", "must be >= 1s")
+		}
+		if a.AbandonAfter.D() < time.Second {
+			bad(k+".admission.abandon_after", "must be >= 1s")
+		}
+		for j, s := range e.Showtimes {
+			sk := fmt.Sprintf("%s.showtimes[%d]", k, j)
+			if s.ID < 1 {
+				bad(sk+".id", "must be >= 1")
+			} else if other, dup := showtimeIDs[s.ID]; dup {
+				bad(sk+".id", "%d duplicates %s", s.ID, other)
+			} else {
+				showtimeIDs[s.ID] = sk + ".id"
+			}
+			if s.Rows < 0 || s.Rows > MaxRows {
+				bad(sk+".rows", "must be between 0 and %d", MaxRows)
+			}
+			if s.SeatsPerRow < 0 || s.SeatsPerRow > 999 {
+				bad(sk+".seats_per_row", "must be between 0 and 999")
+			}
+			if (s.Rows == 0) != (s.SeatsPerRow == 0) {
+				bad(sk+".rows", "rows and seats_per_row must both be set or both be 0")
+			}
+			if s.Rows == 0 && len(s.GeneralAdmission) == 0 {
+				bad(sk, "has no seats and no general_admission")
+			}
+			if s.PriceCents < 0 {
+				bad(sk+".price_cents", "must be >= 0")
+			}
+			codes := map[string]bool{}
+			for g, b := range s.GeneralAdmission {
+				gk := fmt.Sprintf("%s.general_admission[%d]", sk, g)
+				if !gaCodePattern.MatchString(b.Code) {
+					bad(gk+".code", "%q must match [A-Z0-9-]{1,32}", b.Code)
+				} else if codes[b.Code] {
+					bad(gk+".code", "%q is duplicated", b.Code)
+				}
+				codes[b.Code] = true
+				if b.Capacity < 1 {
+					bad(gk+".capacity", "must be >= 1")
+				}
+				if b.PriceCents < 0 {
+					bad(gk+".price_cents", "must be >= 0")
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return &Error{Problems: errs}
+	}
+	return nil
+}
+
+// Error lists every problem found in a config.
+type Error struct{ Problems []string }
+
+func (e *Error) Error() string {
+	return "config: " + strings.Join(e.Problems, "; ")
+}
+
+// IsInvalid reports whether err is a validation or parse failure of the
+// config itself (as opposed to an unreadable file).
+func IsInvalid(err error) bool {
+	var ce *Error
+	return errors.As(err, &ce)
+}
+
+// Event returns the event with the given id.
+func (c *Config) Event(id string) (*Event, bool) {
+	for i := range c.Events {
+		if c.Events[i].ID == id {
+			return &c.Events[i], true
+		}
+	}
+	return nil, false
+}
+
+// EventOfShowtime returns the event that owns a showtime.
+func (c *Config) EventOfShowtime(id int64) (*Event, *Showtime, bool) {
+	for i := range c.Events {
+		for j := range c.Events[i].Showtimes {
+			if c.Events[i].Showtimes[j].ID == id {
+				return &c.Events[i], &c.Events[i].Showtimes[j], true
+			}
+		}
+	}
+	return nil, nil, false
+}
+
+// Rate is the admission rate in force: admit_per_second when given, else
+// backend_tps / (calls_per_user × retry_factor), rounded to whole fans per second.
+func (a Admission) Rate() float64 {
+	if a.AdmitPerSecond != nil {
+		return *a.AdmitPerSecond
+	}
+	c := a.Capacity
+	return math.Max(1, math.Round(c.BackendTPS/(c.CallsPerUser*c.RetryFactor)))
+}
+
+// Cap is the most fans active at once: max_active when given, else the rate
+// times the mean session length (Little's law: L = λW).
+func (a Admission) Cap() int {
+	if a.MaxActive != nil {
+		return *a.MaxActive
+	}
+	return int(math.Max(1, math.Ceil(a.Rate()*a.Capacity.SessionSeconds)))
+}
+
+// RowLetter is the letter of row i (0-based): A, B, …
+func RowLetter(i int) string { return string(rune('A' + i)) }

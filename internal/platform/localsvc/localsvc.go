@@ -1,0 +1,213 @@
+// Package localsvc starts private redis-server and PostgreSQL instances from
+// the binaries installed on this machine: loopback only, free ports, data in a
+// folder of the caller's choosing, and no process left behind once the caller
+// stops them (or dies: the children get SIGKILL with their parent).
+//
+// It is what `make run`, `make test` and the test helpers stand on, so that a
+// fresh Debian machine with Go needs nothing started by hand.
+package localsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrMissing reports a server binary that is not installed and could not be.
+var ErrMissing = errors.New("localsvc: server binary missing")
+
+// FreePort asks the kernel for a free loopback TCP port.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+var installMu sync.Mutex
+
+// Ensure finds the named binary (PATH or extra dirs), installing the Debian
+// package when it is missing and we are root with apt-get. Otherwise it
+// returns an error that says exactly what to install.
+func Ensure(binary, debPackage string, dirs ...string) (string, error) {
+	if p := lookPath(binary, dirs); p != "" {
+		return p, nil
+	}
+	installMu.Lock()
+	defer installMu.Unlock()
+	if p := lookPath(binary, dirs); p != "" {
+		return p, nil
+	}
+	hint := fmt.Errorf("%w: %s not found; install it with: sudo apt-get update && sudo apt-get install -y %s", ErrMissing, binary, debPackage)
+	if os.Geteuid() != 0 {
+		return "", hint
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return "", hint
+	}
+	fmt.Fprintf(os.Stderr, "localsvc: %s missing, installing Debian package %s\n", binary, debPackage)
+	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", debPackage}} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = env
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("%w (apt-get %s: %v)", hint, args[0], err)
+		}
+	}
+	if p := lookPath(binary, dirs); p != "" {
+		return p, nil
+	}
+	return "", hint
+}
+
+func lookPath(binary string, dirs []string) string {
+	if p, err := exec.LookPath(binary); err == nil {
+		return p
+	}
+	for _, d := range dirs {
+		matches, _ := filepath.Glob(filepath.Join(d, binary))
+		if len(matches) > 0 {
+			return matches[len(matches)-1]
+		}
+	}
+	return ""
+}
+
+// proc is one child server process.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func startProc(cmd *exec.Cmd, logPath string) (*proc, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	// Die with us, and be a process group of our own so that Stop reaches
+	// every child (PostgreSQL forks backends).
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	cmd.SysProcAttr.Setpgid = true
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *proc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends sig to the process group and waits up to d before SIGKILL.
+func (p *proc) stop(sig syscall.Signal, d time.Duration) {
+	if p == nil || !p.running() {
+		return
+	}
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, sig)
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-p.done
+	}
+	// Backends forked by PostgreSQL are in the same group: make sure none stays.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+func waitFor(ctx context.Context, p *proc, logPath string, ready func() bool) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if ready() {
+			return nil
+		}
+		if !p.running() {
+			return fmt.Errorf("exited early (%v); log %s:\n%s", p.err, logPath, tail(logPath))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("not ready after 30s; log %s:\n%s", logPath, tail(logPath))
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+func dialOK(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// runAs makes cmd run as the named user when we are root (PostgreSQL refuses
+// to run as root) and returns that user's uid and gid.
+func runAs(cmd *exec.Cmd, name string) (uid, gid int, err error) {
+	uid, gid = os.Getuid(), os.Getgid()
+	if os.Geteuid() != 0 {
+		return uid, gid, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("running as root needs the %q user (it comes with the postgresql package): %w", name, err)
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid, _ = strconv.Atoi(u.Gid)
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	return uid, gid, nil
+}
+
+func chownTree(dir string, uid, gid int) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+

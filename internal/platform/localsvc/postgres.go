@@ -1,0 +1,172 @@
+package localsvc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// pgDirs are where Debian puts the PostgreSQL server binaries (not on PATH).
+var pgDirs = []string{"/usr/lib/postgresql/*/bin"}
+
+// PostgresOptions shapes a private PostgreSQL.
+type PostgresOptions struct {
+	Dir  string // cluster folder; initdb runs when it holds no cluster yet
+	Port int    // 0 = a free one
+	// Fast trades durability for speed (fsync off): tests only.
+	Fast bool
+}
+
+// Postgres is a running private PostgreSQL server with trust auth for the
+// postgres user on 127.0.0.1.
+type Postgres struct {
+	Port int
+	opts PostgresOptions
+	bin  string
+	p    *proc
+	uid  int
+	gid  int
+}
+
+// StartPostgres runs initdb if needed, starts postgres and waits until it
+// accepts connections.
+func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error) {
+	initdb, err := Ensure("initdb", "postgresql", pgDirs...)
+	if err != nil {
+		return nil, err
+	}
+	bin, err := Ensure("postgres", "postgresql", pgDirs...)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("localsvc: PostgresOptions.Dir is required")
+	}
+	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
+		return nil, err
+	}
+	if opts.Port == 0 {
+		if opts.Port, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	pg := &Postgres{opts: opts, bin: bin, Port: opts.Port}
+	data := filepath.Join(opts.Dir, "data")
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(initdb, "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-locale", "--no-sync")
+		probe := exec.Command("true")
+		uid, gid, err := runAs(probe, "postgres")
+		if err != nil {
+			return nil, err
+		}
+		pg.uid, pg.gid = uid, gid
+		cmd.SysProcAttr = probe.SysProcAttr
+		if err := chownTree(opts.Dir, uid, gid); err != nil {
+			return nil, err
+		}
+		// The postgres user must be able to reach the folder.
+		for d := filepath.Dir(opts.Dir); d != "/" && os.Geteuid() == 0; d = filepath.Dir(d) {
+			if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+				_ = os.Chmod(d, fi.Mode().Perm()|0o011)
+			}
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("localsvc: initdb: %v\n%s", err, out)
+		}
+	} else {
+		probe := exec.Command("true")
+		pg.uid, pg.gid, _ = runAs(probe, "postgres")
+	}
+	return pg, pg.start(ctx)
+}
+
+func (pg *Postgres) start(ctx context.Context) error {
+	data := filepath.Join(pg.opts.Dir, "data")
+	args := []string{
+		"-D", data, "-p", strconv.Itoa(pg.Port),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories=" + pg.opts.Dir,
+		"-c", "max_connections=500",
+		"-c", "shared_buffers=256MB",
+		"-c", "log_min_messages=warning",
+	}
+	if pg.opts.Fast {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	cmd := exec.Command(pg.bin, args...)
+	if _, _, err := runAs(cmd, "postgres"); err != nil {
+		return err
+	}
+	logPath := filepath.Join(pg.opts.Dir, "postgres.log")
+	if err := chownTree(pg.opts.Dir, pg.uid, pg.gid); err != nil {
+		return err
+	}
+	p, err := startProc(cmd, logPath)
+	if err != nil {
+		return fmt.Errorf("localsvc: start postgres: %w", err)
+	}
+	pg.p = p
+	addr := "127.0.0.1:" + strconv.Itoa(pg.Port)
+	if err := waitFor(ctx, p, logPath, func() bool { return pgReady(addr) }); err != nil {
+		p.stop(syscall.SIGKILL, 0)
+		return fmt.Errorf("localsvc: postgres on %s: %w", addr, err)
+	}
+	return nil
+}
+
+// URL is the connection URL of database db on this server.
+func (pg *Postgres) URL(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", pg.Port, db)
+}
+
+// Stop shuts the server down (fast shutdown, SIGKILL after 10s).
+func (pg *Postgres) Stop() { pg.p.stop(syscall.SIGINT, 10*time.Second) }
+
+// Kill kills the server and its backends at once, as a crash would.
+func (pg *Postgres) Kill() { pg.p.stop(syscall.SIGKILL, 0) }
+
+// Start starts a stopped server again on the same port and data folder.
+func (pg *Postgres) Start(ctx context.Context) error {
+	if pg.p != nil && pg.p.running() {
+		return nil
+	}
+	return pg.start(ctx)
+}
+
+// pgReady sends a startup packet and waits for any answer that is not a
+// "starting up" error: the server then accepts connections.
+func pgReady(addr string) bool {
+	c, err := dialTimeout(addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	params := "user\x00postgres\x00database\x00postgres\x00\x00"
+	n := 8 + len(params)
+	msg := []byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n), 0, 3, 0, 0}
+	msg = append(msg, params...)
+	if _, err := c.Write(msg); err != nil {
+		return false
+	}
+	buf := make([]byte, 512)
+	k, err := c.Read(buf)
+	if err != nil || k < 1 {
+		return false
+	}
+	// 'R' = authentication request (ok). 'E' = error, e.g. "the database system is starting up".
+	return buf[0] == 'R'
+}
+
+func dialTimeout(addr string) (net.Conn, error) {
+	return net.DialTimeout("tcp", addr, 300*time.Millisecond)
+}

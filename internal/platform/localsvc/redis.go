@@ -1,0 +1,122 @@
+package localsvc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// RedisOptions shapes a private redis-server.
+type RedisOptions struct {
+	Dir  string // data and log folder; created if missing
+	Port int    // 0 = a free one
+	// AOF turns on the append-only file with fsync every second, as in
+	// production; otherwise nothing is persisted.
+	AOF bool
+	// Cluster starts the node with cluster mode enabled (see StartCluster).
+	Cluster bool
+}
+
+// Redis is a running private redis-server.
+type Redis struct {
+	Addr string
+	opts RedisOptions
+	bin  string
+	p    *proc
+}
+
+// StartRedis starts redis-server and waits until it answers.
+func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
+	bin, err := Ensure("redis-server", "redis-server")
+	if err != nil {
+		return nil, err
+	}
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("localsvc: RedisOptions.Dir is required")
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if opts.Port == 0 {
+		if opts.Port, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	r := &Redis{opts: opts, bin: bin, Addr: "127.0.0.1:" + strconv.Itoa(opts.Port)}
+	return r, r.start(ctx)
+}
+
+func (r *Redis) start(ctx context.Context) error {
+	o := r.opts
+	args := []string{
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(o.Port),
+		"--dir", o.Dir, "--save", "", "--daemonize", "no",
+		"--protected-mode", "yes", "--loglevel", "warning",
+		"--maxclients", "20000",
+	}
+	if o.AOF {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	if o.Cluster {
+		args = append(args, "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(o.Dir, "nodes.conf"),
+			"--cluster-node-timeout", "2000")
+	}
+	logPath := filepath.Join(o.Dir, "redis.log")
+	p, err := startProc(exec.Command(r.bin, args...), logPath)
+	if err != nil {
+		return fmt.Errorf("localsvc: start redis: %w", err)
+	}
+	r.p = p
+	if err := waitFor(ctx, p, logPath, func() bool { return redisPing(r.Addr) }); err != nil {
+		p.stop(syscall.SIGKILL, 0)
+		return fmt.Errorf("localsvc: redis on %s: %w", r.Addr, err)
+	}
+	return nil
+}
+
+// URL is the redis:// URL of the server (database 0).
+func (r *Redis) URL() string { return "redis://" + r.Addr + "/0" }
+
+// Stop shuts the server down (SIGTERM, then SIGKILL after 5s).
+func (r *Redis) Stop() { r.p.stop(syscall.SIGTERM, 5*time.Second) }
+
+// Kill kills the server at once, as a crash would.
+func (r *Redis) Kill() { r.p.stop(syscall.SIGKILL, 0) }
+
+// Restart starts the server again on the same port and data folder.
+func (r *Redis) Restart(ctx context.Context) error {
+	r.Stop()
+	return r.start(ctx)
+}
+
+// Start starts a stopped server again on the same port and data folder.
+func (r *Redis) Start(ctx context.Context) error {
+	if r.p != nil && r.p.running() {
+		return nil
+	}
+	return r.start(ctx)
+}
+
+// redisPing speaks just enough RESP to know the server answers.
+func redisPing(addr string) bool {
+	c, err := dialTimeout(addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	buf := make([]byte, 64)
+	n, _ := c.Read(buf)
+	return n >= 5 && string(buf[:5]) == "+PONG"
+}
