@@ -64,15 +64,18 @@ type Position struct {
 
 // JoinResult is the answer to a join.
 type JoinResult struct {
-	Ticket string // the opaque, signed ticket to hand to the fan
-	Resumed bool  // the fan already had a live ticket: same place, HTTP 200
-	State   State // Waiting, or Admitted in passthrough mode
+	Ticket  string // the opaque, signed ticket to hand to the fan
+	ID      string // the ticket's id (the Redis member; the access JWT's sub)
+	Resumed bool   // the fan already had a live ticket: same place, HTTP 200
+	State   State  // Waiting, or Admitted in passthrough mode
 	Position
 	ActiveUntil time.Time // when State == Admitted
 }
 
 // Status is the answer to a status poll.
 type Status struct {
+	// ID is the ticket's id: the Redis member, and the access JWT's sub.
+	ID    string
 	State State
 	Position
 	ActiveUntil time.Time // when State == Admitted: the access window's end
@@ -119,6 +122,9 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 func (s *Store) Leave(ctx context.Context, event, ticket string) error {
 	panic("queue: not implemented yet")
 }
+
+// Active, Extend and Complete take the ticket id (Status.ID, the JWT sub),
+// not the signed ticket string: the booking core knows only the JWT.
 
 // Active reports whether ticket is in the event's active set and unexpired.
 func (s *Store) Active(ctx context.Context, event, ticket string) (bool, error) {
