@@ -209,10 +209,17 @@ func Load(path string) (*Config, error) {
 // Parse is Load without the file system; lookup reads the environment.
 func Parse(b []byte, lookup func(string) (string, bool)) (*Config, error) {
 	var c Config
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, &Error{Problems: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	if err := checkTimes(&root); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, &Error{Problems: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
 	}
 	if lookup != nil {
 		for _, o := range envOverrides {
@@ -226,6 +233,29 @@ func Parse(b []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// timeKeys hold RFC 3339 timestamps; yaml's own error for a bad one names
+// neither the key nor the line, so they are checked first.
+var timeKeys = map[string]bool{"prequeue_opens_at": true, "opens_at": true, "closes_at": true, "starts_at": true}
+
+func checkTimes(n *yaml.Node) error {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if timeKeys[k.Value] && v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
+				if _, err := time.Parse(time.RFC3339, v.Value); err != nil {
+					return &Error{Problems: []string{fmt.Sprintf("line %d: %s: %q is not an RFC 3339 time (e.g. 2026-12-01T10:00:00Z)", v.Line, k.Value, v.Value)}}
+				}
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if err := checkTimes(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *Config) setDefaults() {
@@ -348,7 +378,7 @@ func (c *Config) Validate() error {
 	for i, e := range c.Events {
 		k := fmt.Sprintf("events[%d]", i)
 		if !eventIDPattern.MatchString(e.ID) {
-			bad(k+".id", "%q must match [a-z0-9-]{1,64}", e.ID)
+			bad(fmt.Sprintf("%s.id %q", k, e.ID), "must match [a-z0-9-]{1,64}")
 		} else if j, dup := eventIDs[e.ID]; dup {
 			bad(k+".id", "%q duplicates events[%d].id", e.ID, j)
 		} else {

@@ -1,0 +1,206 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/config"
+)
+
+// valid is a minimal good config; each bad row below edits one thing.
+const valid = `
+auth: {ticket_secret: "0123456789abcdef0123"}
+booking:
+  payment: {secret: "pay-secret"}
+events:
+  - id: "premiere"
+    admission: {admit_per_second: 50, max_active: 500}
+    showtimes:
+      - {id: 42, title: "T", starts_at: "2026-12-01T19:00:00Z", rows: 10, seats_per_row: 20, price_cents: 1500}
+  - id: "live"
+    showtimes:
+      - id: 43
+        starts_at: "2026-12-02T20:00:00Z"
+        rows: 5
+        seats_per_row: 30
+        general_admission: [{code: "FLOOR", capacity: 250, price_cents: 4500}]
+`
+
+func noEnv(string) (string, bool) { return "", false }
+
+func TestValidConfigAndDefaults(t *testing.T) {
+	c, err := config.Parse([]byte(valid), noEnv)
+	if err != nil {
+		t.Fatalf("Parse(valid): %v", err)
+	}
+	checks := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"redis.url", c.Redis.URL, "redis://127.0.0.1:6379/0"},
+		{"gateway.addr", c.Gateway.Addr, ":8080"},
+		{"gateway.joins_per_ip_per_minute", *c.Gateway.JoinsPerIPPerMinute, 30},
+		{"admitter.tick", c.Admitter.Tick.D(), time.Second},
+		{"booking.hold_ttl", c.Booking.HoldTTL.D(), 10 * time.Minute},
+		{"booking.max_seats_per_hold", c.Booking.MaxSeatsPerHold, 8},
+		{"booking.payment.session_ttl", c.Booking.Payment.SessionTTL.D(), 8 * time.Minute},
+		{"booking.payment.reconcile_after", c.Booking.Payment.ReconcileAfter.D(), 15 * time.Minute},
+		{"events[0].mode", c.Events[0].Mode, "queue"},
+		{"events[0].name defaults to id", c.Events[0].Name, "premiere"},
+		{"events[0].admission.access_ttl", c.Events[0].Admission.AccessTTL.D(), 10 * time.Minute},
+		{"events[0].admission.abandon_after", c.Events[0].Admission.AbandonAfter.D(), 60 * time.Second},
+		{"events[0] rate as configured", c.Events[0].Admission.Rate(), 50.0},
+		{"events[0] cap as configured", c.Events[0].Admission.Cap(), 500},
+		// 1000 TPS / (3 calls × 2 retries) = 166.7 → 167/s; × 60 s = 10,020.
+		{"events[1] computed rate", c.Events[1].Admission.Rate(), 167.0},
+		{"events[1] computed cap (Little's law)", c.Events[1].Admission.Cap(), 10020},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %v; want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	if _, _, ok := c.EventOfShowtime(43); !ok {
+		t.Error("EventOfShowtime(43) not found")
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	env := map[string]string{
+		"WAITROOM_REDIS_URL":        "redis://10.0.0.1:6380/0",
+		"WAITROOM_DATABASE_URL":     "postgres://x@db/w",
+		"WAITROOM_GATEWAY_ADDR":     ":9090",
+		"WAITROOM_BOOKING_ADDR":     ":9091",
+		"WAITROOM_ADMITTER_ADDR":    ":9092",
+		"WAITROOM_BOOKING_URL":      "http://booking:9091",
+		"WAITROOM_TICKET_SECRET":    "another-secret-of-enough-length",
+		"WAITROOM_SIGNING_KEY_FILE": "/keys/k.pem",
+		"WAITROOM_ADMIN_TOKEN":      "adm",
+		"WAITROOM_PAYMENT_SECRET":   "p2",
+	}
+	c, err := config.Parse([]byte(valid), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{
+		"WAITROOM_REDIS_URL": c.Redis.URL, "WAITROOM_DATABASE_URL": c.Postgres.URL,
+		"WAITROOM_GATEWAY_ADDR": c.Gateway.Addr, "WAITROOM_BOOKING_ADDR": c.Booking.Addr,
+		"WAITROOM_ADMITTER_ADDR": c.Admitter.Addr, "WAITROOM_BOOKING_URL": c.Gateway.BookingURL,
+		"WAITROOM_TICKET_SECRET": c.Auth.TicketSecret, "WAITROOM_SIGNING_KEY_FILE": c.Auth.SigningKeyFile,
+		"WAITROOM_ADMIN_TOKEN": c.Auth.AdminToken, "WAITROOM_PAYMENT_SECRET": c.Booking.Payment.Secret,
+	}
+	for k, want := range env {
+		if got[k] != want {
+			t.Errorf("%s: got %q; want %q", k, got[k], want)
+		}
+	}
+}
+
+func TestPath(t *testing.T) {
+	t.Setenv("WAITROOM_CONFIG", "")
+	if got := config.Path(""); got != config.DefaultPath {
+		t.Errorf("Path() = %q; want %q", got, config.DefaultPath)
+	}
+	t.Setenv("WAITROOM_CONFIG", "/etc/w.yaml")
+	if got := config.Path(""); got != "/etc/w.yaml" {
+		t.Errorf("Path() with WAITROOM_CONFIG = %q", got)
+	}
+	if got := config.Path("x.yaml"); got != "x.yaml" {
+		t.Errorf("Path(flag) = %q; want the flag to win", got)
+	}
+}
+
+func TestBadConfigs(t *testing.T) {
+	cases := []struct {
+		name, old, new, want string
+	}{
+		{"zero rate", "admit_per_second: 50", "admit_per_second: 0", "events[0].admission.admit_per_second: must be > 0"},
+		{"negative rate", "admit_per_second: 50", "admit_per_second: -1", "events[0].admission.admit_per_second: must be > 0"},
+		{"zero cap", "max_active: 500", "max_active: 0", "events[0].admission.max_active: must be >= 1"},
+		{"bad event id", `id: "premiere"`, `id: "Bad Id"`, `events[0].id "Bad Id": must match [a-z0-9-]{1,64}`},
+		{"empty event id", `id: "premiere"`, `id: ""`, `events[0].id "": must match`},
+		{"duplicate event id", `id: "live"`, `id: "premiere"`, `events[1].id: "premiere" duplicates events[0].id`},
+		{"duplicate showtime id", "id: 43", "id: 42", "events[1].showtimes[0].id: 42 duplicates events[0].showtimes[0].id"},
+		{"bad mode", `id: "premiere"`, "id: \"premiere\"\n    mode: \"open\"", `events[0].mode: must be queue, passthrough, paused or closed, not "open"`},
+		{"opens before prequeue", `id: "premiere"`, "id: \"premiere\"\n    prequeue_opens_at: \"2026-12-01T10:00:00Z\"\n    opens_at: \"2026-12-01T09:00:00Z\"", "events[0].opens_at: must not be before prequeue_opens_at"},
+		{"prequeue without opens_at", `id: "premiere"`, "id: \"premiere\"\n    prequeue_opens_at: \"2026-12-01T10:00:00Z\"", "events[0].prequeue_opens_at: needs opens_at"},
+		{"closes before opens", `id: "premiere"`, "id: \"premiere\"\n    opens_at: \"2026-12-01T10:00:00Z\"\n    closes_at: \"2026-12-01T09:00:00Z\"", "events[0].closes_at: must be after opens_at"},
+		{"bad timestamp", `id: "premiere"`, "id: \"premiere\"\n    opens_at: \"tomorrow\"", "opens_at"},
+		{"session ttl not shorter than hold", `payment: {secret: "pay-secret"}`, "hold_ttl: \"5m\"\n  payment: {secret: \"pay-secret\", session_ttl: \"5m\"}", "booking.payment.session_ttl: must be shorter than booking.hold_ttl"},
+		{"unknown top-level key", "booking:", "bookng: {}\nbooking:", "field bookng not found"},
+		{"unknown nested key (typo)", "admit_per_second: 50", "admit_per_secnd: 50", "field admit_per_secnd not found"},
+		{"bad duration", `payment: {secret: "pay-secret"}`, "hold_ttl: \"ten minutes\"\n  payment: {secret: \"pay-secret\"}", `"ten minutes" is not a duration`},
+		{"tiny hold ttl", `payment: {secret: "pay-secret"}`, "hold_ttl: \"100ms\"\n  payment: {secret: \"pay-secret\", session_ttl: \"50ms\"}", "booking.hold_ttl: must be >= 1s"},
+		{"missing ticket secret", `auth: {ticket_secret: "0123456789abcdef0123"}`, "", "auth.ticket_secret: must be set"},
+		{"short ticket secret", `ticket_secret: "0123456789abcdef0123"`, `ticket_secret: "short"`, "auth.ticket_secret: must be at least 16 characters"},
+		{"missing payment secret", `payment: {secret: "pay-secret"}`, `payment: {}`, "booking.payment.secret: must be set"},
+		{"bad simulator outcome", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", simulator: {outcome: "maybe"}}`, `booking.payment.simulator.outcome: must be succeed or fail, not "maybe"`},
+		{"zero max seats", `payment: {secret: "pay-secret"}`, "max_seats_per_hold: -1\n  payment: {secret: \"pay-secret\"}", "booking.max_seats_per_hold: must be between 1 and 100"},
+		{"negative per-ip limit", "booking:", "gateway: {joins_per_ip_per_minute: -1}\nbooking:", "gateway.joins_per_ip_per_minute: must be >= 0"},
+		{"tiny tick", "booking:", "admitter: {tick: \"1ms\"}\nbooking:", "admitter.tick: must be >= 10ms"},
+		{"showtime id zero", "id: 42", "id: 0", "events[0].showtimes[0].id: must be >= 1"},
+		{"too many rows", "rows: 10", "rows: 27", "events[0].showtimes[0].rows: must be between 0 and 26"},
+		{"rows without seats", "seats_per_row: 20", "seats_per_row: 0", "events[0].showtimes[0].rows: rows and seats_per_row must both be set or both be 0"},
+		{"negative price", "price_cents: 1500", "price_cents: -5", "events[0].showtimes[0].price_cents: must be >= 0"},
+		{"bad GA code", `code: "FLOOR"`, `code: "floor area"`, `events[1].showtimes[0].general_admission[0].code: "floor area" must match`},
+		{"GA capacity zero", "capacity: 250", "capacity: 0", "events[1].showtimes[0].general_admission[0].capacity: must be >= 1"},
+		{"retry factor below one", "admit_per_second: 50", "admit_per_second: 50, capacity: {retry_factor: 0.5}", "events[0].admission.capacity.retry_factor: must be >= 1"},
+		{"access ttl too short", "admit_per_second: 50", "admit_per_second: 50, access_ttl: \"10ms\"", "events[0].admission.access_ttl: must be >= 1s"},
+		{"abandon_after too short", "admit_per_second: 50", "admit_per_second: 50, abandon_after: \"10ms\"", "events[0].admission.abandon_after: must be >= 1s"},
+		{"not yaml", "events:", "events: [", "config:"},
+		{"string for number", "max_active: 500", "max_active: lots", "cannot unmarshal"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(valid, tc.old) {
+				t.Fatalf("bad row: %q not in the valid config", tc.old)
+			}
+			src := strings.Replace(valid, tc.old, tc.new, 1)
+			_, err := config.Parse([]byte(src), noEnv)
+			if err == nil {
+				t.Fatalf("Parse accepted the config; want error containing %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %q; want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEveryProblemReportedAtOnce(t *testing.T) {
+	src := strings.Replace(valid, "admit_per_second: 50", "admit_per_second: 0", 1)
+	src = strings.Replace(src, `id: "live"`, `id: "Live!"`, 1)
+	_, err := config.Parse([]byte(src), noEnv)
+	if err == nil || !strings.Contains(err.Error(), "admit_per_second") || !strings.Contains(err.Error(), `"Live!"`) {
+		t.Fatalf("error = %v; want both problems named", err)
+	}
+}
+
+func TestShippedConfigsLoad(t *testing.T) {
+	matches, _ := filepath.Glob("../../configs/waitroom*.yaml")
+	if len(matches) == 0 {
+		t.Fatal("no configs/waitroom*.yaml found")
+	}
+	for _, m := range matches {
+		if _, err := config.Load(m); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	if _, err := config.Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !os.IsNotExist(unwrapAll(err)) {
+		t.Errorf("Load(missing) = %v; want a not-exist error", err)
+	}
+}
+
+func unwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
