@@ -57,6 +57,9 @@ func NewSigner(priv ed25519.PrivateKey) *Signer {
 	return s
 }
 
+// PublicKey is the signer's public key.
+func (s *Signer) PublicKey() ed25519.PublicKey { return s.priv.Public().(ed25519.PublicKey) }
+
 // KeyID is the kid the signer puts in every header.
 func (s *Signer) KeyID() string { return s.kid }
 

@@ -4,14 +4,21 @@
 // lives on one Redis Cluster slot and every script touches one slot. Time in
 // scripts comes from Redis TIME: one clock for every replica.
 //
-// THIS FILE IS THE AGREED API (types and method signatures) that the gateway,
-// the admitter and the booking core are written against. Bodies are being
-// implemented; keep the signatures.
+// Tickets are signed (ticket.go) so a bad one is refused before Redis; key
+// names are built in keys.go; the Lua scripts, with their KEYS, ARGV and
+// replies, are in scripts.go; docs/QUEUE.md explains pollAfter, the poll load
+// and the memory per waiting fan.
 package queue
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -80,6 +87,10 @@ type Status struct {
 	Position
 	ActiveUntil time.Time // when State == Admitted: the access window's end
 	JoinedAt    time.Time
+	// JoinETA is the ETA the fan was told at join (nil if none was told),
+	// carried in the signed ticket: the gateway compares it with the real
+	// wait once, when FirstAdmission is set.
+	JoinETA *time.Duration
 	// FirstAdmission is true the first time a poll sees the ticket admitted
 	// (for the join → admitted wait-time histogram).
 	FirstAdmission bool
@@ -98,69 +109,379 @@ type TickResult struct {
 	Expired   int64 // actives whose window ended, dropped
 	Waiting   int64 // after the tick
 	Active    int64 // after the tick
+	// Rate is the measured admission rate (fans/s) ETAs are computed from.
+	Rate float64
+}
+
+// Stats are the event's lifetime counters. Every ticket ever issued is in
+// exactly one place, so Joined = Admitted + Waiting + Left + Abandoned.
+type Stats struct {
+	Joined    int64
+	Admitted  int64
+	Abandoned int64
+	Left      int64
+	// Rate is the measured admission rate (fans/s), 0 before the first tick.
+	Rate float64
 }
 
 // Store runs the queue scripts on a single Redis or a Redis Cluster.
 type Store struct {
-	rdb redis.UniversalClient
+	rdb    redis.UniversalClient
+	secret []byte
 }
+
+// NewStore returns a Store over rdb (a single node or a Cluster client);
+// ticketSecret is the HMAC key of tickets (config auth.ticket_secret).
+func NewStore(rdb redis.UniversalClient, ticketSecret []byte) *Store {
+	return &Store{rdb: rdb, secret: append([]byte(nil), ticketSecret...)}
+}
+
+// Tick bounds: a tick skips at most maxSkip abandoned tickets (the rest go
+// next tick) and admits at most passthroughBatch fans in passthrough mode,
+// so no script holds Redis for long.
+const (
+	maxSkip          = 10000
+	passthroughBatch = 10000
+)
 
 // Join puts a fan in the line of event, or resumes the live ticket they carry
 // (existing may be ""). It returns ErrNotOpen, ErrClosed, ErrInvalidTicket is
 // never returned for existing: a bad or dead existing ticket just gets a new place.
 func (s *Store) Join(ctx context.Context, event, existing string, set Settings) (JoinResult, error) {
-	panic("queue: not implemented yet")
+	var (
+		exID, exSeq string
+		ex          ticket
+		haveEx      bool
+	)
+	if existing != "" {
+		if t, err := s.decode(event, existing); err == nil {
+			ex, haveEx = t, true
+			exID, exSeq = t.id(), strconv.FormatInt(t.seq, 10)
+		}
+	}
+	random, err := newRandom()
+	if err != nil {
+		return JoinResult{}, fmt.Errorf("join: %w", err)
+	}
+	lottery, err := lotteryScore()
+	if err != nil {
+		return JoinResult{}, fmt.Errorf("join: %w", err)
+	}
+	k := keysOf(event)
+	res, err := joinScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.seen, k.stats},
+		set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
+		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
+		exID, exSeq, b64.EncodeToString(random[:]), lottery, mrand.Float64(),
+	).Slice()
+	if err != nil {
+		return JoinResult{}, fmt.Errorf("join: %w", err)
+	}
+	r := reply(res)
+	switch r.str(0) {
+	case "closed":
+		return JoinResult{}, ErrClosed
+	case "not_open":
+		return JoinResult{}, ErrNotOpen
+	}
+	resumed := r.int(1) == 1
+	t := ex
+	if !resumed {
+		t = ticket{seq: r.int(2), random: random, joinedAt: r.int(3)}
+	}
+	now := r.int(3)
+	out := JoinResult{Resumed: resumed}
+	switch r.str(0) {
+	case "admitted":
+		out.State = Admitted
+		out.ActiveUntil = msToTime(r.int(4))
+	case "waiting":
+		out.State = Waiting
+		out.Position = position(r.int(4), r.int(5), r.float(6), now, set)
+		if !resumed && out.ETA != nil {
+			ms := out.ETA.Milliseconds()
+			t.joinETA = &ms
+		}
+	default:
+		return JoinResult{}, fmt.Errorf("join: unexpected reply %v", res)
+	}
+	if resumed && haveEx {
+		out.Ticket = existing
+	} else {
+		out.Ticket = s.encode(event, t)
+	}
+	out.ID = t.id()
+	if r.err != nil {
+		return JoinResult{}, fmt.Errorf("join: %w", r.err)
+	}
+	return out, nil
 }
 
 // Status reports where ticket stands, and records that its fan is still there
 // (polling keeps a waiting ticket from being dropped as abandoned).
 func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) (Status, error) {
-	panic("queue: not implemented yet")
+	t, err := s.decode(event, ticket)
+	if err != nil {
+		return Status{}, err
+	}
+	k := keysOf(event)
+	res, err := statusScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.seen, k.stats},
+		t.id(), t.seq, set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt),
+		rateArg(set.AdmitPerSecond), set.AbandonAfter.Milliseconds(), mrand.Float64(),
+	).Slice()
+	if err != nil {
+		return Status{}, fmt.Errorf("status: %w", err)
+	}
+	out := Status{ID: t.id(), JoinedAt: msToTime(t.joinedAt)}
+	if t.joinETA != nil {
+		d := time.Duration(*t.joinETA) * time.Millisecond
+		out.JoinETA = &d
+	}
+	r := reply(res)
+	switch r.str(0) {
+	case "expired":
+		out.State = Expired
+	case "closed":
+		out.State = Closed
+	case "admitted":
+		out.State = Admitted
+		out.ActiveUntil = msToTime(r.int(2))
+		out.FirstAdmission = r.int(3) == 1
+	case "waiting":
+		out.State = Waiting
+		out.Position = position(r.int(2), r.int(3), r.float(4), r.int(1), set)
+	default:
+		return Status{}, fmt.Errorf("status: unexpected reply %v", res)
+	}
+	if r.err != nil {
+		return Status{}, fmt.Errorf("status: %w", r.err)
+	}
+	return out, nil
+}
+
+// position is what a waiting fan is told. The ETA is the time for the line
+// in front (and the fan) to be admitted at the measured rate; there is none
+// while paused, before opening, or while nothing is being admitted.
+func position(rank, pollMs int64, rate float64, nowMs int64, set Settings) Position {
+	p := Position{Position: rank + 1, Ahead: rank, PollAfter: time.Duration(pollMs) * time.Millisecond}
+	before := set.OpensAt != nil && nowMs < set.OpensAt.UnixMilli()
+	if set.Mode != "paused" && !before && rate > 0 {
+		eta := time.Duration(float64(p.Position) / rate * float64(time.Second)).Round(time.Millisecond)
+		p.ETA = &eta
+	}
+	return p
 }
 
 // Leave removes the ticket from the line, or gives its active place back.
 func (s *Store) Leave(ctx context.Context, event, ticket string) error {
-	panic("queue: not implemented yet")
+	t, err := s.decode(event, ticket)
+	if err != nil {
+		return err
+	}
+	k := keysOf(event)
+	if err := leaveScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.stats}, t.id()).Err(); err != nil {
+		return fmt.Errorf("leave: %w", err)
+	}
+	return nil
 }
 
 // Active, Extend and Complete take the ticket id (Status.ID, the JWT sub),
 // not the signed ticket string: the booking core knows only the JWT.
+// A malformed id is simply not active: no Redis call is made for it.
 
 // Active reports whether ticket is in the event's active set and unexpired.
 func (s *Store) Active(ctx context.Context, event, ticket string) (bool, error) {
-	panic("queue: not implemented yet")
+	if !idPattern.MatchString(ticket) {
+		return false, nil
+	}
+	exp, err := activeScript.Run(ctx, s.rdb, []string{keysOf(event).active}, ticket).Int64()
+	if err != nil {
+		return false, fmt.Errorf("active: %w", err)
+	}
+	return exp > 0, nil
 }
 
 // Extend moves an active ticket's expiry to until if that is later than it
 // is now; never shortens it. Reports the expiry in force afterwards, and false
 // when the ticket is not active.
 func (s *Store) Extend(ctx context.Context, event, ticket string, until time.Time) (time.Time, bool, error) {
-	panic("queue: not implemented yet")
+	if !idPattern.MatchString(ticket) {
+		return time.Time{}, false, nil
+	}
+	exp, err := extendScript.Run(ctx, s.rdb, []string{keysOf(event).active}, ticket, until.UnixMilli()).Int64()
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("extend: %w", err)
+	}
+	if exp == 0 {
+		return time.Time{}, false, nil
+	}
+	return msToTime(exp), true, nil
 }
 
 // Complete frees the ticket's active place at once (booking confirmed).
 // ticket here is the ticket id as carried in the access JWT's sub.
 func (s *Store) Complete(ctx context.Context, event, ticket string) error {
-	panic("queue: not implemented yet")
+	if !idPattern.MatchString(ticket) {
+		return nil
+	}
+	if err := s.rdb.ZRem(ctx, keysOf(event).active, ticket).Err(); err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
+	return nil
 }
 
 // Counts reads the waiting and active counts of event.
 func (s *Store) Counts(ctx context.Context, event string) (Counts, error) {
-	panic("queue: not implemented yet")
+	k := keysOf(event)
+	v, err := countsScript.Run(ctx, s.rdb, []string{k.wait, k.active}).Int64Slice()
+	if err != nil || len(v) != 2 {
+		return Counts{}, fmt.Errorf("counts: %w", err)
+	}
+	return Counts{Waiting: v[0], Active: v[1]}, nil
+}
+
+// Stats reads the event's counters and measured rate.
+func (s *Store) Stats(ctx context.Context, event string) (Stats, error) {
+	v, err := s.rdb.HMGet(ctx, keysOf(event).stats, "joined", "admitted", "abandoned", "left", "rate").Result()
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	num := func(x any) float64 {
+		str, _ := x.(string)
+		f, _ := strconv.ParseFloat(str, 64)
+		return f
+	}
+	return Stats{
+		Joined: int64(num(v[0])), Admitted: int64(num(v[1])),
+		Abandoned: int64(num(v[2])), Left: int64(num(v[3])), Rate: num(v[4]),
+	}, nil
 }
 
 // PublishSettings stores the settings in force for event (admitter only).
 func (s *Store) PublishSettings(ctx context.Context, event string, set Settings) error {
-	panic("queue: not implemented yet")
+	b, err := json.Marshal(set)
+	if err != nil {
+		return fmt.Errorf("publish settings: %w", err)
+	}
+	if err := s.rdb.Set(ctx, keysOf(event).settings, b, 0).Err(); err != nil {
+		return fmt.Errorf("publish settings: %w", err)
+	}
+	return nil
 }
 
 // Settings reads the settings in force for event; ErrNoSettings when no
 // admitter published any.
 func (s *Store) Settings(ctx context.Context, event string) (Settings, error) {
-	panic("queue: not implemented yet")
+	b, err := s.rdb.Get(ctx, keysOf(event).settings).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Settings{}, ErrNoSettings
+	}
+	if err != nil {
+		return Settings{}, fmt.Errorf("settings: %w", err)
+	}
+	var set Settings
+	if err := json.Unmarshal(b, &set); err != nil {
+		return Settings{}, fmt.Errorf("settings: %w", err)
+	}
+	return set, nil
 }
 
 // Tick runs one atomic admission step for event (admitter only).
 func (s *Store) Tick(ctx context.Context, event string, set Settings) (TickResult, error) {
-	panic("queue: not implemented yet")
+	k := keysOf(event)
+	res, err := tickScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.seen, k.stats, k.bucket},
+		set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
+		set.MaxActive, set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch,
+	).Slice()
+	if err != nil {
+		return TickResult{}, fmt.Errorf("tick: %w", err)
+	}
+	r := reply(res)
+	out := TickResult{
+		Admitted: r.int(0), Abandoned: r.int(1), Expired: r.int(2),
+		Waiting: r.int(3), Active: r.int(4), Rate: r.float(5),
+	}
+	if r.err != nil {
+		return TickResult{}, fmt.Errorf("tick: %w", r.err)
+	}
+	return out, nil
+}
+
+// msArg is an optional instant as script argument: unix ms, or "" for none.
+func msArg(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
+}
+
+// rateArg formats the rate the same way every time: the tick script
+// compares it as a string to notice a changed configuration.
+func rateArg(r float64) string { return strconv.FormatFloat(r, 'g', -1, 64) }
+
+// lotteryScore is a pre-queue score: a uniformly random integer in
+// [-2^52, -1] (exact in a float64), below every post-opening score (the
+// sequence numbers, from 1). Ties need 2 draws out of 2^52 to collide.
+func lotteryScore() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(-int64(binary.BigEndian.Uint64(b[:])>>12)-1, 10), nil
+}
+
+// replyReader reads a script's array reply, remembering the first mismatch.
+type replyReader struct {
+	v   []any
+	err error
+}
+
+func reply(v []any) *replyReader { return &replyReader{v: v} }
+
+func (r *replyReader) at(i int) any {
+	if i >= len(r.v) {
+		if r.err == nil {
+			r.err = fmt.Errorf("reply %v has no element %d", r.v, i)
+		}
+		return nil
+	}
+	return r.v[i]
+}
+
+func (r *replyReader) str(i int) string {
+	s, _ := r.at(i).(string)
+	return s
+}
+
+func (r *replyReader) int(i int) int64 {
+	switch x := r.at(i).(type) {
+	case int64:
+		return x
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil && r.err == nil {
+			r.err = err
+		}
+		return n
+	}
+	if r.err == nil {
+		r.err = fmt.Errorf("reply element %d is %T", i, r.at(i))
+	}
+	return 0
+}
+
+func (r *replyReader) float(i int) float64 {
+	switch x := r.at(i).(type) {
+	case int64:
+		return float64(x)
+	case string:
+		f, err := strconv.ParseFloat(x, 64)
+		if err != nil && r.err == nil {
+			r.err = err
+		}
+		return f
+	}
+	if r.err == nil {
+		r.err = fmt.Errorf("reply element %d is %T", i, r.at(i))
+	}
+	return 0
 }

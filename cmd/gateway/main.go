@@ -1,0 +1,82 @@
+// Command gateway is waitroom's edge: the fan's pages, the queue API, the
+// JWKS of the access pass, and the gate in front of the booking API.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+func main() {
+	cfgFlag := flag.String("config", "", "config file (default $WAITROOM_CONFIG or "+config.DefaultPath+")")
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "gateway")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, config.Path(*cfgFlag), log); err != nil {
+		log.Error("gateway stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	key, err := pass.LoadPrivateKey(cfg.Auth.SigningKeyFile)
+	if err != nil {
+		return err
+	}
+	rdb, err := queue.NewClient(cfg.Redis.URL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	rdb.AddHook(metrics.RedisHook("gateway"))
+
+	srv, err := gateway.New(gateway.Options{
+		Config: cfg,
+		Redis:  rdb,
+		Line:   queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret)),
+		Signer: pass.NewSigner(key),
+		Log:    log,
+	})
+	if err != nil {
+		return err
+	}
+	prometheus.MustRegister(srv.NewCollector())
+
+	serveErr := make(chan error, 1)
+	go func() {
+		log.Info("listening", "addr", cfg.Gateway.Addr, "events", len(cfg.Events))
+		serveErr <- srv.App().Listen(cfg.Gateway.Addr)
+	}()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("listen %s: %w", cfg.Gateway.Addr, err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// settingsTTL is how long the gateway trusts the settings it read: the
+// admitter republishes every tick, so a second is as fresh as it gets.
+const settingsTTL = time.Second
+
+// settingsFromConfig is what the admitter would publish for ev; the gateway
+// uses it only until an admitter has published the real thing.
+func settingsFromConfig(ev *config.Event) queue.Settings {
+	return queue.Settings{
+		Mode:            ev.Mode,
+		AdmitPerSecond:  ev.Admission.Rate(),
+		MaxActive:       ev.Admission.Cap(),
+		AccessTTL:       ev.Admission.AccessTTL.D(),
+		AbandonAfter:    ev.Admission.AbandonAfter.D(),
+		PrequeueOpensAt: ev.PrequeueOpensAt,
+		OpensAt:         ev.OpensAt,
+		ClosesAt:        ev.ClosesAt,
+	}
+}
+
+// settings returns the settings in force for ev: those the admitter
+// published (cached for settingsTTL), else the config's.
+func (s *Server) settingsFor(ctx context.Context, ev *config.Event) (queue.Settings, error) {
+	now := s.now()
+	s.settingsMu.RLock()
+	e, ok := s.settings[ev.ID]
+	s.settingsMu.RUnlock()
+	if ok && now.Sub(e.at) < settingsTTL {
+		return e.set, nil
+	}
+	set, err := s.line.Settings(ctx, ev.ID)
+	switch {
+	case errors.Is(err, queue.ErrNoSettings):
+		set = settingsFromConfig(ev)
+	case err != nil:
+		if ok { // Redis hiccup: the last known settings are better than none.
+			return e.set, nil
+		}
+		return queue.Settings{}, err
+	}
+	s.settingsMu.Lock()
+	s.settings[ev.ID] = settingsEntry{set: set, at: now}
+	s.settingsMu.Unlock()
+	return set, nil
+}
+
+// state is the event's state as the API reports it.
+func state(set queue.Settings, now time.Time) string {
+	switch {
+	case set.Mode == config.ModeClosed || (set.ClosesAt != nil && !now.Before(*set.ClosesAt)):
+		return "closed"
+	case set.Mode == config.ModePaused:
+		return "paused"
+	case set.Mode == config.ModePassthrough:
+		return "passthrough"
+	case set.OpensAt != nil && now.Before(*set.OpensAt):
+		return "prequeue"
+	}
+	return "open"
+}
+
+type showtimeJSON struct {
+	ID       int64     `json:"id"`
+	Title    string    `json:"title"`
+	StartsAt time.Time `json:"startsAt"`
+}
+
+type eventJSON struct {
+	ID             string         `json:"id"`
+	Name           string         `json:"name"`
+	State          string         `json:"state"`
+	Waiting        int64          `json:"waiting"`
+	Active         int64          `json:"active"`
+	MaxActive      int            `json:"maxActive"`
+	AdmitPerSecond float64        `json:"admitPerSecond"`
+	OpensAt        *time.Time     `json:"opensAt"`
+	ClosesAt       *time.Time     `json:"closesAt,omitempty"`
+	Showtimes      []showtimeJSON `json:"showtimes"`
+}
+
+func (s *Server) eventInfo(ctx context.Context, ev *config.Event) (eventJSON, error) {
+	set, err := s.settingsFor(ctx, ev)
+	if err != nil {
+		return eventJSON{}, err
+	}
+	counts, err := s.line.Counts(ctx, ev.ID)
+	if err != nil {
+		return eventJSON{}, err
+	}
+	out := eventJSON{
+		ID: ev.ID, Name: ev.Name, State: state(set, s.now()),
+		Waiting: counts.Waiting, Active: counts.Active,
+		MaxActive: set.MaxActive, AdmitPerSecond: set.AdmitPerSecond,
+		OpensAt: set.OpensAt, ClosesAt: set.ClosesAt,
+		Showtimes: make([]showtimeJSON, 0, len(ev.Showtimes)),
+	}
+	for _, st := range ev.Showtimes {
+		out.Showtimes = append(out.Showtimes, showtimeJSON{ID: st.ID, Title: st.Title, StartsAt: st.StartsAt})
+	}
+	return out, nil
+}
+
+func (s *Server) event(c *fiber.Ctx) (*config.Event, error) {
+	ev, ok := s.cfg.Event(c.Params("event"))
+	if !ok {
+		return nil, errUnknownEvent
+	}
+	return ev, nil
+}
+
+func (s *Server) listEvents(c *fiber.Ctx) error {
+	out := make([]eventJSON, 0, len(s.cfg.Events))
+	for i := range s.cfg.Events {
+		info, err := s.eventInfo(c.UserContext(), &s.cfg.Events[i])
+		if err != nil {
+			return err
+		}
+		out = append(out, info)
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.JSON(fiber.Map{"events": out})
+}
+
+func (s *Server) getEvent(c *fiber.Ctx) error {
+	ev, err := s.event(c)
+	if err != nil {
+		return err
+	}
+	info, err := s.eventInfo(c.UserContext(), ev)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.JSON(info)
+}

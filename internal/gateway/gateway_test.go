@@ -1,0 +1,517 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+const cfgYAML = `
+auth: {ticket_secret: "gateway-test-secret-0123"}
+gateway: {booking_url: "%s", joins_per_ip_per_minute: %d, proxy_timeout: "300ms"}
+booking: {payment: {secret: "p"}}
+events:
+  - id: "premiere"
+    admission: {admit_per_second: 100, max_active: 100}
+    showtimes: [{id: 42, title: "T", starts_at: "2026-12-01T19:00:00Z", rows: 2, seats_per_row: 2}]
+  - id: "other"
+    admission: {admit_per_second: 100, max_active: 100}
+    showtimes: [{id: 43, title: "U", starts_at: "2026-12-01T19:00:00Z", rows: 2, seats_per_row: 2}]
+  - id: "shut"
+    mode: "closed"
+    showtimes: [{id: 44, title: "V", starts_at: "2026-12-01T19:00:00Z", rows: 2, seats_per_row: 2}]
+  - id: "later"
+    prequeue_opens_at: "2099-01-01T09:00:00Z"
+    opens_at: "2099-01-01T10:00:00Z"
+    showtimes: [{id: 45, title: "W", starts_at: "2099-01-01T19:00:00Z", rows: 2, seats_per_row: 2}]
+`
+
+type env struct {
+	t        *testing.T
+	srv      *gateway.Server
+	line     *queue.Store
+	rdb      redis.UniversalClient
+	cfg      *config.Config
+	priv     ed25519.PrivateKey
+	upstream *upstream
+}
+
+// upstream stands in for the booking core behind the proxy and records what
+// reached it.
+type upstream struct {
+	*httptest.Server
+	hits     atomic.Int32
+	lastAuth atomic.Value
+	lastHdr  atomic.Value
+	delay    atomic.Int64
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.hits.Add(1)
+		u.lastAuth.Store(r.Header.Get("Authorization"))
+		u.lastHdr.Store(r.Header.Clone())
+		if d := u.delay.Load(); d > 0 {
+			time.Sleep(time.Duration(d))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/holds") {
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"holdId":"h1","expiresAt":%q,"seats":["A1"]}`, time.Now().Add(20*time.Minute).UTC().Format(time.RFC3339Nano))
+			return
+		}
+		fmt.Fprintf(w, `{"path":%q}`, r.URL.Path)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func setup(t *testing.T, joinsPerIP int) *env {
+	t.Helper()
+	_, rdb := testenv.Redis(t)
+	up := newUpstream(t)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(cfgYAML, up.URL, joinsPerIP)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	line := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
+	srv, err := gateway.New(gateway.Options{Config: cfg, Redis: rdb, Line: line, Signer: pass.NewSigner(priv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, srv: srv, line: line, rdb: rdb, cfg: cfg, priv: priv, upstream: up}
+}
+
+type resp struct {
+	code int
+	hdr  http.Header
+	body map[string]any
+	raw  []byte
+}
+
+func (e *env) do(method, path string, body io.Reader, hdr ...string) resp {
+	e.t.Helper()
+	req := httptest.NewRequest(method, path, body)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := e.srv.App().Test(req, 5000)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	out := resp{code: res.StatusCode, hdr: res.Header, raw: raw}
+	_ = json.Unmarshal(raw, &out.body)
+	return out
+}
+
+func (e *env) join(event string, hdr ...string) resp {
+	e.t.Helper()
+	return e.do(http.MethodPost, "/api/v1/events/"+event+"/tickets", nil, hdr...)
+}
+
+// admit joins and runs a tick, returning the ticket and its access token.
+func (e *env) admit(event string) (ticket, token string) {
+	e.t.Helper()
+	r := e.join(event, "X-Forwarded-For", "")
+	if r.code != http.StatusCreated {
+		e.t.Fatalf("join: %d %s", r.code, r.raw)
+	}
+	ticket = r.body["ticket"].(string)
+	ev, _ := e.cfg.Event(event)
+	set := queue.Settings{Mode: "queue", AdmitPerSecond: 1000, MaxActive: 1000, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
+	_ = ev
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := e.line.Tick(context.Background(), event, set); err != nil {
+			e.t.Fatal(err)
+		}
+		s := e.do(http.MethodGet, "/api/v1/events/"+event+"/tickets/"+ticket, nil)
+		if s.code == http.StatusOK && s.body["status"] == "admitted" {
+			return ticket, s.body["accessToken"].(string)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatal("ticket never admitted")
+	return "", ""
+}
+
+func TestJoinStatusLeave(t *testing.T) {
+	e := setup(t, 0)
+	r := e.join("premiere")
+	if r.code != http.StatusCreated {
+		t.Fatalf("join: got %d %s; want 201", r.code, r.raw)
+	}
+	for _, f := range []string{"ticket", "status", "position", "ahead", "etaSeconds", "pollAfterMs"} {
+		if _, ok := r.body[f]; !ok {
+			t.Errorf("join body lacks %q: %s", f, r.raw)
+		}
+	}
+	if r.body["status"] != "waiting" || r.body["position"] != 1.0 || r.body["ahead"] != 0.0 {
+		t.Errorf("join body = %s; want waiting, position 1, ahead 0", r.raw)
+	}
+	ticket := r.body["ticket"].(string)
+	cookie := r.hdr.Get("Set-Cookie")
+	if !strings.Contains(cookie, "wr_t_premiere=") || !strings.Contains(cookie, "HttpOnly") || !strings.Contains(strings.ToLower(cookie), "samesite=lax") {
+		t.Errorf("ticket cookie = %q; want wr_t_premiere, HttpOnly, SameSite=Lax", cookie)
+	}
+
+	// One place per fan: the same ticket comes back, by cookie or by header.
+	for name, hdr := range map[string][]string{
+		"cookie": {"Cookie", "wr_t_premiere=" + ticket},
+		"header": {"X-Waitroom-Ticket", ticket},
+	} {
+		again := e.join("premiere", hdr...)
+		if again.code != http.StatusOK || again.body["ticket"] != ticket {
+			t.Errorf("re-join by %s: got %d %s; want 200 with the same ticket", name, again.code, again.raw)
+		}
+	}
+	second := e.join("premiere")
+	if second.body["position"] != 2.0 || second.body["ahead"] != 1.0 {
+		t.Errorf("second fan: %s; want position 2, ahead 1", second.raw)
+	}
+
+	st := e.do(http.MethodGet, "/api/v1/events/premiere/tickets/"+ticket, nil)
+	if st.code != http.StatusOK || st.body["status"] != "waiting" || st.body["position"] != 1.0 {
+		t.Fatalf("status: %d %s; want 200 waiting position 1", st.code, st.raw)
+	}
+	if _, ok := st.body["ticket"]; ok {
+		t.Errorf("status body carries the ticket: %s", st.raw)
+	}
+
+	if r := e.do(http.MethodDelete, "/api/v1/events/premiere/tickets/"+ticket, nil); r.code != http.StatusNoContent {
+		t.Fatalf("leave: %d %s; want 204", r.code, r.raw)
+	}
+	if r := e.do(http.MethodGet, "/api/v1/events/premiere/tickets/"+ticket, nil); r.code != http.StatusGone || r.body["status"] != "expired" {
+		t.Fatalf("status after leave: %d %s; want 410 expired", r.code, r.raw)
+	}
+	if r := e.do(http.MethodGet, "/api/v1/events/premiere/tickets/"+second.body["ticket"].(string), nil); r.body["position"] != 1.0 {
+		t.Errorf("second fan after the first left: %s; want position 1", r.raw)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	e := setup(t, 0)
+	good := e.join("premiere").body["ticket"].(string)
+	other := e.join("other").body["ticket"].(string)
+	tampered := []byte(good)
+	tampered[len(tampered)/2] ^= 1
+	cases := []struct {
+		name, method, path string
+		code               int
+		errCode            string
+	}{
+		{"unknown event join", "POST", "/api/v1/events/nope/tickets", 404, "unknown_event"},
+		{"unknown event status", "GET", "/api/v1/events/nope/tickets/" + good, 404, "unknown_event"},
+		{"unknown event info", "GET", "/api/v1/events/nope", 404, "unknown_event"},
+		{"garbage ticket", "GET", "/api/v1/events/premiere/tickets/garbage", 400, "invalid_ticket"},
+		{"tampered ticket", "GET", "/api/v1/events/premiere/tickets/" + string(tampered), 400, "invalid_ticket"},
+		{"truncated ticket", "GET", "/api/v1/events/premiere/tickets/" + good[:len(good)-3], 400, "invalid_ticket"},
+		{"ticket of another event", "GET", "/api/v1/events/premiere/tickets/" + other, 400, "invalid_ticket"},
+		{"leave with forged ticket", "DELETE", "/api/v1/events/premiere/tickets/" + string(tampered), 400, "invalid_ticket"},
+		{"bad method on tickets", "PUT", "/api/v1/events/premiere/tickets", 405, "method_not_allowed"},
+		{"no such route", "GET", "/api/v1/nothing", 404, "not_found"},
+		{"closed event", "POST", "/api/v1/events/shut/tickets", 409, "event_closed"},
+		{"before the pre-queue", "POST", "/api/v1/events/later/tickets", 403, "not_open"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(tc.method, tc.path, nil)
+			if r.code != tc.code || r.body["error"] != tc.errCode {
+				t.Fatalf("got %d %s; want %d %s", r.code, r.raw, tc.code, tc.errCode)
+			}
+			if msg, _ := r.body["message"].(string); msg == "" {
+				t.Errorf("no message in %s", r.raw)
+			}
+		})
+	}
+	if r := e.join("later"); r.body["opensAt"] != "2099-01-01T09:00:00Z" {
+		t.Errorf("not_open body = %s; want opensAt 2099-01-01T09:00:00Z", r.raw)
+	}
+	// Nothing above added a place in line.
+	if n := e.rdb.ZCard(context.Background(), "wr:{premiere}:wait").Val(); n != 1 {
+		t.Errorf("premiere line holds %d tickets; want 1", n)
+	}
+}
+
+func TestJoinRateLimitPerIP(t *testing.T) {
+	e := setup(t, 3)
+	for i := 0; i < 3; i++ {
+		if r := e.join("premiere"); r.code != http.StatusCreated {
+			t.Fatalf("join %d: %d %s", i, r.code, r.raw)
+		}
+	}
+	r := e.join("premiere")
+	if r.code != http.StatusTooManyRequests || r.body["error"] != "rate_limited" || r.hdr.Get("Retry-After") == "" {
+		t.Fatalf("4th join: %d %s (Retry-After %q); want 429 rate_limited with Retry-After", r.code, r.raw, r.hdr.Get("Retry-After"))
+	}
+	if n := e.rdb.ZCard(context.Background(), "wr:{premiere}:wait").Val(); n != 3 {
+		t.Errorf("line holds %d; want 3 (a refused join takes no place)", n)
+	}
+}
+
+func TestAdmittedGetsAPass(t *testing.T) {
+	e := setup(t, 0)
+	ticket, token := e.admit("premiere")
+	claims, err := pass.NewStaticVerifier(e.priv.Public().(ed25519.PublicKey)).Verify(context.Background(), token)
+	if err != nil {
+		t.Fatalf("pass does not verify: %v", err)
+	}
+	id, err := e.line.TicketID("premiere", ticket)
+	if err != nil || claims.Ticket != id || claims.Event != "premiere" {
+		t.Fatalf("claims = %+v; want sub %q evt premiere", claims, id)
+	}
+	st := e.do(http.MethodGet, "/api/v1/events/premiere/tickets/"+ticket, nil)
+	if !strings.Contains(strings.Join(st.hdr.Values("Set-Cookie"), ";"), "wr_a_premiere=") {
+		t.Errorf("admitted status sets no wr_a_premiere cookie: %v", st.hdr.Values("Set-Cookie"))
+	}
+	exp, err := time.Parse(time.RFC3339, st.body["expiresAt"].(string))
+	if err != nil || exp.Sub(claims.ExpiresAt).Abs() > time.Second {
+		t.Errorf("expiresAt %v vs pass exp %v", st.body["expiresAt"], claims.ExpiresAt)
+	}
+	jwks := e.do(http.MethodGet, "/.well-known/jwks.json", nil)
+	keys, _ := jwks.body["keys"].([]any)
+	if len(keys) != 1 || keys[0].(map[string]any)["crv"] != "Ed25519" {
+		t.Errorf("jwks = %s", jwks.raw)
+	}
+}
+
+func TestGate(t *testing.T) {
+	e := setup(t, 0)
+	ticket, token := e.admit("premiere")
+	id, _ := e.line.TicketID("premiere", ticket)
+	now := time.Now()
+	sign := func(method jwt.SigningMethod, key any, mut func(jwt.MapClaims)) string {
+		c := jwt.MapClaims{"iss": "waitroom", "aud": "booking", "sub": id, "evt": "premiere", "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
+		if mut != nil {
+			mut(c)
+		}
+		tok := jwt.NewWithClaims(method, c)
+		tok.Header["kid"] = pass.KeyID(e.priv.Public().(ed25519.PublicKey))
+		s, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	pub := []byte(e.priv.Public().(ed25519.PublicKey))
+	parts := strings.Split(token, ".")
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	tamperedPayload := bytes.Replace(payload, []byte(`"premiere"`), []byte(`"other"`), 1)
+	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString(tamperedPayload) + "." + parts[2]
+
+	refused := []struct{ name, auth string }{
+		{"no token", ""},
+		{"garbage", "Bearer garbage"},
+		{"alg none", "Bearer " + sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, nil)},
+		{"HS256 keyed with the public key", "Bearer " + sign(jwt.SigningMethodHS256, pub, nil)},
+		{"tampered payload", "Bearer " + tampered},
+		{"expired", "Bearer " + sign(jwt.SigningMethodEdDSA, e.priv, func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Minute).Unix() })},
+		{"wrong audience", "Bearer " + sign(jwt.SigningMethodEdDSA, e.priv, func(c jwt.MapClaims) { c["aud"] = "gateway" })},
+		{"ticket not active in that event", "Bearer " + sign(jwt.SigningMethodEdDSA, e.priv, func(c jwt.MapClaims) { c["evt"] = "other" })},
+		{"basic auth", "Basic " + base64.StdEncoding.EncodeToString([]byte("a:b"))},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.upstream.hits.Load()
+			r := e.do(http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, "Authorization", tc.auth)
+			if r.code != http.StatusUnauthorized || r.body["error"] != "admission_required" {
+				t.Fatalf("got %d %s; want 401 admission_required", r.code, r.raw)
+			}
+			if e.upstream.hits.Load() != before {
+				t.Fatal("a refused request reached the booking core")
+			}
+		})
+	}
+
+	t.Run("valid pass is proxied with Bearer and request id, without cookies", func(t *testing.T) {
+		r := e.do(http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, "Authorization", "Bearer "+token, "Cookie", "wr_t_premiere="+ticket)
+		if r.code != http.StatusOK || r.body["path"] != "/api/v1/booking/showtimes/42/seats" {
+			t.Fatalf("got %d %s; want 200 from upstream", r.code, r.raw)
+		}
+		if got := e.upstream.lastAuth.Load(); got != "Bearer "+token {
+			t.Errorf("upstream Authorization = %v", got)
+		}
+		h := e.upstream.lastHdr.Load().(http.Header)
+		if h.Get("X-Request-Id") == "" || h.Get("Cookie") != "" {
+			t.Errorf("upstream headers: X-Request-Id %q, Cookie %q; want an id and no cookie", h.Get("X-Request-Id"), h.Get("Cookie"))
+		}
+		if r.hdr.Get("X-Request-Id") == "" {
+			t.Error("answer lacks X-Request-Id")
+		}
+	})
+	t.Run("the access cookie works as well as the header", func(t *testing.T) {
+		r := e.do(http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, "Cookie", "wr_a_premiere="+token)
+		if r.code != http.StatusOK {
+			t.Fatalf("got %d %s; want 200", r.code, r.raw)
+		}
+	})
+	t.Run("oversized body is refused", func(t *testing.T) {
+		// Through a real listener: fasthttp refuses the body while reading it.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go e.srv.App().Listener(ln)
+		defer ln.Close()
+		big := bytes.Repeat([]byte("x"), 70<<10)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/api/v1/booking/showtimes/42/holds", bytes.NewReader(big))
+		req.Header.Set("Authorization", "Bearer "+token)
+		before := e.upstream.hits.Load()
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusRequestEntityTooLarge || !bytes.Contains(body, []byte("body_too_large")) {
+			t.Fatalf("got %d %s; want 413 body_too_large", res.StatusCode, body)
+		}
+		if e.upstream.hits.Load() != before {
+			t.Fatal("the oversized body reached the booking core")
+		}
+	})
+	t.Run("a hold stretches the active window and hands out a longer pass", func(t *testing.T) {
+		r := e.do(http.MethodPost, "/api/v1/booking/showtimes/42/holds", strings.NewReader(`{"seats":["A1"]}`), "Authorization", "Bearer "+token)
+		if r.code != http.StatusCreated {
+			t.Fatalf("hold: %d %s", r.code, r.raw)
+		}
+		score := e.rdb.ZScore(context.Background(), "wr:{premiere}:active", id).Val()
+		until := time.UnixMilli(int64(score))
+		if d := time.Until(until); d < 19*time.Minute || d > 21*time.Minute {
+			t.Errorf("active expiry in %v; want about 20m (the hold's expiry)", d)
+		}
+		if nt := r.hdr.Get("X-Waitroom-Access-Token"); nt == "" {
+			t.Error("no refreshed pass after the hold")
+		} else {
+			token = nt
+		}
+	})
+	t.Run("booking core slow → 504, down → 503 with Retry-After", func(t *testing.T) {
+		e.upstream.delay.Store(int64(time.Second))
+		r := e.do(http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, "Authorization", "Bearer "+token)
+		e.upstream.delay.Store(0)
+		if r.code != http.StatusGatewayTimeout {
+			t.Errorf("slow upstream: %d %s; want 504", r.code, r.raw)
+		}
+	})
+	t.Run("after completion the pass is refused, but the booking stays readable", func(t *testing.T) {
+		if err := e.line.Complete(context.Background(), "premiere", id); err != nil {
+			t.Fatal(err)
+		}
+		r := e.do(http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, "Authorization", "Bearer "+token)
+		if r.code != http.StatusUnauthorized {
+			t.Errorf("after completion: %d; want 401", r.code)
+		}
+		r = e.do(http.MethodGet, "/api/v1/booking/bookings/b1", nil, "Authorization", "Bearer "+token)
+		if r.code != http.StatusOK {
+			t.Errorf("reading own booking after completion: %d %s; want 200", r.code, r.raw)
+		}
+	})
+	t.Run("revoked after leave", func(t *testing.T) {
+		t2, tok2 := e.admit("premiere")
+		if r := e.do(http.MethodDelete, "/api/v1/events/premiere/tickets/"+t2, nil); r.code != http.StatusNoContent {
+			t.Fatal(r.code)
+		}
+		if r := e.do(http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, "Authorization", "Bearer "+tok2); r.code != http.StatusUnauthorized {
+			t.Errorf("after leave: %d; want 401", r.code)
+		}
+	})
+	t.Run("booking core down → 503", func(t *testing.T) {
+		_, tok3 := e.admit("premiere")
+		e.upstream.Close()
+		r := e.do(http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, "Authorization", "Bearer "+tok3)
+		if r.code != http.StatusServiceUnavailable || r.hdr.Get("Retry-After") == "" {
+			t.Errorf("down upstream: %d %s Retry-After %q; want 503 with Retry-After", r.code, r.raw, r.hdr.Get("Retry-After"))
+		}
+	})
+}
+
+func TestEventRouteReportsSettingsInForce(t *testing.T) {
+	e := setup(t, 0)
+	r := e.do(http.MethodGet, "/api/v1/events/premiere", nil)
+	if r.code != 200 || r.body["admitPerSecond"] != 100.0 || r.body["maxActive"] != 100.0 || r.body["state"] != "open" {
+		t.Fatalf("before any admitter: %s; want the config's 100/100, open", r.raw)
+	}
+	set := queue.Settings{Mode: "paused", AdmitPerSecond: 7, MaxActive: 70, AccessTTL: time.Minute, AbandonAfter: time.Minute}
+	if err := e.line.PublishSettings(context.Background(), "premiere", set); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the gateway caches settings for a second
+	r = e.do(http.MethodGet, "/api/v1/events/premiere", nil)
+	if r.body["admitPerSecond"] != 7.0 || r.body["maxActive"] != 70.0 || r.body["state"] != "paused" {
+		t.Fatalf("after publish: %s; want 7/70 paused", r.raw)
+	}
+	for _, f := range []string{"id", "name", "state", "waiting", "active", "maxActive", "admitPerSecond", "opensAt"} {
+		if _, ok := r.body[f]; !ok {
+			t.Errorf("event lacks %q: %s", f, r.raw)
+		}
+	}
+	list := e.do(http.MethodGet, "/api/v1/events", nil)
+	if evs, _ := list.body["events"].([]any); len(evs) != 4 {
+		t.Errorf("events list: %s; want 4 events", list.raw)
+	}
+	states := map[string]string{}
+	for _, ev := range list.body["events"].([]any) {
+		m := ev.(map[string]any)
+		states[m["id"].(string)] = m["state"].(string)
+	}
+	if states["shut"] != "closed" || states["later"] != "prequeue" {
+		t.Errorf("states = %v; want shut closed, later prequeue", states)
+	}
+}
+
+func TestPagesAndProbes(t *testing.T) {
+	e := setup(t, 0)
+	for _, p := range []string{"/", "/e/premiere", "/e/premiere/book"} {
+		r := e.do(http.MethodGet, p, nil)
+		if r.code != 200 || !strings.Contains(r.hdr.Get("Content-Type"), "text/html") || !strings.Contains(r.hdr.Get("Content-Security-Policy"), "script-src 'self'") {
+			t.Errorf("GET %s: %d %q CSP %q", p, r.code, r.hdr.Get("Content-Type"), r.hdr.Get("Content-Security-Policy"))
+		}
+	}
+	if r := e.do(http.MethodGet, "/e/nope", nil); r.code != 404 {
+		t.Errorf("page of unknown event: %d; want 404", r.code)
+	}
+	for p, want := range map[string]int{"/healthz": 200, "/readyz": 200} {
+		if r := e.do(http.MethodGet, p, nil); r.code != want {
+			t.Errorf("GET %s: %d; want %d", p, r.code, want)
+		}
+	}
+	e.join("premiere")
+	m := e.do(http.MethodGet, "/metrics", nil)
+	for _, name := range []string{"waitroom_tickets_issued_total", "waitroom_http_requests_total", "waitroom_http_request_duration_seconds"} {
+		if !bytes.Contains(m.raw, []byte(name)) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	if bytes.Contains(m.raw, []byte(`route="/api/v1/events/premiere`)) {
+		t.Error("metrics labelled by raw path")
+	}
+}

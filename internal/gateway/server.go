@@ -1,0 +1,171 @@
+// Package gateway is the edge: the fan's pages, the queue API (join, status,
+// leave, events), the JWKS of the access pass, and the gate, the only way in
+// to the booking API, which lets a request through only with a valid pass
+// whose ticket is still active.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// maxBody bounds every request body, proxied ones included.
+const maxBody = 64 << 10
+
+// Server is the gateway. Build it with New and serve App().
+type Server struct {
+	cfg      *config.Config
+	line     *queue.Store
+	rdb      redis.UniversalClient
+	signer   *pass.Signer
+	verifier *pass.Verifier
+	log      *slog.Logger
+	now      func() time.Time
+	proxy    *proxy
+
+	settingsMu sync.RWMutex
+	settings   map[string]settingsEntry
+
+	app *fiber.App
+}
+
+type settingsEntry struct {
+	set queue.Settings
+	at  time.Time
+}
+
+// Options are the gateway's dependencies.
+type Options struct {
+	Config *config.Config
+	Redis  redis.UniversalClient
+	Line   *queue.Store
+	Signer *pass.Signer
+	Log    *slog.Logger
+	Now    func() time.Time // nil = time.Now
+}
+
+// New builds the gateway and its routes.
+func New(o Options) (*Server, error) {
+	s := &Server{
+		cfg: o.Config, line: o.Line, rdb: o.Redis, signer: o.Signer, log: o.Log, now: o.Now,
+		settings: map[string]settingsEntry{},
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	// The gateway verifies passes with its own key: no network hop.
+	s.verifier = pass.NewStaticVerifier(o.Signer.PublicKey())
+	p, err := newProxy(o.Config.Gateway.BookingURL, o.Config.Gateway.ProxyTimeout.D())
+	if err != nil {
+		return nil, err
+	}
+	s.proxy = p
+	s.app = fiber.New(fiber.Config{
+		AppName:               "waitroom-gateway",
+		DisableStartupMessage: true,
+		BodyLimit:             maxBody,
+		ReadTimeout:           15 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		ReadBufferSize:        16 << 10,
+		ErrorHandler:          s.errorHandler,
+	})
+	s.routes()
+	return s, nil
+}
+
+// App is the fiber application (for Listen, or app.Test in tests).
+func (s *Server) App() *fiber.App { return s.app }
+
+// Shutdown stops accepting and waits for in-flight requests until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.app.ShutdownWithContext(ctx)
+	s.proxy.close()
+	return err
+}
+
+func (s *Server) routes() {
+	a := s.app
+	a.Use(securityHeaders)
+	a.Use(metrics.Fiber("gateway"))
+
+	a.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	a.Get("/readyz", s.readyz)
+	a.Get("/metrics", adaptor.HTTPHandler(metrics.Handler()))
+	a.Get("/.well-known/jwks.json", s.jwks)
+
+	api := a.Group("/api/v1")
+	api.Get("/events", s.listEvents)
+	api.Get("/events/:event", s.getEvent)
+	api.Post("/events/:event/tickets", s.join)
+	api.Get("/events/:event/tickets/:ticket", s.status)
+	api.Delete("/events/:event/tickets/:ticket", s.leave)
+	api.All("/booking/*", s.gate)
+
+	s.pageRoutes()
+	// No catch-all: fiber then answers 404 or 405 itself, through errorHandler.
+}
+
+func securityHeaders(c *fiber.Ctx) error {
+	c.Set("X-Content-Type-Options", "nosniff")
+	c.Set("Referrer-Policy", "same-origin")
+	return c.Next()
+}
+
+func (s *Server) readyz(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
+	defer cancel()
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		c.Set(fiber.HeaderRetryAfter, "2")
+		return c.Status(fiber.StatusServiceUnavailable).SendString("redis unreachable")
+	}
+	return c.SendString("ready")
+}
+
+func (s *Server) jwks(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, "application/jwk-set+json")
+	c.Set(fiber.HeaderCacheControl, "public, max-age=300")
+	return c.Send(s.signer.JWKS())
+}
+
+// isUnavailable tells a Redis outage (503, retry) from a bug (500).
+func isUnavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, redis.ErrPoolTimeout) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return true
+	}
+	msg := err.Error()
+	for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "connection refused", "connection reset", "broken pipe", "i/o timeout"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,27 @@
+package queue
+
+// keys are the Redis keys of one event. Every one carries the event's hash
+// tag {<event>}, so a script touching several of them stays on one Cluster
+// slot. wait and active are fixed by the contract (operators read them with
+// redis-cli); the rest are ours.
+type keys struct {
+	wait     string // ZSET member = ticket id, score = place in line
+	active   string // ZSET member = ticket id, score = access expiry (ms)
+	seen     string // string: u32 per sequence number (abandon deadline, see scripts.go)
+	stats    string // HASH seq, joined, admitted, abandoned, left, rate, rate_ts, rate_cfg
+	bucket   string // HASH tokens, ts: the admission token bucket
+	settings string // JSON Settings published by the admitter
+}
+
+// keysOf is the one place key names are built.
+func keysOf(event string) keys {
+	p := "wr:{" + event + "}:"
+	return keys{
+		wait:     p + "wait",
+		active:   p + "active",
+		seen:     p + "seen",
+		stats:    p + "stats",
+		bucket:   p + "bucket",
+		settings: p + "settings",
+	}
+}

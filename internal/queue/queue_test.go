@@ -1,0 +1,399 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+const event = "premiere"
+
+var secret = []byte("test-ticket-secret-0123456789")
+
+// counter is a go-redis hook counting every command sent, so a test can
+// prove a path never touched Redis.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+type env struct {
+	store *queue.Store
+	rdb   *redis.Client
+	cmds  *counter
+}
+
+func setup(t testing.TB) env {
+	t.Helper()
+	_, rdb := testenv.Redis(t)
+	c := &counter{}
+	rdb.AddHook(c)
+	return env{store: queue.NewStore(rdb, secret), rdb: rdb, cmds: c}
+}
+
+// open is the settings of an event open now, in queue mode.
+func open() queue.Settings {
+	return queue.Settings{
+		Mode:           "queue",
+		AdmitPerSecond: 50,
+		MaxActive:      200,
+		AccessTTL:      10 * time.Minute,
+		AbandonAfter:   60 * time.Second,
+	}
+}
+
+func at(d time.Duration) *time.Time {
+	t := time.Now().Add(d)
+	return &t
+}
+
+func join(t testing.TB, s *queue.Store, set queue.Settings) queue.JoinResult {
+	t.Helper()
+	r, err := s.Join(context.Background(), event, "", set)
+	if err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	return r
+}
+
+func status(t testing.TB, s *queue.Store, tk string, set queue.Settings) queue.Status {
+	t.Helper()
+	st, err := s.Status(context.Background(), event, tk, set)
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	return st
+}
+
+func tick(t testing.TB, s *queue.Store, set queue.Settings) queue.TickResult {
+	t.Helper()
+	r, err := s.Tick(context.Background(), event, set)
+	if err != nil {
+		t.Fatalf("tick: %v", err)
+	}
+	return r
+}
+
+// checkBooks asserts the invariant every ticket obeys: it is admitted,
+// waiting, left or abandoned, exactly once.
+func checkBooks(t testing.TB, e env) queue.Stats {
+	t.Helper()
+	ctx := context.Background()
+	st, err := e.store.Stats(ctx, event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := e.rdb.ZCard(ctx, "wr:{"+event+"}:wait").Val()
+	if got := st.Admitted + waiting + st.Left + st.Abandoned; got != st.Joined {
+		t.Errorf("admitted %d + waiting %d + left %d + abandoned %d = %d; want joined %d",
+			st.Admitted, waiting, st.Left, st.Abandoned, got, st.Joined)
+	}
+	return st
+}
+
+func TestBadTicketsNeverReachRedis(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	good := join(t, e.store, open()).Ticket
+	other, err := e.store.Join(ctx, "other-event", "", open())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := []byte(good)
+	i := len(forged) / 2
+	if forged[i] == 'A' {
+		forged[i] = 'B'
+	} else {
+		forged[i] = 'A'
+	}
+	otherSecret := queue.NewStore(e.rdb, []byte("another-secret-0123456789"))
+	foreign := join(t, otherSecret, open()).Ticket
+
+	cases := []struct{ name, ticket string }{
+		{"empty", ""},
+		{"garbage", "hello"},
+		{"not base64", strings.Repeat("*", len(good))},
+		{"forged byte", string(forged)},
+		{"truncated", good[:len(good)-1]},
+		{"truncated half", good[:len(good)/2]},
+		{"extended", good + "A"},
+		{"padded", good + "=="},
+		{"other event", other.Ticket},
+		{"other secret", foreign},
+		{"an id, not a ticket", join(t, e.store, open()).ID},
+		{"huge", strings.Repeat("A", 1<<16)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := e.cmds.n.Load()
+			if err := e.store.CheckTicket(event, c.ticket); !errors.Is(err, queue.ErrInvalidTicket) {
+				t.Errorf("CheckTicket = %v; want ErrInvalidTicket", err)
+			}
+			if _, err := e.store.Status(ctx, event, c.ticket, open()); !errors.Is(err, queue.ErrInvalidTicket) {
+				t.Errorf("Status = %v; want ErrInvalidTicket", err)
+			}
+			if err := e.store.Leave(ctx, event, c.ticket); !errors.Is(err, queue.ErrInvalidTicket) {
+				t.Errorf("Leave = %v; want ErrInvalidTicket", err)
+			}
+			if n := e.cmds.n.Load() - before; n != 0 {
+				t.Errorf("%d Redis commands issued for a bad ticket; want 0", n)
+			}
+		})
+	}
+	t.Run("good ticket passes", func(t *testing.T) {
+		if err := e.store.CheckTicket(event, good); err != nil {
+			t.Errorf("CheckTicket(good) = %v", err)
+		}
+	})
+	t.Run("bad ids are never active", func(t *testing.T) {
+		before := e.cmds.n.Load()
+		for _, id := range []string{"", "x", good, "1.short", "1." + strings.Repeat("A", 23)} {
+			if ok, err := e.store.Active(ctx, event, id); ok || err != nil {
+				t.Errorf("Active(%q) = %v, %v; want false, nil", id, ok, err)
+			}
+		}
+		if n := e.cmds.n.Load() - before; n != 0 {
+			t.Errorf("%d Redis commands issued for bad ids; want 0", n)
+		}
+	})
+}
+
+func TestJoinResumesLiveTicket(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	set := open()
+	first := join(t, e.store, set)
+	join(t, e.store, set)
+
+	again, err := e.store.Join(ctx, event, first.Ticket, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Resumed || again.Ticket != first.Ticket || again.ID != first.ID || again.Position.Position != 1 {
+		t.Errorf("resume = %+v; want Resumed, same ticket, position 1", again)
+	}
+
+	t.Run("admitted ticket resumes admitted", func(t *testing.T) {
+		tick(t, e.store, set) // bucket starts empty: nobody yet
+		time.Sleep(100 * time.Millisecond)
+		tick(t, e.store, set)
+		r, err := e.store.Join(ctx, event, first.Ticket, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Resumed || r.State != queue.Admitted || r.ActiveUntil.IsZero() {
+			t.Errorf("resume of admitted = %+v; want Resumed, Admitted", r)
+		}
+	})
+	t.Run("dead ticket gets a new place", func(t *testing.T) {
+		if err := e.store.Leave(ctx, event, first.Ticket); err != nil {
+			t.Fatal(err)
+		}
+		r, err := e.store.Join(ctx, event, first.Ticket, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Resumed || r.Ticket == first.Ticket || r.ID == first.ID {
+			t.Errorf("join with dead ticket = %+v; want a new ticket", r)
+		}
+	})
+	t.Run("invalid ticket gets a new place", func(t *testing.T) {
+		r, err := e.store.Join(ctx, event, "garbage", set)
+		if err != nil || r.Resumed {
+			t.Errorf("join with garbage = %+v, %v; want a new place", r, err)
+		}
+	})
+	checkBooks(t, e)
+}
+
+func TestConcurrentJoins(t *testing.T) {
+	e := setup(t)
+	const n = 2000
+	set := open()
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		results = make([]queue.JoinResult, n)
+		errs    = make([]error, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i], errs[i] = e.store.Join(context.Background(), event, "", set)
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	tickets, ids, positions := map[string]bool{}, map[string]bool{}, map[int64]bool{}
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("join %d: %v", i, errs[i])
+		}
+		tickets[r.Ticket], ids[r.ID], positions[r.Position.Position] = true, true, true
+		if r.State != queue.Waiting || r.Resumed {
+			t.Errorf("join %d = %+v; want a new waiting ticket", i, r)
+		}
+	}
+	if len(tickets) != n || len(ids) != n {
+		t.Errorf("%d distinct tickets, %d distinct ids; want %d", len(tickets), len(ids), n)
+	}
+	for p := int64(1); p <= n; p++ {
+		if !positions[p] {
+			t.Fatalf("position %d missing: positions are not a permutation of 1..%d", p, n)
+		}
+	}
+	if got := e.rdb.ZCard(context.Background(), "wr:{"+event+"}:wait").Val(); got != n {
+		t.Errorf("ZCARD wait = %d; want %d", got, n)
+	}
+	if st := checkBooks(t, e); st.Joined != n {
+		t.Errorf("joined = %d; want %d", st.Joined, n)
+	}
+}
+
+func TestFIFOAfterOpening(t *testing.T) {
+	e := setup(t)
+	set := open()
+	set.AdmitPerSecond = 1e6 // the bucket is never the limit
+	set.MaxActive = 1 << 30
+	const n = 300
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = join(t, e.store, set).ID
+	}
+	line := e.rdb.ZRange(context.Background(), "wr:{"+event+"}:wait", 0, -1).Val()
+	if inv := inversions(rankOf(ids, line)); inv != 0 {
+		t.Errorf("%d inversions in the line; want 0", inv)
+	}
+
+	// Admission follows the line: admit in small steps and check that every
+	// step takes the front.
+	set.MaxActive = 0
+	for step := 1; len(e.rdb.ZRange(context.Background(), "wr:{"+event+"}:wait", 0, 0).Val()) > 0; step++ {
+		set.MaxActive += 7
+		time.Sleep(2 * time.Millisecond)
+		tick(t, e.store, set)
+		active := e.rdb.ZCard(context.Background(), "wr:{"+event+"}:active").Val()
+		for i, id := range ids {
+			in := e.rdb.ZScore(context.Background(), "wr:{"+event+"}:active", id).Err() == nil
+			if in != (int64(i) < active) {
+				t.Fatalf("step %d: ticket %d active=%v with %d active; admission is not FIFO", step, i, in, active)
+			}
+		}
+	}
+	checkBooks(t, e)
+}
+
+func TestPrequeueLottery(t *testing.T) {
+	e := setup(t)
+	pre := open()
+	pre.PrequeueOpensAt, pre.OpensAt = at(-time.Minute), at(time.Hour)
+	const n = 1000
+	ids := make([]string, n)
+	for i := range ids {
+		r := join(t, e.store, pre)
+		if r.ETA != nil {
+			t.Fatalf("pre-queue join told ETA %v; want none before opening", *r.ETA)
+		}
+		ids[i] = r.ID
+	}
+	// After opening, joins go behind every pre-queue fan, in FIFO order.
+	opened := open()
+	opened.PrequeueOpensAt, opened.OpensAt = at(-2*time.Hour), at(-time.Hour)
+	late := make([]string, 50)
+	for i := range late {
+		r := join(t, e.store, opened)
+		late[i] = r.ID
+		if got := status(t, e.store, r.Ticket, opened); got.Position.Position != int64(n+i+1) {
+			t.Fatalf("post-opening join %d at position %d; want %d", i, got.Position.Position, n+i+1)
+		}
+	}
+	line := e.rdb.ZRange(context.Background(), "wr:{"+event+"}:wait", 0, -1).Val()
+	if err := randomOrder(rankOf(ids, line[:n])); err != nil {
+		t.Errorf("pre-queue order: %v", err)
+	}
+	if inv := inversions(rankOf(late, line[n:])); inv != 0 {
+		t.Errorf("post-opening order has %d inversions; want 0", inv)
+	}
+
+	// The test has teeth: join order and reverse join order both fail it.
+	identity, reverse := make([]int, n), make([]int, n)
+	for i := range identity {
+		identity[i], reverse[i] = i, n-1-i
+	}
+	for name, order := range map[string][]int{"join order": identity, "reverse order": reverse} {
+		if randomOrder(order) == nil {
+			t.Errorf("randomOrder accepted %s", name)
+		}
+	}
+	checkBooks(t, e)
+}
+
+// rankOf maps line (ids in line order) to the join index of each.
+func rankOf(joinOrder, line []string) []int {
+	idx := make(map[string]int, len(joinOrder))
+	for i, id := range joinOrder {
+		idx[id] = i
+	}
+	out := make([]int, len(line))
+	for i, id := range line {
+		out[i] = idx[id]
+	}
+	return out
+}
+
+func inversions(a []int) int {
+	n := 0
+	for i := range a {
+		for j := i + 1; j < len(a); j++ {
+			if a[i] > a[j] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// randomOrder is a Spearman rank test: for a uniformly random permutation of
+// n the rank correlation between join order and line order has mean 0 and
+// standard deviation 1/√(n−1); |ρ| > 4.5σ happens with probability < 1e-5.
+// Join order (ρ = 1) and reverse order (ρ = −1) fail it.
+func randomOrder(order []int) error {
+	n := float64(len(order))
+	var d2 float64
+	for pos, joined := range order {
+		d := float64(pos - joined)
+		d2 += d * d
+	}
+	rho := 1 - 6*d2/(n*(n*n-1))
+	if limit := 4.5 / math.Sqrt(n-1); rho > limit || rho < -limit {
+		return fmt.Errorf("rank correlation %.3f beyond ±%.3f: not a random order", rho, limit)
+	}
+	return nil
+}

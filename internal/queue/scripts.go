@@ -1,0 +1,317 @@
+package queue
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts of the line. Each is one redis.NewScript; every key it
+// touches is passed in KEYS and carries the event's {tag}; "now" is always
+// Redis TIME, so every gateway and admitter replica shares one clock.
+//
+// Two encodings keep a waiting fan at about 130 bytes of Redis:
+//
+//   - the wait ZSET holds only the ticket id (≈27 bytes) and its score; the
+//     facts a fan needs later (join time, the ETA told at join) live in the
+//     signed ticket, not in Redis;
+//   - the "seen" key is a string used as an array of u32 indexed by the
+//     ticket's sequence number (BITFIELD u32 #seq): 4 bytes per fan. A slot
+//     holds the fan's abandon deadline in unix seconds while it waits
+//     (last poll + pollAfter told + abandon_after, rounded up), then 1 once the
+//     ticket is admitted and 0 once a poll has seen that admission (so the
+//     gateway observes the wait time exactly once per ticket).
+//
+// Numbers that must not lose precision (the lottery score) are passed to
+// Redis as the strings Go formatted; floats are returned as strings because
+// Redis truncates Lua numbers in replies to integers.
+
+// prelude holds the helpers every script shares.
+const prelude = `
+local function clock()
+  local t = redis.call('TIME')
+  local s = tonumber(t[1])
+  return s * 1000 + math.floor(tonumber(t[2]) / 1000), s
+end
+
+-- base36 of a positive integer, as Go's strconv.FormatInt(n, 36).
+local function b36(n)
+  local digits = '0123456789abcdefghijklmnopqrstuvwxyz'
+  local s = ''
+  repeat
+    local r = n % 36
+    s = string.sub(digits, r + 1, r + 1) .. s
+    n = (n - r) / 36
+  until n == 0
+  return s
+end
+
+-- pollAfter (ms) for a fan with ahead fans in front of it. See docs/QUEUE.md:
+-- base = ahead / (4 × rate) seconds (about four polls over the wait), at least
+-- the time left before opening, clamped to [1 s, 40 s], times a jitter of
+-- 1 + u/2 (u in [0,1) from the caller) so the bounds are [1 s, 60 s).
+local function poll_after(ahead, rate, until_open, u)
+  if rate == nil or rate < 0.01 then rate = 0.01 end
+  local base = ahead / (4 * rate)
+  if until_open > 0 and until_open / 1000 > base then base = until_open / 1000 end
+  if base < 1 then base = 1 elseif base > 40 then base = 40 end
+  return math.floor(base * (1 + 0.5 * u) * 1000)
+end
+
+-- the abandon deadline (unix s, rounded up so a fan is never dropped early)
+local function deadline(now, poll, abandon)
+  local d = math.floor((now + poll + abandon + 999) / 1000)
+  if d > 4294967295 then d = 4294967295 end
+  return d
+end
+
+-- the admission rate ETAs are computed from: the one the admitter measured,
+-- or the configured one until it measured any.
+local function rate_for_eta(stats, configured)
+  local r = redis.call('HGET', stats, 'rate')
+  if r then return r end
+  return configured
+end
+
+local function seq_of(member)
+  local p = string.match(member, '^([0-9a-z]+)%.')
+  if p then return tonumber(p, 36) end
+  return nil
+end
+`
+
+// joinScript puts a fan in the line, or resumes the live ticket they carry.
+//
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats
+// ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
+// 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
+// 7 abandon_after ms, 8 existing ticket id or "", 9 existing seq or "",
+// 10 random part of a new id (base64url), 11 lottery score (a negative
+// integer, as a string), 12 jitter u in [0,1)
+// Returns one of
+//
+//	{"closed"} | {"not_open"}
+//	{"waiting", resumed 0|1, seq, now ms, rank (0 = next), pollAfter ms, rate}
+//	{"admitted", resumed 0|1, seq, now ms, active expiry ms}
+//
+// seq is that of the new ticket (0 when resumed).
+var joinScript = redis.NewScript(prelude + `
+local now = clock()
+local mode = ARGV[1]
+local pre, opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if mode == 'closed' or (closes and now >= closes) then return {'closed'} end
+if (pre and now < pre) or (not pre and opens and now < opens) then return {'not_open'} end
+local rate = ARGV[5]
+local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
+local until_open = 0
+if opens and now < opens then until_open = opens - now end
+local u = tonumber(ARGV[12])
+
+local id, resumed, seq = ARGV[8], 0, 0
+if id ~= '' then
+  local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
+  if exp and exp > now then return {'admitted', 1, 0, now, exp} end
+  local rank = redis.call('ZRANK', KEYS[1], id)
+  if rank then
+    local poll = poll_after(rank, tonumber(rate_for_eta(KEYS[4], rate)), until_open, u)
+    redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. ARGV[9], deadline(now, poll, abandon))
+    return {'waiting', 1, 0, now, rank, poll, rate_for_eta(KEYS[4], rate)}
+  end
+end
+
+seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
+redis.call('HINCRBY', KEYS[4], 'joined', 1)
+id = b36(seq) .. '.' .. ARGV[10]
+if mode == 'passthrough' and until_open == 0 then
+  local exp = now + ttl
+  redis.call('ZADD', KEYS[2], exp, id)
+  redis.call('HINCRBY', KEYS[4], 'admitted', 1)
+  redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, 1)
+  return {'admitted', 0, seq, now, exp}
+end
+if until_open > 0 then
+  redis.call('ZADD', KEYS[1], ARGV[11], id)
+else
+  redis.call('ZADD', KEYS[1], seq, id)
+end
+local rank = redis.call('ZRANK', KEYS[1], id)
+local r = rate_for_eta(KEYS[4], rate)
+local poll = poll_after(rank, tonumber(r), until_open, u)
+redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, deadline(now, poll, abandon))
+return {'waiting', 0, seq, now, rank, poll, r}
+`)
+
+// statusScript reports where a ticket stands and records that its fan is
+// still there (a new abandon deadline).
+//
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats
+// ARGV: 1 ticket id, 2 its seq, 3 mode, 4 opens_at ms or "",
+// 5 closes_at ms or "", 6 configured rate, 7 abandon_after ms, 8 jitter u
+// Returns one of
+//
+//	{"expired"} | {"closed"}
+//	{"admitted", now ms, expiry ms, first 0|1}
+//	{"waiting", now ms, rank, pollAfter ms, rate}
+var statusScript = redis.NewScript(prelude + `
+local now = clock()
+local id, slot = ARGV[1], '#' .. ARGV[2]
+local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
+if exp and exp > now then
+  local v = redis.call('BITFIELD', KEYS[3], 'GET', 'u32', slot)[1]
+  local first = 0
+  if v ~= 0 then
+    first = 1
+    redis.call('BITFIELD', KEYS[3], 'SET', 'u32', slot, 0)
+  end
+  return {'admitted', now, exp, first}
+end
+local rank = redis.call('ZRANK', KEYS[1], id)
+if not rank then return {'expired'} end
+local opens, closes = tonumber(ARGV[4]), tonumber(ARGV[5])
+if ARGV[3] == 'closed' or (closes and now >= closes) then return {'closed'} end
+local until_open = 0
+if opens and now < opens then until_open = opens - now end
+local r = rate_for_eta(KEYS[4], ARGV[6])
+local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[8]))
+redis.call('BITFIELD', KEYS[3], 'SET', 'u32', slot, deadline(now, poll, tonumber(ARGV[7])))
+return {'waiting', now, rank, poll, r}
+`)
+
+// leaveScript takes a ticket out of the line, or gives its active place back.
+//
+// KEYS: 1 wait, 2 active, 3 stats
+// ARGV: 1 ticket id
+// Returns 1 if it was waiting (counted as left), 2 if it was active, 0 if
+// neither.
+var leaveScript = redis.NewScript(`
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HINCRBY', KEYS[3], 'left', 1)
+  return 1
+end
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then return 2 end
+return 0
+`)
+
+// activeScript reports whether a ticket is active and unexpired.
+//
+// KEYS: 1 active
+// ARGV: 1 ticket id
+// Returns the expiry (ms) if active, else 0.
+var activeScript = redis.NewScript(prelude + `
+local now = clock()
+local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+if exp and exp > now then return exp end
+return 0
+`)
+
+// extendScript moves an active ticket's expiry later, never earlier.
+//
+// KEYS: 1 active
+// ARGV: 1 ticket id, 2 wanted expiry ms
+// Returns the expiry in force afterwards (ms), or 0 when not active.
+var extendScript = redis.NewScript(prelude + `
+local now = clock()
+local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+if not exp or exp <= now then return 0 end
+local want = tonumber(ARGV[2])
+if want > exp then
+  redis.call('ZADD', KEYS[1], 'XX', ARGV[2], ARGV[1])
+  return want
+end
+return exp
+`)
+
+// countsScript reads the line's length and the live actives.
+//
+// KEYS: 1 wait, 2 active
+// Returns {waiting, active}: ZCARD wait, ZCOUNT active (now +inf.
+var countsScript = redis.NewScript(prelude + `
+local now = clock()
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')}
+`)
+
+// tickScript is one admission step for one event, atomic: any number of
+// admitter replicas may run it, and a process dying mid-tick loses nothing
+// (the script runs whole or not at all).
+//
+//  1. drop actives whose window ended;
+//  2. refill the token bucket at rate (capacity max(1, rate): one second);
+//     nothing accrues while admission is stopped (paused, closed, before
+//     opening, outside closes_at, passthrough), so resuming never bursts;
+//  3. n = min(floor(tokens), max_active − active, waiting) in queue mode;
+//     every waiting fan (up to the batch) in passthrough;
+//  4. pop from the front; a fan whose abandon deadline passed is dropped and
+//     counted abandoned (at most max_skip per tick, to bound the script);
+//     the others go to active with expiry now + access_ttl;
+//  5. update the counters and the measured rate: an exponential moving
+//     average (τ = 10 s) of admissions per second, sampled only while the line
+//     stayed non-empty (so an empty line does not read as a slow admitter),
+//     and reset to the configured rate when that changes.
+//
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 bucket
+// ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 rate (/s),
+// 5 max_active, 6 access_ttl ms, 7 max_skip, 8 passthrough batch
+// Returns {admitted, abandoned, expired, waiting, active, measured rate}.
+var tickScript = redis.NewScript(prelude + `
+local now, now_s = clock()
+local mode = ARGV[1]
+local opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3])
+local rate, cap, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local max_skip, batch = tonumber(ARGV[7]), tonumber(ARGV[8])
+
+local expired = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local active = redis.call('ZCARD', KEYS[2])
+local waiting = redis.call('ZCARD', KEYS[1])
+local open = (not opens or now >= opens) and (not closes or now < closes)
+local queueing = open and mode == 'queue'
+
+local b = redis.call('HMGET', KEYS[5], 'tokens', 'ts')
+local tokens, ts = tonumber(b[1]) or 0, tonumber(b[2]) or now
+local n = 0
+if queueing then
+  local dt = now - ts
+  if dt < 0 then dt = 0 end
+  tokens = math.min(math.max(1, rate), tokens + dt * rate / 1000)
+  n = math.min(math.floor(tokens), cap - active, waiting)
+else
+  tokens = 0
+  if open and mode == 'passthrough' then n = math.min(waiting, batch) end
+end
+
+local admitted, abandoned = 0, 0
+local exp = now + ttl
+while admitted < n and abandoned < max_skip do
+  local popped = redis.call('ZPOPMIN', KEYS[1], n - admitted)
+  if #popped == 0 then break end
+  for i = 1, #popped, 2 do
+    local m = popped[i]
+    local seq = seq_of(m)
+    local dl = 0
+    if seq then dl = redis.call('BITFIELD', KEYS[3], 'GET', 'u32', '#' .. seq)[1] end
+    if dl < now_s then
+      abandoned = abandoned + 1
+    else
+      redis.call('ZADD', KEYS[2], exp, m)
+      redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, 1)
+      admitted = admitted + 1
+    end
+  end
+end
+if queueing then tokens = tokens - admitted end
+redis.call('HSET', KEYS[5], 'tokens', tokens, 'ts', now)
+
+if admitted > 0 then redis.call('HINCRBY', KEYS[4], 'admitted', admitted) end
+if abandoned > 0 then redis.call('HINCRBY', KEYS[4], 'abandoned', abandoned) end
+
+waiting = redis.call('ZCARD', KEYS[1])
+local st = redis.call('HMGET', KEYS[4], 'rate', 'rate_ts', 'rate_cfg')
+local measured, rts = tonumber(st[1]), tonumber(st[2])
+if st[3] ~= ARGV[4] or not measured then measured, rts = rate, nil end
+if queueing and waiting > 0 then
+  if rts and now > rts then
+    local dt = now - rts
+    measured = measured + (1 - math.exp(-dt / 10000)) * (admitted * 1000 / dt - measured)
+  end
+  redis.call('HSET', KEYS[4], 'rate', measured, 'rate_ts', now, 'rate_cfg', ARGV[4])
+else
+  redis.call('HSET', KEYS[4], 'rate', measured, 'rate_cfg', ARGV[4])
+  redis.call('HDEL', KEYS[4], 'rate_ts')
+end
+return {admitted, abandoned, expired, waiting, redis.call('ZCARD', KEYS[2]), tostring(measured)}
+`)

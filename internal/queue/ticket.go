@@ -1,0 +1,149 @@
+package queue
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// A ticket is what the fan holds: base64url(payload ‖ tag), where
+//
+//	payload = version(1) ‖ uvarint(seq) ‖ random(16) ‖ uvarint(joinedAt ms) ‖ uvarint(joinETA ms + 1, 0 = none)
+//	tag     = HMAC-SHA256(ticket_secret, "waitroom-ticket\x00" ‖ event ‖ "\x00" ‖ payload)[:16]
+//
+// The 16 random bytes come from crypto/rand (128 bits: unguessable); the
+// tag, bound to the event, makes it tamper-evident (a 128-bit truncated
+// HMAC-SHA256 tag, as RFC 2104 §5 allows). The facts a ticket carries (its
+// sequence number, join time, the ETA told at join) therefore need no Redis
+// memory, and a bad ticket is refused without touching Redis.
+//
+// The ticket id (the Redis member and the access JWT's sub) is
+// base36(seq) "." base64url(random): the sequence number in front lets the
+// admission script find the ticket's abandon deadline slot from the member
+// alone.
+type ticket struct {
+	seq      int64
+	random   [16]byte
+	joinedAt int64  // unix ms, Redis TIME at join
+	joinETA  *int64 // ms; nil when no ETA was told (paused, before opening)
+}
+
+const (
+	ticketVersion = 1
+	tagLen        = 16
+	// maxTicketLen bounds what we decode: 1+10+16+10+10+16 bytes in base64.
+	maxTicketLen = 90
+)
+
+var (
+	b64 = base64.RawURLEncoding.Strict()
+	// idPattern is a well-formed ticket id; Active, Extend and Complete
+	// check it before they touch Redis.
+	idPattern = regexp.MustCompile(`^[0-9a-z]{1,13}\.[A-Za-z0-9_-]{22}$`)
+)
+
+// id is the ticket's id.
+func (t ticket) id() string {
+	return strconv.FormatInt(t.seq, 36) + "." + b64.EncodeToString(t.random[:])
+}
+
+func newRandom() ([16]byte, error) {
+	var r [16]byte
+	_, err := rand.Read(r[:])
+	return r, err
+}
+
+func (s *Store) tag(event string, payload []byte) []byte {
+	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte("waitroom-ticket\x00"))
+	m.Write([]byte(event))
+	m.Write([]byte{0})
+	m.Write(payload)
+	return m.Sum(nil)[:tagLen]
+}
+
+// encode signs t for event.
+func (s *Store) encode(event string, t ticket) string {
+	b := make([]byte, 0, 64)
+	b = append(b, ticketVersion)
+	b = binary.AppendUvarint(b, uint64(t.seq))
+	b = append(b, t.random[:]...)
+	b = binary.AppendUvarint(b, uint64(t.joinedAt))
+	var eta uint64
+	if t.joinETA != nil {
+		eta = uint64(*t.joinETA) + 1
+	}
+	b = binary.AppendUvarint(b, eta)
+	b = append(b, s.tag(event, b)...)
+	return b64.EncodeToString(b)
+}
+
+// decode verifies and parses a ticket of event. Any failure is
+// ErrInvalidTicket; the tag is checked (in constant time) before the payload
+// is parsed, so a forger learns nothing from the parser.
+func (s *Store) decode(event, str string) (ticket, error) {
+	var t ticket
+	if len(str) < 20 || len(str) > maxTicketLen {
+		return t, ErrInvalidTicket
+	}
+	b, err := b64.DecodeString(str)
+	if err != nil || len(b) < 1+1+16+1+1+tagLen {
+		return t, ErrInvalidTicket
+	}
+	payload, tag := b[:len(b)-tagLen], b[len(b)-tagLen:]
+	if !hmac.Equal(tag, s.tag(event, payload)) {
+		return t, ErrInvalidTicket
+	}
+	if payload[0] != ticketVersion {
+		return t, ErrInvalidTicket
+	}
+	p := payload[1:]
+	seq, n := binary.Uvarint(p)
+	if n <= 0 || seq == 0 || seq > 1<<62 || len(p[n:]) < 16 {
+		return t, ErrInvalidTicket
+	}
+	p = p[n:]
+	t.seq = int64(seq)
+	copy(t.random[:], p[:16])
+	p = p[16:]
+	joined, n := binary.Uvarint(p)
+	if n <= 0 || joined > 1<<62 {
+		return t, ErrInvalidTicket
+	}
+	p = p[n:]
+	t.joinedAt = int64(joined)
+	eta, n := binary.Uvarint(p)
+	if n <= 0 || n != len(p) || eta > 1<<62 {
+		return t, ErrInvalidTicket
+	}
+	if eta > 0 {
+		v := int64(eta - 1)
+		t.joinETA = &v
+	}
+	return t, nil
+}
+
+// CheckTicket reports whether ticket is a well-formed, authentic ticket of
+// event (ErrInvalidTicket if not). It never touches Redis: the gateway calls
+// it to answer 400 invalid_ticket before any Redis work.
+func (s *Store) CheckTicket(event, ticket string) error {
+	_, err := s.decode(event, ticket)
+	return err
+}
+
+// TicketID returns the id (the access JWT's sub) of an authentic ticket of
+// event, without touching Redis.
+func (s *Store) TicketID(event, ticket string) (string, error) {
+	t, err := s.decode(event, ticket)
+	if err != nil {
+		return "", err
+	}
+	return t.id(), nil
+}
+
+func msToTime(ms int64) time.Time { return time.UnixMilli(ms) }
