@@ -65,11 +65,17 @@ func test(ctx context.Context, log *slog.Logger, args []string) (int, error) {
 	if len(args) == 0 {
 		return 2, errors.New("test: no command")
 	}
-	if _, err := localsvc.Ensure("redis-server", "redis-server"); err != nil {
-		return 1, err
-	}
-	if _, err := localsvc.Ensure("redis-cli", "redis-tools"); err != nil {
-		return 1, err
+	// What the tests run besides Go: servers, the cluster tool, the browser
+	// of the end-to-end journey and the alert rule checker.
+	for _, need := range [][2]string{
+		{"redis-server", "redis-server"},
+		{"redis-cli", "redis-tools"},
+		{"chromium", "chromium"},
+		{"promtool", "prometheus"},
+	} {
+		if _, err := localsvc.Ensure(need[0], need[1]); err != nil {
+			return 1, err
+		}
 	}
 	dir, err := os.MkdirTemp("", "wr-test-pg-")
 	if err != nil {

@@ -1,0 +1,319 @@
+// Package stack runs the whole of waitroom for end-to-end tests: the real
+// gateway, admitter and booking binaries, built from this tree, on private
+// Redis and PostgreSQL, on free loopback ports. Tests can kill, stop and
+// restart any part of it.
+package stack
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/localsvc"
+	"github.com/waitroom/waitroom/internal/platform/testenv"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// Binaries builds cmd/gateway, cmd/admitter and cmd/booking once per test
+// binary and returns the folder holding them.
+func Binaries(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root := testenv.Repo(t)
+		binDir, buildErr = os.MkdirTemp("", "wr-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/gateway", "./cmd/admitter", "./cmd/booking")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("stack: %v", buildErr)
+	}
+	return binDir
+}
+
+// Options shape a stack.
+type Options struct {
+	// Events is the YAML of the config's events list (indented as items of
+	// a top-level "events:" key).
+	Events string
+	// Booking is extra YAML under booking: (indented two spaces), e.g. the
+	// simulator settings.
+	Booking string
+	// Tick is the admitter's tick (default 200ms).
+	Tick string
+	// JoinsPerIP is gateway.joins_per_ip_per_minute (default 0: no limit).
+	JoinsPerIP int
+	// RedisAOF runs Redis with the append-only file (for restart tests).
+	RedisAOF bool
+	// Admitters is how many admitter replicas to run (default 1).
+	Admitters int
+}
+
+// Stack is a running waitroom.
+type Stack struct {
+	t          testing.TB
+	Dir        string
+	ConfigPath string
+	Gateway    string // http://127.0.0.1:port
+	Booking    string
+	Admitter   string // metrics address of the first admitter
+	Redis      *localsvc.Redis
+	RDB        *redis.Client
+	DBURL      string
+	env        []string
+	procs      map[string]*Proc
+	mu         sync.Mutex
+}
+
+// Proc is one running service process.
+type Proc struct {
+	Name string
+	Addr string
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
+}
+
+// Start brings up Redis, PostgreSQL (migrated and seeded), booking, the
+// admitters and the gateway, and waits until each is ready.
+func Start(t testing.TB, o Options) *Stack {
+	t.Helper()
+	bin := Binaries(t)
+	dir, err := os.MkdirTemp("", "wr-stack-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if o.Tick == "" {
+		o.Tick = "200ms"
+	}
+	if o.Admitters == 0 {
+		o.Admitters = 1
+	}
+	rs := testenv.RedisServer(t, localsvc.RedisOptions{AOF: o.RedisAOF})
+	dbURL := testenv.Database(t, "empty", nil)
+	port := func() string {
+		p, err := localsvc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(p)
+	}
+	gw, bk := "127.0.0.1:"+port(), "127.0.0.1:"+port()
+	s := &Stack{
+		t: t, Dir: dir, Gateway: "http://" + gw, Booking: "http://" + bk,
+		Redis: rs, RDB: redis.NewClient(&redis.Options{Addr: rs.Addr}), DBURL: dbURL,
+		procs: map[string]*Proc{},
+	}
+	t.Cleanup(func() { s.RDB.Close() })
+	key := filepath.Join(dir, "jwt.pem")
+	if _, err := pass.EnsureKeyFile(key); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`redis: {url: %q}
+postgres: {url: %q}
+auth: {ticket_secret: "stack-ticket-secret-0123456789", signing_key_file: %q}
+gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: "5s"}
+admitter: {addr: "127.0.0.1:0", tick: %q}
+booking:
+  addr: %q
+  jwks_url: "http://%s/.well-known/jwks.json"
+%s
+events:
+%s
+`, rs.URL(), dbURL, key, gw, s.Booking, o.JoinsPerIP, o.Tick, bk, gw, indentBooking(o.Booking), o.Events)
+	s.ConfigPath = filepath.Join(dir, "waitroom.yaml")
+	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.env = append(os.Environ(), "WAITROOM_CONFIG="+s.ConfigPath)
+	for _, k := range []string{"WAITROOM_REDIS_URL", "WAITROOM_DATABASE_URL", "WAITROOM_GATEWAY_ADDR", "WAITROOM_BOOKING_ADDR", "WAITROOM_ADMITTER_ADDR", "WAITROOM_BOOKING_URL", "WAITROOM_TICKET_SECRET", "WAITROOM_SIGNING_KEY_FILE", "WAITROOM_PAYMENT_SECRET"} {
+		s.env = append(s.env, k+"=")
+	}
+	for _, step := range []string{"migrate", "seed"} {
+		cmd := exec.Command(filepath.Join(bin, "booking"), "-config", s.ConfigPath, step)
+		cmd.Env = s.env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("stack: booking %s: %v\n%s", step, err, out)
+		}
+	}
+	s.Add("booking", bk, filepath.Join(bin, "booking"), "serve")
+	s.Add("gateway", gw, filepath.Join(bin, "gateway"))
+	for i := 0; i < o.Admitters; i++ {
+		addr := "127.0.0.1:" + port()
+		name := "admitter"
+		if i > 0 {
+			name = fmt.Sprintf("admitter%d", i+1)
+		} else {
+			s.Admitter = "http://" + addr
+		}
+		s.Add(name, addr, filepath.Join(bin, "admitter"))
+	}
+	t.Cleanup(s.StopAll)
+	return s
+}
+
+func indentBooking(extra string) string {
+	if strings.TrimSpace(extra) == "" {
+		return `  payment: {secret: "stack-payment-secret", simulator: {enabled: true, outcome: "succeed", delay: "300ms"}}`
+	}
+	return extra
+}
+
+// Add starts a service process (name must be unique) listening on addr and
+// waits for its /readyz.
+func (s *Stack) Add(name, addr, bin string, args ...string) *Proc {
+	s.t.Helper()
+	p := &Proc{Name: name, Addr: addr, args: append([]string{bin, "-config", s.ConfigPath}, args...), log: filepath.Join(s.Dir, name+".log")}
+	s.mu.Lock()
+	s.procs[name] = p
+	s.mu.Unlock()
+	s.start(p)
+	return p
+}
+
+func (s *Stack) start(p *Proc) {
+	s.t.Helper()
+	cmd := exec.Command(p.args[0], p.args[1:]...)
+	env := append([]string{}, s.env...)
+	switch {
+	case strings.HasPrefix(p.Name, "admitter"):
+		env = append(env, "WAITROOM_ADMITTER_ADDR="+p.Addr)
+	case p.Name == "booking" || strings.HasPrefix(p.Name, "booking"):
+		env = append(env, "WAITROOM_BOOKING_ADDR="+p.Addr)
+	case strings.HasPrefix(p.Name, "gateway"):
+		env = append(env, "WAITROOM_GATEWAY_ADDR="+p.Addr)
+	}
+	cmd.Env = env
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("stack: start %s: %v", p.Name, err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(p.done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			s.t.Fatalf("stack: %s exited at start:\n%s", p.Name, s.Log(p.Name))
+		default:
+		}
+		if res, err := http.Get("http://" + p.Addr + "/readyz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("stack: %s not ready after 20s:\n%s", p.Name, s.Log(p.Name))
+}
+
+// Proc returns a running process by name.
+func (s *Stack) Proc(name string) *Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.procs[name]
+}
+
+// Kill sends SIGKILL to a service, as a crash would, and waits for it.
+func (s *Stack) Kill(name string) { s.signal(name, syscall.SIGKILL) }
+
+// Stop sends SIGTERM and waits for a graceful exit.
+func (s *Stack) Stop(name string) { s.signal(name, syscall.SIGTERM) }
+
+func (s *Stack) signal(name string, sig syscall.Signal) {
+	p := s.Proc(name)
+	if p == nil || p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Restart starts a stopped or killed service again.
+func (s *Stack) Restart(name string) {
+	s.t.Helper()
+	p := s.Proc(name)
+	select {
+	case <-p.done:
+	default:
+		s.Stop(name)
+	}
+	s.start(p)
+}
+
+// StopAll stops every service (gateway first).
+func (s *Stack) StopAll() {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.procs))
+	for n := range s.procs {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	for _, prefix := range []string{"gateway", "admitter", "booking"} {
+		for _, n := range names {
+			if strings.HasPrefix(n, prefix) {
+				s.Stop(n)
+			}
+		}
+	}
+}
+
+// Log returns what a service wrote so far.
+func (s *Stack) Log(name string) string {
+	p := s.Proc(name)
+	if p == nil {
+		return ""
+	}
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 8000 {
+		b = b[len(b)-8000:]
+	}
+	return string(b)
+}
+
+// DB opens a connection to the stack's database.
+func (s *Stack) DB(ctx context.Context) *pgx.Conn {
+	s.t.Helper()
+	c, err := pgx.Connect(ctx, s.DBURL)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
