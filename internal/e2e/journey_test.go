@@ -1,0 +1,212 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/waitroom/waitroom/internal/platform/localsvc"
+	"github.com/waitroom/waitroom/internal/platform/stack"
+)
+
+const journeyEvents = `  - id: "premiere"
+    name: "Premiere night"
+    admission: {admit_per_second: 1, max_active: 10, access_ttl: "5m", abandon_after: "60s"}
+    showtimes:
+      - {id: 42, title: "Premiere 19:00", starts_at: "2026-12-01T19:00:00Z", rows: 5, seats_per_row: 10, price_cents: 1500}
+`
+
+// browser starts a headless Chromium (Debian's) with a fresh profile.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	bin, err := localsvc.Ensure("chromium", "chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(420, 900),
+	)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	return actx
+}
+
+// tab opens a new browser context (its own cookies and storage: another fan).
+func tab(t *testing.T, actx context.Context) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+	t.Cleanup(cancel)
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	return ctx
+}
+
+type shooter struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+// shot saves a screenshot of the page under the test's output folder.
+func (s *shooter) shot(ctx context.Context, name string) {
+	s.t.Helper()
+	var png []byte
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 90)); err != nil {
+		s.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	s.n++
+	p := filepath.Join(s.dir, fmt.Sprintf("%02d-%s.png", s.n, name))
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func run(t *testing.T, ctx context.Context, timeout time.Duration, what string, actions ...chromedp.Action) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := chromedp.Run(c, actions...); err != nil {
+		var body string
+		_ = chromedp.Run(ctx, chromedp.Evaluate(`document.querySelector('main') ? document.querySelector('main').innerText : document.body.innerText`, &body))
+		t.Fatalf("%s: %v\npage says: %s", what, err, body)
+	}
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	var s string
+	run(t, ctx, 5*time.Second, "read "+sel, chromedp.Text(sel, &s, chromedp.ByQuery))
+	return strings.TrimSpace(s)
+}
+
+// TestBrowserJourney is a fan's whole journey in a real browser: join a
+// slow line, watch the position fall, get admitted, pick two seats on the
+// map, hold, pay through the simulator and see the confirmation; a second
+// fan who picked the same seats is told they are taken.
+func TestBrowserJourney(t *testing.T) {
+	s := stack.Start(t, stack.Options{Events: journeyEvents, Tick: "200ms"})
+	shots := &shooter{t: t, dir: screenshotDir(t)}
+	t.Logf("screenshots in %s", shots.dir)
+
+	// Three fans ahead of ours, by API, so the position has somewhere to fall.
+	for i := 0; i < 3; i++ {
+		res, err := http.Post(s.Gateway+"/api/v1/events/premiere/tickets", "application/json", nil)
+		if err != nil || res.StatusCode != http.StatusCreated {
+			t.Fatalf("pre-join %d: %v %v", i, err, res)
+		}
+		res.Body.Close()
+	}
+
+	actx := browser(t)
+	fan := tab(t, actx)
+	run(t, fan, 20*time.Second, "open the waiting room",
+		chromedp.Navigate(s.Gateway+"/e/premiere"),
+		chromedp.Poll(`document.querySelector('#status') && document.querySelector('#status').dataset.status === 'waiting' && document.querySelector('#position').textContent.trim() !== ''`, nil),
+	)
+	first, err := strconv.Atoi(strings.ReplaceAll(text(t, fan, "#position"), ",", ""))
+	if err != nil || first < 2 {
+		t.Fatalf("position at join = %q; want a number ≥ 2 (three fans were ahead)", text(t, fan, "#position"))
+	}
+	shots.shot(fan, "waiting")
+	run(t, fan, 30*time.Second, "watch the position fall",
+		chromedp.Poll(fmt.Sprintf(`(() => { const p = parseInt(document.querySelector('#position').textContent.replace(/,/g, '')); return p > 0 && p < %d; })()`, first), nil, chromedp.WithPollingInterval(100*time.Millisecond)),
+	)
+	shots.shot(fan, "position-fell")
+	run(t, fan, 60*time.Second, "be admitted and moved on to the booking page",
+		chromedp.Poll(`location.pathname === '/e/premiere/book'`, nil),
+		chromedp.WaitVisible(`[data-seat="C5"]`, chromedp.ByQuery),
+	)
+	shots.shot(fan, "seat-map")
+
+	// The second fan joins now and is admitted within a few ticks.
+	rival := tab(t, actx)
+	run(t, rival, 60*time.Second, "second fan admitted",
+		chromedp.Navigate(s.Gateway+"/e/premiere"),
+		chromedp.Poll(`location.pathname === '/e/premiere/book'`, nil),
+		chromedp.WaitVisible(`[data-seat="C5"]`, chromedp.ByQuery),
+	)
+
+	for _, ctx := range []context.Context{fan, rival} {
+		run(t, ctx, 10*time.Second, "pick C5 and C6",
+			chromedp.Click(`[data-seat="C5"]`, chromedp.ByQuery),
+			chromedp.Click(`[data-seat="C6"]`, chromedp.ByQuery),
+			chromedp.Poll(`document.querySelector('[data-seat="C5"]').dataset.state === 'mine' && document.querySelector('[data-seat="C6"]').dataset.state === 'mine'`, nil),
+		)
+	}
+	shots.shot(fan, "two-seats-chosen")
+	run(t, fan, 10*time.Second, "hold",
+		chromedp.Click(`#hold`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('main').dataset.phase === 'held'`, nil),
+		chromedp.WaitVisible(`#countdown`, chromedp.ByQuery),
+	)
+	shots.shot(fan, "held")
+	run(t, rival, 10*time.Second, "the rival is told the seats are taken",
+		chromedp.Click(`#hold`, chromedp.ByQuery),
+		chromedp.Poll(`(() => { const m = document.querySelector('#message'); return m && /took|taken/i.test(m.textContent); })()`, nil),
+	)
+	shots.shot(rival, "rival-told-taken")
+
+	run(t, fan, 30*time.Second, "pay and see the confirmation",
+		chromedp.Click(`#pay`, chromedp.ByQuery),
+		chromedp.Poll(`(() => { const b = document.querySelector('#booking-status'); return b && /CONFIRMED/.test(b.textContent + ' ' + (b.dataset.status || '')); })()`, nil),
+	)
+	bookingID := text(t, fan, "#booking-id")
+	shots.shot(fan, "confirmed")
+	if bookingID == "" {
+		t.Fatal("no booking id shown")
+	}
+
+	// The database agrees: C5 and C6 are booked, under the booking shown.
+	ctx := context.Background()
+	db := s.DB(ctx)
+	var booked int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM seats WHERE showtime_id = 42 AND seat_code IN ('C5','C6') AND status = 'BOOKED'`).Scan(&booked); err != nil {
+		t.Fatalf("read seats: %v", err)
+	}
+	if booked != 2 {
+		t.Fatalf("C5/C6 booked rows = %d; want 2", booked)
+	}
+	var status string
+	if err := db.QueryRow(ctx, `SELECT status FROM bookings WHERE id::text = $1`, bookingID).Scan(&status); err != nil || status != "CONFIRMED" {
+		t.Fatalf("booking %s in the database: %q, %v; want CONFIRMED", bookingID, status, err)
+	}
+
+	// No console errors were thrown by the pages.
+	var errs string
+	run(t, fan, 5*time.Second, "read page errors", chromedp.Evaluate(`JSON.stringify(window.__errors || [])`, &errs))
+	var list []string
+	_ = json.Unmarshal([]byte(errs), &list)
+	if len(list) > 0 {
+		t.Errorf("page errors: %v", list)
+	}
+}
+
+func screenshotDir(t *testing.T) string {
+	dir := os.Getenv("WAITROOM_SCREENSHOTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "waitroom-e2e-"+strconv.Itoa(os.Getpid()))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
