@@ -1,0 +1,120 @@
+// Command admitter promotes waiting tickets to active ones, per event, once
+// per tick, at the configured or computed rate and never above max_active.
+// It has no API: it serves /metrics, /healthz and /readyz on admitter.addr.
+// Any number of replicas may run; the config file is followed live (file
+// changes and SIGHUP).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/admission"
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+func main() {
+	cfgFlag := flag.String("config", "", "config file (default $WAITROOM_CONFIG or "+config.DefaultPath+")")
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "admitter")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, config.Path(*cfgFlag), log); err != nil {
+		log.Error("admitter stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends, then stops gracefully.
+func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	rdb, err := queue.NewClient(cfg.Redis.URL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	rdb.AddHook(metrics.RedisHook("admitter"))
+	store := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
+	adm := admission.New(store, cfg, cfgPath, log)
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		pctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := rdb.Ping(pctx).Err(); err != nil {
+			http.Error(w, "redis unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	ln, err := net.Listen("tcp", cfg.Admitter.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Admitter.Addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("admitter started", "addr", ln.Addr().String(), "config", cfgPath,
+		"events", len(cfg.Events), "tick", cfg.Admitter.Tick.String())
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{}, 2)
+	go func() {
+		if err := adm.Watch(wctx, hup); err != nil {
+			log.Error("config watch stopped; SIGHUP-only reloads", "err", err)
+			for {
+				select {
+				case <-wctx.Done():
+					done <- struct{}{}
+					return
+				case <-hup:
+					_ = adm.Reload(true)
+				}
+			}
+		}
+		done <- struct{}{}
+	}()
+	go func() { adm.Run(wctx); done <- struct{}{} }()
+
+	select {
+	case err := <-serveErr:
+		cancel()
+		<-done
+		<-done
+		return fmt.Errorf("metrics server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	cancel()
+	<-done // the tick in flight finishes: a script runs whole or not at all
+	<-done
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

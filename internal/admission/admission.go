@@ -1,0 +1,261 @@
+// Package admission is the admitter: for every event of the config, once per
+// tick, it publishes the settings in force to Redis and runs the queue's
+// atomic admission step. It keeps no state of its own (everything lives in
+// Redis, decided inside one script), so any number of replicas may run, and
+// it follows the config file live: ops retune rates, caps and modes without
+// a restart, and a bad edit never replaces a good config.
+package admission
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// Store is what the admitter needs of the queue.
+type Store interface {
+	PublishSettings(ctx context.Context, event string, set queue.Settings) error
+	Tick(ctx context.Context, event string, set queue.Settings) (queue.TickResult, error)
+}
+
+// Admitter ticks every configured event.
+type Admitter struct {
+	store Store
+	log   *slog.Logger
+	path  string // the config file, re-read on change; "" = never reload
+
+	cfg    atomic.Pointer[config.Config]
+	rounds atomic.Int64
+
+	reloadMu sync.Mutex // serializes reloads; guards loaded
+	loaded   []byte     // the file bytes of the config in force
+}
+
+// New returns an admitter serving cfg, which was loaded from path.
+func New(store Store, cfg *config.Config, path string, log *slog.Logger) *Admitter {
+	a := &Admitter{store: store, log: log, path: path}
+	a.cfg.Store(cfg)
+	if b, err := os.ReadFile(path); err == nil {
+		a.loaded = b
+	}
+	return a
+}
+
+// Config is the config in force.
+func (a *Admitter) Config() *config.Config { return a.cfg.Load() }
+
+// Rounds counts completed tick rounds (every event ticked once).
+func (a *Admitter) Rounds() int64 { return a.rounds.Load() }
+
+// SettingsOf is what an event's config puts in force: the rate and cap are
+// computed from the capacity model when not given.
+func SettingsOf(ev config.Event) queue.Settings {
+	return queue.Settings{
+		Mode:            ev.Mode,
+		AdmitPerSecond:  ev.Admission.Rate(),
+		MaxActive:       ev.Admission.Cap(),
+		AccessTTL:       ev.Admission.AccessTTL.D(),
+		AbandonAfter:    ev.Admission.AbandonAfter.D(),
+		PrequeueOpensAt: ev.PrequeueOpensAt,
+		OpensAt:         ev.OpensAt,
+		ClosesAt:        ev.ClosesAt,
+	}
+}
+
+// Run ticks every event until ctx ends. The interval is read from the config
+// in force at each round, so a reloaded admitter.tick acts at once.
+func (a *Admitter) Run(ctx context.Context) error {
+	for {
+		a.TickAll(ctx)
+		t := time.NewTimer(a.Config().Admitter.Tick.D())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// TickAll runs one round: every event of the config in force, concurrently.
+// An event's error is logged and counted; it never stops the others.
+func (a *Admitter) TickAll(ctx context.Context) {
+	cfg := a.Config()
+	ctx, cancel := context.WithTimeout(ctx, max(cfg.Admitter.Tick.D(), time.Second))
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, ev := range cfg.Events {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.tick(ctx, ev); err != nil && ctx.Err() == nil {
+				tickErrors.WithLabelValues(ev.ID).Inc()
+				a.log.Error("tick failed", "event", ev.ID, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	a.rounds.Add(1)
+}
+
+func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
+	start := time.Now()
+	defer func() { tickDuration.WithLabelValues(ev.ID).Observe(time.Since(start).Seconds()) }()
+	set := SettingsOf(ev)
+	admitRateConfigured.WithLabelValues(ev.ID).Set(set.AdmitPerSecond)
+	maxActiveGauge.WithLabelValues(ev.ID).Set(float64(set.MaxActive))
+	if err := a.store.PublishSettings(ctx, ev.ID, set); err != nil {
+		return err
+	}
+	r, err := a.store.Tick(ctx, ev.ID, set)
+	if err != nil {
+		return err
+	}
+	admittedTotal.WithLabelValues(ev.ID).Add(float64(r.Admitted))
+	abandonedTotal.WithLabelValues(ev.ID).Add(float64(r.Abandoned))
+	admitRate.WithLabelValues(ev.ID).Set(r.Rate)
+	return nil
+}
+
+// Reload re-reads the config file. On success the new config is swapped in
+// (the next tick uses it) and the changes are logged; on failure the error,
+// which names the bad key, is logged and counted and the previous config
+// stays in force. force reloads even when the file did not change (SIGHUP).
+func (a *Admitter) Reload(force bool) error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	b, err := os.ReadFile(a.path)
+	if err == nil && !force && bytes.Equal(b, a.loaded) {
+		return nil // a write that changed nothing, or another file of the folder
+	}
+	var cfg *config.Config
+	if err == nil {
+		cfg, err = config.Parse(b, os.LookupEnv)
+	} else {
+		err = fmt.Errorf("config: %w", err)
+	}
+	if err != nil {
+		configReloadErrors.Inc()
+		a.log.Error("config reload refused; the previous config stays in force", "path", a.path, "err", err)
+		return err
+	}
+	old := a.cfg.Swap(cfg)
+	a.loaded = b
+	configReloads.Inc()
+	a.log.Info("config reloaded", "path", a.path, "changes", diff(old, cfg))
+	for _, ev := range old.Events {
+		if _, ok := cfg.Event(ev.ID); !ok {
+			forgetEvent(ev.ID)
+		}
+	}
+	if old.Redis.URL != cfg.Redis.URL {
+		a.log.Warn("redis.url changed: it takes effect only after a restart")
+	}
+	return nil
+}
+
+// diff lists what a reload changed, event by event, for the log.
+func diff(old, cur *config.Config) []string {
+	var out []string
+	for _, ev := range cur.Events {
+		o, ok := old.Event(ev.ID)
+		if !ok {
+			out = append(out, fmt.Sprintf("event %s added", ev.ID))
+			continue
+		}
+		was, now := SettingsOf(*o), SettingsOf(ev)
+		if was.Mode != now.Mode {
+			out = append(out, fmt.Sprintf("%s mode %s -> %s", ev.ID, was.Mode, now.Mode))
+		}
+		if was.AdmitPerSecond != now.AdmitPerSecond {
+			out = append(out, fmt.Sprintf("%s admit_per_second %g -> %g", ev.ID, was.AdmitPerSecond, now.AdmitPerSecond))
+		}
+		if was.MaxActive != now.MaxActive {
+			out = append(out, fmt.Sprintf("%s max_active %d -> %d", ev.ID, was.MaxActive, now.MaxActive))
+		}
+		if was.AccessTTL != now.AccessTTL || was.AbandonAfter != now.AbandonAfter {
+			out = append(out, fmt.Sprintf("%s access_ttl %s abandon_after %s", ev.ID, now.AccessTTL, now.AbandonAfter))
+		}
+		if !sameTime(was.PrequeueOpensAt, now.PrequeueOpensAt) || !sameTime(was.OpensAt, now.OpensAt) || !sameTime(was.ClosesAt, now.ClosesAt) {
+			out = append(out, fmt.Sprintf("%s times changed", ev.ID))
+		}
+	}
+	for _, ev := range old.Events {
+		if _, ok := cur.Event(ev.ID); !ok {
+			out = append(out, fmt.Sprintf("event %s removed", ev.ID))
+		}
+	}
+	if old.Admitter.Tick != cur.Admitter.Tick {
+		out = append(out, fmt.Sprintf("admitter.tick %s -> %s", old.Admitter.Tick, cur.Admitter.Tick))
+	}
+	return out
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+// debounce lets a burst of file events (an editor's write, rename, chmod)
+// end before the file is read.
+const debounce = 100 * time.Millisecond
+
+// Watch reloads the config when its folder changes, and on every value from
+// hup (SIGHUP), until ctx ends. It watches the folder, not the file: editors
+// (vim, sed -i) replace the file by a rename and Kubernetes swaps a ConfigMap
+// by re-pointing the ..data symlink, and a watch on the old file would see
+// neither.
+func (a *Admitter) Watch(ctx context.Context, hup <-chan os.Signal) error {
+	if a.path == "" {
+		return errors.New("admission: no config path to watch")
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("admission: watch: %w", err)
+	}
+	defer w.Close()
+	dir := filepath.Dir(a.path)
+	if err := w.Add(dir); err != nil {
+		return fmt.Errorf("admission: watch %s: %w", dir, err)
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hup:
+			a.log.Info("SIGHUP: reloading the config", "path", a.path)
+			_ = a.Reload(true)
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) == 0 {
+				continue // chmod alone changes no content
+			}
+			timer.Reset(debounce)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			a.log.Warn("config watch error", "err", err)
+		case <-timer.C:
+			_ = a.Reload(false)
+		}
+	}
+}

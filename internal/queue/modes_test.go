@@ -1,0 +1,397 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+func TestJoinWindows(t *testing.T) {
+	closed := open()
+	closed.Mode = "closed"
+	pastClose := open()
+	pastClose.OpensAt, pastClose.ClosesAt = at(-2*time.Hour), at(-time.Minute)
+	beforePre := open()
+	beforePre.PrequeueOpensAt, beforePre.OpensAt = at(time.Hour), at(2*time.Hour)
+	beforeOpen := open()
+	beforeOpen.OpensAt = at(time.Hour)
+	inPre := open()
+	inPre.PrequeueOpensAt, inPre.OpensAt = at(-time.Minute), at(time.Hour)
+	paused := open()
+	paused.Mode = "paused"
+
+	cases := []struct {
+		name    string
+		set     queue.Settings
+		want    error
+		wantETA bool
+	}{
+		{"open", open(), nil, true},
+		{"mode closed", closed, queue.ErrClosed, false},
+		{"past closes_at", pastClose, queue.ErrClosed, false},
+		{"before the pre-queue", beforePre, queue.ErrNotOpen, false},
+		{"before opens_at, no pre-queue", beforeOpen, queue.ErrNotOpen, false},
+		{"in the pre-queue", inPre, nil, false},
+		{"paused", paused, nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := setup(t)
+			r, err := e.store.Join(context.Background(), event, "", c.set)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("join = %v; want %v", err, c.want)
+			}
+			if err != nil {
+				return
+			}
+			if got := r.ETA != nil; got != c.wantETA {
+				t.Errorf("join ETA = %v; want ETA: %v", r.ETA, c.wantETA)
+			}
+			st := status(t, e.store, r.Ticket, c.set)
+			if got := st.ETA != nil; got != c.wantETA {
+				t.Errorf("status ETA = %v; want ETA: %v", st.ETA, c.wantETA)
+			}
+			if got := (st.JoinETA != nil); got != c.wantETA {
+				t.Errorf("JoinETA = %v; want ETA: %v", st.JoinETA, c.wantETA)
+			}
+			if res := tick(t, e.store, c.set); c.set.Mode == "paused" && res.Admitted != 0 {
+				t.Errorf("paused tick admitted %d; want 0", res.Admitted)
+			}
+		})
+	}
+}
+
+func TestStatus(t *testing.T) {
+	e := setup(t)
+	set := open()
+	set.AdmitPerSecond = 10
+	a, b := join(t, e.store, set), join(t, e.store, set)
+
+	st := status(t, e.store, b.Ticket, set)
+	if st.State != queue.Waiting || st.Position.Position != 2 || st.Ahead != 1 || st.ID != b.ID {
+		t.Fatalf("status = %+v; want waiting at 2, 1 ahead", st)
+	}
+	if st.ETA == nil || *st.ETA != 200*time.Millisecond {
+		t.Errorf("ETA = %v; want 200ms (position 2 at 10/s)", st.ETA)
+	}
+	if st.JoinETA == nil || *st.JoinETA != 200*time.Millisecond {
+		t.Errorf("JoinETA = %v; want 200ms", st.JoinETA)
+	}
+	if st.PollAfter < time.Second || st.PollAfter >= 1500*time.Millisecond {
+		t.Errorf("PollAfter = %v near the front; want [1s, 1.5s)", st.PollAfter)
+	}
+	if d := time.Since(st.JoinedAt); d < 0 || d > time.Minute {
+		t.Errorf("JoinedAt = %v; want about now", st.JoinedAt)
+	}
+
+	tick(t, e.store, set)
+	time.Sleep(250 * time.Millisecond) // 2.5 tokens at 10/s
+	if r := tick(t, e.store, set); r.Admitted != 2 {
+		t.Fatalf("tick admitted %d; want 2", r.Admitted)
+	}
+	for i, want := range []bool{true, false, false} {
+		st := status(t, e.store, a.Ticket, set)
+		if st.State != queue.Admitted || st.FirstAdmission != want {
+			t.Errorf("poll %d = %v first=%v; want admitted first=%v", i, st.State, st.FirstAdmission, want)
+		}
+		if d := time.Until(st.ActiveUntil); d < 9*time.Minute || d > 10*time.Minute {
+			t.Errorf("ActiveUntil in %v; want about access_ttl", d)
+		}
+	}
+}
+
+func TestPollAfterGrowsAndIsBounded(t *testing.T) {
+	e := setup(t)
+	set := open()
+	set.AdmitPerSecond = 1
+	var prev time.Duration
+	for i := 1; i <= 300; i++ {
+		r := join(t, e.store, set)
+		p := r.PollAfter
+		if p < time.Second || p >= 60*time.Second {
+			t.Fatalf("join %d: pollAfter %v outside [1s, 60s)", i, p)
+		}
+		// Jitter is at most ×1.5: the base grows, so a fan 4 places back
+		// never polls sooner than 1/1.5 of one in front of it.
+		if float64(p) < float64(prev)/1.5-float64(time.Millisecond) {
+			t.Fatalf("join %d: pollAfter %v shrank from %v beyond jitter", i, p, prev)
+		}
+		if i%4 == 0 {
+			prev = p
+		}
+	}
+	if prev < 40*time.Second {
+		t.Errorf("pollAfter 300 places back at 1/s = %v; want the 40s+ cap", prev)
+	}
+}
+
+func TestAbandonment(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	set := open()
+	set.Mode = "paused"
+	set.AbandonAfter = time.Second
+	set.AdmitPerSecond = 1000
+	silent := join(t, e.store, set)
+	faithful := join(t, e.store, set)
+
+	// The faithful fan polls exactly as told; the silent one never again.
+	poll := faithful.PollAfter
+	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(poll)
+		poll = status(t, e.store, faithful.Ticket, set).PollAfter
+	}
+	set.Mode = "queue"
+	tick(t, e.store, set)
+	time.Sleep(20 * time.Millisecond)
+	r := tick(t, e.store, set)
+	if r.Abandoned != 1 || r.Admitted != 1 {
+		t.Errorf("tick = %+v; want 1 abandoned, 1 admitted", r)
+	}
+	if st := status(t, e.store, silent.Ticket, set); st.State != queue.Expired {
+		t.Errorf("abandoned ticket state %v; want expired", st.State)
+	}
+	if st := status(t, e.store, faithful.Ticket, set); st.State != queue.Admitted {
+		t.Errorf("faithful ticket state %v; want admitted", st.State)
+	}
+	if st, _ := e.store.Stats(ctx, event); st.Abandoned != 1 {
+		t.Errorf("abandoned counter %d; want 1", st.Abandoned)
+	}
+	checkBooks(t, e)
+}
+
+func TestLeave(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	set := open()
+	set.AdmitPerSecond = 1000
+	active := join(t, e.store, set)
+	tick(t, e.store, set)
+	time.Sleep(10 * time.Millisecond)
+	tick(t, e.store, set)
+	waiting := join(t, e.store, set)
+	behind := join(t, e.store, set)
+
+	t.Run("waiting", func(t *testing.T) {
+		if err := e.store.Leave(ctx, event, waiting.Ticket); err != nil {
+			t.Fatal(err)
+		}
+		if st := status(t, e.store, waiting.Ticket, set); st.State != queue.Expired {
+			t.Errorf("state after leave %v; want expired", st.State)
+		}
+		if st := status(t, e.store, behind.Ticket, set); st.Position.Position != 1 {
+			t.Errorf("fan behind at %d; want 1", st.Position.Position)
+		}
+		if st, _ := e.store.Stats(ctx, event); st.Left != 1 {
+			t.Errorf("left = %d; want 1", st.Left)
+		}
+	})
+	t.Run("active", func(t *testing.T) {
+		if ok, _ := e.store.Active(ctx, event, active.ID); !ok {
+			t.Fatal("ticket not active before leaving")
+		}
+		if err := e.store.Leave(ctx, event, active.Ticket); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := e.store.Active(ctx, event, active.ID); ok {
+			t.Error("ticket still active after leaving")
+		}
+		if c, _ := e.store.Counts(ctx, event); c.Active != 0 || c.Waiting != 1 {
+			t.Errorf("counts = %+v; want 0 active, 1 waiting", c)
+		}
+		if st := status(t, e.store, active.Ticket, set); st.State != queue.Expired {
+			t.Errorf("state after leave %v; want expired", st.State)
+		}
+	})
+	t.Run("twice", func(t *testing.T) {
+		if err := e.store.Leave(ctx, event, waiting.Ticket); err != nil {
+			t.Errorf("second leave = %v; want nil", err)
+		}
+		if st, _ := e.store.Stats(ctx, event); st.Left != 1 {
+			t.Errorf("left = %d after a second leave; want 1", st.Left)
+		}
+	})
+	checkBooks(t, e)
+}
+
+func TestPassthrough(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	set := open()
+	set.Mode = "passthrough"
+	set.AccessTTL = time.Minute
+	r := join(t, e.store, set)
+	if r.State != queue.Admitted {
+		t.Fatalf("passthrough join state %v; want admitted", r.State)
+	}
+	if d := time.Until(r.ActiveUntil); d < 50*time.Second || d > time.Minute {
+		t.Errorf("ActiveUntil in %v; want about access_ttl", d)
+	}
+	if c, _ := e.store.Counts(ctx, event); c.Active != 1 || c.Waiting != 0 {
+		t.Errorf("counts = %+v; want 1 active", c)
+	}
+	st := status(t, e.store, r.Ticket, set)
+	if st.State != queue.Admitted || !st.FirstAdmission {
+		t.Errorf("status = %+v; want admitted, first admission", st)
+	}
+
+	// Fans already waiting when the mode turns to passthrough go in at once,
+	// regardless of the cap.
+	q := open()
+	q.MaxActive = 1
+	w := []queue.JoinResult{join(t, e.store, q), join(t, e.store, q)}
+	if res := tick(t, e.store, set); res.Admitted != 2 || res.Waiting != 0 {
+		t.Errorf("passthrough tick = %+v; want 2 admitted, none waiting", res)
+	}
+	for _, j := range w {
+		if st := status(t, e.store, j.Ticket, set); st.State != queue.Admitted {
+			t.Errorf("state %v; want admitted", st.State)
+		}
+	}
+	checkBooks(t, e)
+}
+
+func TestClosedWhileWaiting(t *testing.T) {
+	e := setup(t)
+	set := open()
+	r := join(t, e.store, set)
+	set.Mode = "closed"
+	if st := status(t, e.store, r.Ticket, set); st.State != queue.Closed {
+		t.Errorf("state %v; want closed", st.State)
+	}
+	if res := tick(t, e.store, set); res.Admitted != 0 {
+		t.Errorf("closed tick admitted %d", res.Admitted)
+	}
+	set = open()
+	set.ClosesAt = at(-time.Second)
+	if st := status(t, e.store, r.Ticket, set); st.State != queue.Closed {
+		t.Errorf("past closes_at: state %v; want closed", st.State)
+	}
+	if _, err := e.store.Join(context.Background(), event, r.Ticket, set); !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("join = %v; want ErrClosed", err)
+	}
+}
+
+func TestCapAndBucket(t *testing.T) {
+	e := setup(t)
+	set := open()
+	set.AdmitPerSecond = 1000
+	set.MaxActive = 3
+	for range 10 {
+		join(t, e.store, set)
+	}
+	tick(t, e.store, set)
+	time.Sleep(50 * time.Millisecond)
+	if r := tick(t, e.store, set); r.Admitted != 3 || r.Active != 3 || r.Waiting != 7 {
+		t.Errorf("tick = %+v; want the cap: 3 admitted, 3 active, 7 waiting", r)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if r := tick(t, e.store, set); r.Admitted != 0 {
+		t.Errorf("tick at the cap admitted %d; want 0", r.Admitted)
+	}
+
+	// Capacity is one second of rate: after a long idle the burst is bounded.
+	set.MaxActive = 1000
+	set.AdmitPerSecond = 2
+	time.Sleep(1200 * time.Millisecond)
+	if r := tick(t, e.store, set); r.Admitted > 2 {
+		t.Errorf("burst after idle admitted %d; want ≤ 2 (one second of rate)", r.Admitted)
+	}
+	checkBooks(t, e)
+}
+
+func TestActiveExpires(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	set := open()
+	set.AdmitPerSecond = 1000
+	set.AccessTTL = 1 * time.Second
+	r := join(t, e.store, set)
+	tick(t, e.store, set)
+	time.Sleep(10 * time.Millisecond)
+	tick(t, e.store, set)
+	if ok, _ := e.store.Active(ctx, event, r.ID); !ok {
+		t.Fatal("not active after admission")
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if ok, _ := e.store.Active(ctx, event, r.ID); ok {
+		t.Error("still active after access_ttl")
+	}
+	if c, _ := e.store.Counts(ctx, event); c.Active != 0 {
+		t.Errorf("counts active %d after expiry; want 0", c.Active)
+	}
+	if res := tick(t, e.store, set); res.Expired != 1 {
+		t.Errorf("tick expired %d; want 1", res.Expired)
+	}
+	if st := status(t, e.store, r.Ticket, set); st.State != queue.Expired {
+		t.Errorf("state %v; want expired", st.State)
+	}
+}
+
+func TestExtendAndComplete(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	set := open()
+	set.AdmitPerSecond = 1000
+	r := join(t, e.store, set)
+	tick(t, e.store, set)
+	time.Sleep(10 * time.Millisecond)
+	tick(t, e.store, set)
+	st := status(t, e.store, r.Ticket, set)
+
+	cases := []struct {
+		name  string
+		until time.Time
+		want  time.Time
+	}{
+		{"earlier never shortens", st.ActiveUntil.Add(-time.Minute), st.ActiveUntil},
+		{"later extends", st.ActiveUntil.Add(time.Minute), st.ActiveUntil.Add(time.Minute)},
+		{"back to the first never shortens", st.ActiveUntil, st.ActiveUntil.Add(time.Minute)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok, err := e.store.Extend(ctx, event, r.ID, c.until)
+			if err != nil || !ok || !got.Equal(c.want) {
+				t.Errorf("Extend = %v, %v, %v; want %v, true", got, ok, err, c.want)
+			}
+		})
+	}
+	if err := e.store.Complete(ctx, event, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := e.store.Active(ctx, event, r.ID); ok {
+		t.Error("active after Complete")
+	}
+	if _, ok, _ := e.store.Extend(ctx, event, r.ID, time.Now().Add(time.Hour)); ok {
+		t.Error("Extend of a completed ticket reported active")
+	}
+}
+
+func TestSettingsRoundTrip(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	if _, err := e.store.Settings(ctx, event); !errors.Is(err, queue.ErrNoSettings) {
+		t.Fatalf("Settings before publish = %v; want ErrNoSettings", err)
+	}
+	set := open()
+	set.OpensAt = at(time.Hour)
+	if err := e.store.PublishSettings(ctx, event, set); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.store.Settings(ctx, event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Mode != set.Mode || got.AdmitPerSecond != set.AdmitPerSecond || got.MaxActive != set.MaxActive ||
+		got.AccessTTL != set.AccessTTL || !got.OpensAt.Equal(*set.OpensAt) || got.ClosesAt != nil {
+		t.Errorf("Settings = %+v; want %+v", got, set)
+	}
+	if n := e.rdb.Exists(ctx, "wr:{"+event+"}:settings").Val(); n != 1 {
+		t.Errorf("settings key not under the event tag")
+	}
+}

@@ -1,0 +1,214 @@
+package queue_test
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// joinMany joins n fans with a few workers and returns their results.
+func joinMany(t testing.TB, s *queue.Store, set queue.Settings, n int) []queue.JoinResult {
+	t.Helper()
+	out := make([]queue.JoinResult, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				r, err := s.Join(context.Background(), event, "", set)
+				if err != nil {
+					errs <- err
+					return
+				}
+				out[i] = r
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("join: %v", err)
+	}
+	return out
+}
+
+// TestReplicasRace runs three admitter replicas against one line for 20 s
+// while fans complete at random: the first 12 s fans complete within 0–2 s
+// of admission (the cap never binds), then they stop completing and the cap
+// must hold. Afterwards every ticket is in exactly one place.
+func TestReplicasRace(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	set := open()
+	set.AdmitPerSecond, set.MaxActive = 50, 200
+	set.AbandonAfter = time.Hour // fans here do not poll
+	const n = 5000
+	joined := joinMany(t, e.store, set, n)
+
+	var (
+		stop       = make(chan struct{})
+		wg         sync.WaitGroup
+		ticks      atomic.Int64
+		tickSum    atomic.Int64
+		tickErrs   atomic.Int64
+		completing atomic.Bool
+		maxActive  atomic.Int64
+		twice      atomic.Int64
+	)
+	completing.Store(true)
+	for replica := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Duration(40+rand.IntN(20)) * time.Millisecond):
+				}
+				r, err := e.store.Tick(ctx, event, set)
+				if err != nil {
+					tickErrs.Add(1)
+					t.Errorf("replica %d: %v", replica, err)
+					continue
+				}
+				ticks.Add(1)
+				tickSum.Add(r.Admitted)
+			}
+		}()
+	}
+	// The sampler: the number of live actives at many instants.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			c, err := e.store.Counts(ctx, event)
+			if err != nil {
+				continue
+			}
+			for m := maxActive.Load(); c.Active > m && !maxActive.CompareAndSwap(m, c.Active); m = maxActive.Load() {
+			}
+		}
+	}()
+	// The fans: each admitted fan completes 0–2 s after we first see it.
+	completed := map[string]bool{}
+	var mu sync.Mutex
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		due := map[string]time.Time{}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if !completing.Load() {
+				continue
+			}
+			ids, err := e.rdb.ZRange(ctx, "wr:{"+event+"}:active", 0, -1).Result()
+			if err != nil {
+				continue
+			}
+			now := time.Now()
+			for _, id := range ids {
+				mu.Lock()
+				if completed[id] {
+					twice.Add(1) // completed, yet active again: admitted twice
+				}
+				mu.Unlock()
+				d, ok := due[id]
+				if !ok {
+					due[id] = now.Add(time.Duration(rand.Int64N(int64(2 * time.Second))))
+					continue
+				}
+				if now.After(d) {
+					if err := e.store.Complete(ctx, event, id); err == nil {
+						mu.Lock()
+						completed[id] = true
+						mu.Unlock()
+						delete(due, id)
+					}
+				}
+			}
+		}
+	}()
+
+	// The achieved rate while the cap is not binding, by Redis's clock.
+	sample := func() (float64, int64) {
+		tm := e.rdb.Time(ctx).Val()
+		st, _ := e.store.Stats(ctx, event)
+		return float64(tm.UnixMicro()) / 1e6, st.Admitted
+	}
+	time.Sleep(2 * time.Second)
+	t0, a0 := sample()
+	time.Sleep(10 * time.Second)
+	t1, a1 := sample()
+	completing.Store(false)
+	time.Sleep(8 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	rate := float64(a1-a0) / (t1 - t0)
+	t.Logf("achieved %.2f admissions/s over %.1fs (%d ticks by 3 replicas), max active sampled %d",
+		rate, t1-t0, ticks.Load(), maxActive.Load())
+	if math.Abs(rate-50)/50 > 0.03 {
+		t.Errorf("achieved rate %.2f/s; want 50/s ± 3%%", rate)
+	}
+	if m := maxActive.Load(); m > 200 {
+		t.Errorf("max active sampled %d; want ≤ 200", m)
+	}
+	if tw := twice.Load(); tw != 0 {
+		t.Errorf("%d completed tickets were active again: admitted twice", tw)
+	}
+
+	// The books, in Redis.
+	active := e.rdb.ZRange(ctx, "wr:{"+event+"}:active", 0, -1).Val()
+	waiting := e.rdb.ZRange(ctx, "wr:{"+event+"}:wait", 0, -1).Val()
+	if len(active) != 200 {
+		t.Errorf("%d active at the end with nobody completing; want the cap, 200", len(active))
+	}
+	place := map[string]string{}
+	for name, ids := range map[string][]string{"active": active, "waiting": waiting} {
+		for _, id := range ids {
+			if p, dup := place[id]; dup {
+				t.Errorf("ticket %s both %s and %s", id, p, name)
+			}
+			place[id] = name
+		}
+	}
+	for id := range completed {
+		if p, dup := place[id]; dup {
+			t.Errorf("completed ticket %s is %s again", id, p)
+		}
+		place[id] = "completed"
+	}
+	for _, j := range joined {
+		if _, ok := place[j.ID]; !ok {
+			t.Errorf("ticket %s lost: neither waiting, active nor completed", j.ID)
+		}
+	}
+	st := checkBooks(t, e)
+	if st.Admitted != tickSum.Load() || st.Admitted != int64(len(completed)+len(active)) {
+		t.Errorf("admitted counter %d, ticks admitted %d, completed+active %d; want all equal",
+			st.Admitted, tickSum.Load(), len(completed)+len(active))
+	}
+	if st.Joined != n {
+		t.Errorf("joined %d; want %d", st.Joined, n)
+	}
+}
