@@ -54,6 +54,7 @@ const MAX_POLL_MS = 60000;
 // double the gateway's load.
 const EVENT_REFRESH_MS = 30000;
 
+let ticket = null; // the ticket this tab polls
 let info = null; // GET /api/v1/events/{event}
 let infoAt = 0;
 let infoLoading = false;
@@ -170,10 +171,11 @@ function renderWaiting(d) {
   // The progress bar runs from the place at join to the front. In the
   // pre-queue later joiners can be drawn ahead of us, so the place can grow:
   // then the baseline grows with it rather than showing negative progress.
-  let start = saved && Number.isFinite(saved.start) ? saved.start : pos;
+  const ours = saved && saved.ticket === ticket;
+  let start = ours && Number.isFinite(saved.start) ? saved.start : pos;
   if (pos > start) {
     start = pos;
-    store.ticket.set(event, { ...saved, start });
+    if (ours) store.ticket.set(event, { ticket, start });
   }
   const frac = start > 1 ? (start - pos) / (start - 1) : 1;
   ui.progress.value = Math.round(Math.min(Math.max(frac, 0), 1) * 1000);
@@ -255,7 +257,7 @@ function fatal(kind, words) {
 
 function onTicket(d, sent) {
   if (!d.ticket && !(sent && d.status)) throw new NetworkError('join answer without a ticket');
-  const ticket = d.ticket || sent.ticket;
+  ticket = d.ticket || sent.ticket;
   const saved = store.ticket.get(event);
   const keep = saved && saved.ticket === ticket && Number.isFinite(saved.start);
   store.ticket.set(event, { ticket, start: keep ? saved.start : Number(d.position) || 1 });
@@ -316,13 +318,16 @@ async function join() {
 
 // poll returns the next delay in ms, or null when the loop should stop.
 async function poll() {
+  // The fan may have left, or joined again, in another tab: follow it rather
+  // than join behind their back.
   const saved = store.ticket.get(event);
   if (!saved || !saved.ticket) {
-    // Another tab left the line, or storage was cleared.
-    phase = 'join';
-    return 0;
+    ticket = null;
+    ended('left');
+    return null;
   }
-  const r = await api('GET', `/api/v1/events/${enc}/tickets/${encodeURIComponent(saved.ticket)}`);
+  ticket = saved.ticket;
+  const r = await api('GET', `/api/v1/events/${enc}/tickets/${encodeURIComponent(ticket)}`);
   switch (r.status) {
     case 200:
       setText(ui.message, '');
@@ -333,11 +338,11 @@ async function poll() {
       renderWaiting(r.data);
       return pollDelay(r.data.pollAfterMs);
     case 410:
-      store.ticket.clear(event);
+      if (store.ticket.get(event)?.ticket === ticket) store.ticket.clear(event);
       ended(r.data.status === 'closed' ? 'closed' : 'expired');
       return null;
     case 400:
-      store.ticket.clear(event);
+      if (store.ticket.get(event)?.ticket === ticket) store.ticket.clear(event);
       phase = 'join';
       return 0;
     case 404:
@@ -357,6 +362,7 @@ async function loop(mine) {
   while (mine === run) {
     let delay;
     try {
+      ui.message.dataset.kind = 'info';
       delay = phase === 'join' ? await join() : await poll();
       if (failures >= 2) live.say('Connected again.');
       failures = 0;
@@ -365,6 +371,7 @@ async function loop(mine) {
       // line is safe on the server, so the page only needs to come back.
       failures += 1;
       delay = backoffMs(failures);
+      ui.message.dataset.kind = 'net';
       setText(ui.message, `Reconnecting… (trying again in ${Math.ceil(delay / 1000)} s)`);
       if (failures === 2) live.say('Connection lost. Reconnecting. You keep your place.');
       if (!(err instanceof NetworkError)) ui.message.dataset.error = String(err && err.message);
@@ -388,10 +395,12 @@ async function leave() {
   waiter.wake();
   ui.leave.disabled = true;
   const saved = store.ticket.get(event);
+  const gone = (saved && saved.ticket) || ticket;
   store.ticket.clear(event);
-  if (saved && saved.ticket) {
+  ticket = null;
+  if (gone) {
     try {
-      await api('DELETE', `/api/v1/events/${enc}/tickets/${encodeURIComponent(saved.ticket)}`);
+      await api('DELETE', `/api/v1/events/${enc}/tickets/${encodeURIComponent(gone)}`);
     } catch {
       // Unreachable: the place lapses by itself once nobody polls for it.
     }
@@ -424,6 +433,11 @@ async function main() {
   await loadInfo();
   if (!info && infoAt) {
     fatal('unknown-event', "We can't find this event. Check the link, or pick an event from the list.");
+    return;
+  }
+  if (info && info.state === 'closed' && !store.ticket.get(event)) {
+    // Nothing to join; "Check again" still asks the gateway, which decides.
+    ended('closed');
     return;
   }
   start();
