@@ -70,6 +70,9 @@ type Options struct {
 	RedisAOF bool
 	// Admitters is how many admitter replicas to run (default 1).
 	Admitters int
+	// DatabaseURL, when set, is the (empty) database to use instead of a new
+	// one on the shared test server: for tests that restart PostgreSQL.
+	DatabaseURL string
 }
 
 // Stack is a running waitroom.
@@ -115,7 +118,10 @@ func Start(t testing.TB, o Options) *Stack {
 		o.Admitters = 1
 	}
 	rs := testenv.RedisServer(t, localsvc.RedisOptions{AOF: o.RedisAOF})
-	dbURL := testenv.Database(t, "empty", nil)
+	dbURL := o.DatabaseURL
+	if dbURL == "" {
+		dbURL = testenv.Database(t, "empty", nil)
+	}
 	port := func() string {
 		p, err := localsvc.FreePort()
 		if err != nil {
