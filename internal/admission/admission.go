@@ -114,7 +114,12 @@ func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
 	start := time.Now()
 	defer func() { tickDuration.WithLabelValues(ev.ID).Observe(time.Since(start).Seconds()) }()
 	set := SettingsOf(ev)
-	admitRateConfigured.WithLabelValues(ev.ID).Set(set.AdmitPerSecond)
+	tickErrors.WithLabelValues(ev.ID).Add(0) // exported from the first tick, so increase() sees the first error
+	configured := set.AdmitPerSecond
+	if !admitting(set, time.Now()) {
+		configured = 0 // "not admitting on purpose": the stalled-line alert keys on it
+	}
+	admitRateConfigured.WithLabelValues(ev.ID).Set(configured)
 	maxActiveGauge.WithLabelValues(ev.ID).Set(float64(set.MaxActive))
 	if err := a.store.PublishSettings(ctx, ev.ID, set); err != nil {
 		return err
@@ -127,6 +132,20 @@ func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
 	abandonedTotal.WithLabelValues(ev.ID).Add(float64(r.Abandoned))
 	admitRate.WithLabelValues(ev.ID).Set(r.Rate)
 	return nil
+}
+
+// admitting reports whether the settings let anyone in at t: not paused or
+// closed, and inside the open window.
+func admitting(set queue.Settings, t time.Time) bool {
+	switch {
+	case set.Mode == config.ModePaused || set.Mode == config.ModeClosed:
+		return false
+	case set.OpensAt != nil && t.Before(*set.OpensAt):
+		return false
+	case set.ClosesAt != nil && !t.Before(*set.ClosesAt):
+		return false
+	}
+	return true
 }
 
 // Reload re-reads the config file. On success the new config is swapped in

@@ -55,15 +55,38 @@ func (s *syncBuffer) String() string {
 type env struct {
 	dir, path string
 	store     *queue.Store
-	rdb       *redis.Client
+	rdb       redis.UniversalClient
 	adm       *admission.Admitter
 	logs      *syncBuffer
 	hup       chan os.Signal
 }
 
+// backend is a kind of Redis the admitter runs on.
+type backend struct {
+	name   string
+	client func(t testing.TB) redis.UniversalClient
+}
+
+var backends = []backend{
+	{"single", func(t testing.TB) redis.UniversalClient { _, rdb := testenv.Redis(t); return rdb }},
+	{"cluster", func(t testing.TB) redis.UniversalClient { _, rdb := testenv.Cluster(t); return rdb }},
+}
+
+// onEach runs test on a single redis-server and on a three-master Redis
+// Cluster, as subtests "single" and "cluster".
+func onEach(t *testing.T, test func(t *testing.T, b backend)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { test(t, b) })
+	}
+}
+
 // setup writes the config to a temp folder and runs an admitter (ticks and
-// watch) on a private Redis until the test ends.
-func setup(t *testing.T, yaml string) *env {
+// watch) on a private single redis-server until the test ends.
+func setup(t *testing.T, yaml string) *env { return setupOn(t, backends[0], yaml) }
+
+// setupOn is setup on a private Redis of kind b.
+func setupOn(t *testing.T, b backend, yaml string) *env {
 	t.Helper()
 	e := &env{dir: t.TempDir(), logs: &syncBuffer{}, hup: make(chan os.Signal, 1)}
 	e.path = filepath.Join(e.dir, "waitroom.yaml")
@@ -74,7 +97,7 @@ func setup(t *testing.T, yaml string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, e.rdb = testenv.Redis(t)
+	e.rdb = b.client(t)
 	e.store = queue.NewStore(e.rdb, []byte(cfg.Auth.TicketSecret))
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
 	e.adm = admission.New(e.store, cfg, e.path, log)
@@ -223,8 +246,10 @@ func TestReloadConfigMapSwap(t *testing.T) {
 	waitFor(t, "the ConfigMap reload", func() bool { return adm.Config().Events[0].Admission.Rate() == 33 })
 }
 
-func TestOneBadEventDoesNotStopOthers(t *testing.T) {
-	e := setup(t, yamlConfig(eventYAML("broken", "10")+eventYAML("fine", "10")))
+func TestOneBadEventDoesNotStopOthers(t *testing.T) { onEach(t, testOneBadEventDoesNotStopOthers) }
+
+func testOneBadEventDoesNotStopOthers(t *testing.T, b backend) {
+	e := setupOn(t, b, yamlConfig(eventYAML("broken", "10")+eventYAML("fine", "10")))
 	// The broken event's line is not a ZSET: its script fails every tick.
 	e.rdb.Set(context.Background(), "wr:{broken}:wait", "not a zset", 0)
 	before := testutil.ToFloat64(admission.TickErrorsMetric("broken"))
@@ -278,8 +303,10 @@ func TestSettingsOf(t *testing.T) {
 // TestComputedRateAdmits runs the admitter with no admit_per_second and
 // max_active in the file: it admits at the computed rate, capped by the
 // computed cap.
-func TestComputedRateAdmits(t *testing.T) {
-	e := setup(t, yamlConfig(`  - id: "computed"
+func TestComputedRateAdmits(t *testing.T) { onEach(t, testComputedRateAdmits) }
+
+func testComputedRateAdmits(t *testing.T, b backend) {
+	e := setupOn(t, b, yamlConfig(`  - id: "computed"
     admission: {capacity: {backend_tps: 60, calls_per_user: 3, retry_factor: 2, session_seconds: 0.5}}
 `))
 	e.oneTickLater(t)

@@ -22,7 +22,7 @@ var (
 	}, []string{"event"})
 	admitRateConfigured = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "waitroom_admit_rate_configured",
-		Help: "Admission rate in force (admit_per_second, or computed from capacity).",
+		Help: "Admission rate in force (admit_per_second, or computed from capacity); 0 while the event admits nobody on purpose (paused, closed, before opening).",
 	}, []string{"event"})
 	maxActiveGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "waitroom_max_active",

@@ -89,6 +89,16 @@ func New(o Options) (*Server, error) {
 		ErrorHandler:          s.errorHandler,
 	})
 	s.routes()
+	// Export every labelled series from the start, so dashboards show zeros
+	// and increase() sees the first event.
+	for _, ev := range o.Config.Events {
+		ticketsIssued.WithLabelValues(ev.ID)
+		waitSeconds.WithLabelValues(ev.ID)
+		etaError.WithLabelValues(ev.ID)
+	}
+	for _, r := range []string{"timeout", "unavailable"} {
+		proxyErrors.WithLabelValues(r)
+	}
 	return s, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"strconv"
 	"sync"
 	"syscall"
@@ -58,12 +59,12 @@ func Ensure(binary, debPackage string, dirs ...string) (string, error) {
 	}
 	fmt.Fprintf(os.Stderr, "localsvc: %s missing, installing Debian package %s\n", binary, debPackage)
 	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", debPackage}} {
+	for _, args := range [][]string{{"update"}, {"-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends", debPackage}} {
 		cmd := exec.Command("apt-get", args...)
 		cmd.Env = env
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("%w (apt-get %s: %v)", hint, args[0], err)
+			return "", fmt.Errorf("%w (apt-get %s: %v)", hint, strings.Join(args, " "), err)
 		}
 	}
 	if p := lookPath(binary, dirs); p != "" {

@@ -18,7 +18,8 @@ type RedisOptions struct {
 	// AOF turns on the append-only file with fsync every second, as in
 	// production; otherwise nothing is persisted.
 	AOF bool
-	// Cluster starts the node with cluster mode enabled (see StartCluster).
+	// Cluster starts the node with cluster mode enabled and no slots: a
+	// node for StartCluster to join, or for a caller to assign slots to.
 	Cluster bool
 }
 
