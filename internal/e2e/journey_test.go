@@ -40,7 +40,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-quic", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profileDir(t)),
 		chromedp.WindowSize(420, 900),
 	)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -48,7 +48,18 @@ func browser(t *testing.T) context.Context {
 	return actx
 }
 
-// tab opens a new browser context (its own cookies and storage: another fan).
+// profileDir is a fresh Chromium profile, removed after the browser is gone
+// (Chromium may still be writing to it when the test ends).
+func profileDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "wr-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+// tab opens the browser's first tab.
 func tab(t *testing.T, actx context.Context) context.Context {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
@@ -69,7 +80,7 @@ type shooter struct {
 func (s *shooter) shot(ctx context.Context, name string) {
 	s.t.Helper()
 	var png []byte
-	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 90)); err != nil {
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
 		s.t.Fatalf("screenshot %s: %v", name, err)
 	}
 	s.n++
@@ -106,8 +117,8 @@ func TestBrowserJourney(t *testing.T) {
 	shots := &shooter{t: t, dir: screenshotDir(t)}
 	t.Logf("screenshots in %s", shots.dir)
 
-	// Three fans ahead of ours, by API, so the position has somewhere to fall.
-	for i := 0; i < 3; i++ {
+	// Fans ahead of ours, by API, so the position has somewhere to fall.
+	for i := 0; i < 6; i++ {
 		res, err := http.Post(s.Gateway+"/api/v1/events/premiere/tickets", "application/json", nil)
 		if err != nil || res.StatusCode != http.StatusCreated {
 			t.Fatalf("pre-join %d: %v %v", i, err, res)
@@ -123,26 +134,43 @@ func TestBrowserJourney(t *testing.T) {
 	)
 	first, err := strconv.Atoi(strings.ReplaceAll(text(t, fan, "#position"), ",", ""))
 	if err != nil || first < 2 {
-		t.Fatalf("position at join = %q; want a number ≥ 2 (three fans were ahead)", text(t, fan, "#position"))
+		t.Fatalf("position at join = %q; want a number ≥ 2 (six fans were ahead)", text(t, fan, "#position"))
 	}
 	shots.shot(fan, "waiting")
-	run(t, fan, 30*time.Second, "watch the position fall",
-		chromedp.Poll(fmt.Sprintf(`(() => { const p = parseInt(document.querySelector('#position').textContent.replace(/,/g, '')); return p > 0 && p < %d; })()`, first), nil, chromedp.WithPollingInterval(100*time.Millisecond)),
-	)
-	shots.shot(fan, "position-fell")
-	run(t, fan, 60*time.Second, "be admitted and moved on to the booking page",
-		chromedp.Poll(`location.pathname === '/e/premiere/book'`, nil),
-		chromedp.WaitVisible(`[data-seat="C5"]`, chromedp.ByQuery),
-	)
+	// Record every position the page shows, in sessionStorage, which
+	// survives the page's own move to the booking page.
+	run(t, fan, 5*time.Second, "watch the position", chromedp.Evaluate(`(() => {
+		const el = document.querySelector('#position');
+		const seen = () => {
+			const list = JSON.parse(sessionStorage.getItem('e2e-positions') || '[]');
+			list.push(el.textContent.trim());
+			sessionStorage.setItem('e2e-positions', JSON.stringify(list));
+		};
+		seen();
+		new MutationObserver(seen).observe(el, {childList: true, characterData: true, subtree: true});
+		return true;
+	})()`, nil))
+	waitBookPage(t, fan, "be admitted and moved on to the booking page")
+	var seenJSON string
+	run(t, fan, 5*time.Second, "read the positions seen", chromedp.Evaluate(`sessionStorage.getItem('e2e-positions') || '[]'`, &seenJSON))
+	var seen []string
+	_ = json.Unmarshal([]byte(seenJSON), &seen)
+	fell := false
+	for _, p := range seen {
+		if n, err := strconv.Atoi(strings.ReplaceAll(p, ",", "")); err == nil && n > 0 && n < first {
+			fell = true
+		}
+	}
+	if !fell {
+		t.Fatalf("positions shown while waiting: %v; want one below %d before admission", seen, first)
+	}
+	t.Logf("positions shown while waiting: %v", seen)
 	shots.shot(fan, "seat-map")
 
 	// The second fan joins now and is admitted within a few ticks.
-	rival := tab(t, actx)
-	run(t, rival, 60*time.Second, "second fan admitted",
-		chromedp.Navigate(s.Gateway+"/e/premiere"),
-		chromedp.Poll(`location.pathname === '/e/premiere/book'`, nil),
-		chromedp.WaitVisible(`[data-seat="C5"]`, chromedp.ByQuery),
-	)
+	rival := tab(t, browser(t)) // a second browser: its own cookies and storage
+	run(t, rival, 10*time.Second, "second fan joins", chromedp.Navigate(s.Gateway+"/e/premiere"))
+	waitBookPage(t, rival, "second fan admitted")
 
 	for _, ctx := range []context.Context{fan, rival} {
 		run(t, ctx, 10*time.Second, "pick C5 and C6",
@@ -197,6 +225,28 @@ func TestBrowserJourney(t *testing.T) {
 	if len(list) > 0 {
 		t.Errorf("page errors: %v", list)
 	}
+}
+
+// waitBookPage waits until the waiting room has moved the fan on to the
+// booking page by itself and the seat map is drawn. The page navigates under
+// our feet, so an evaluation cut short by the navigation is simply retried.
+func waitBookPage(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = chromedp.Run(c,
+			chromedp.Poll(`location.pathname === '/e/premiere/book' && document.readyState === 'complete'`, nil),
+			chromedp.WaitVisible(`[data-seat="C5"]`, chromedp.ByQuery),
+		)
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
 }
 
 func screenshotDir(t *testing.T) string {

@@ -637,6 +637,14 @@ async function hold() {
   }
   S.busy = false;
   const d = r.data;
+  // The gateway stretches the admission to cover the hold and hands out a
+  // pass that lasts as long.
+  const fresh = r.headers && r.headers.get('X-Waitroom-Access-Token');
+  if (fresh) {
+    S.token = fresh;
+    S.tokenExpiresAt = r.headers.get('X-Waitroom-Access-Expires') || S.tokenExpiresAt;
+    store.access.set(event, { token: S.token, expiresAt: S.tokenExpiresAt });
+  }
   switch (r.status) {
     case 201:
     case 200:
