@@ -1,0 +1,194 @@
+// Command booking is the booking core: seat maps, holds, checkout and payment
+// callbacks over PostgreSQL, with the sweeper, payment reconciler and outbox
+// relay running beside the API.
+//
+//	booking [-config PATH] migrate   apply the embedded migrations
+//	booking [-config PATH] seed      upsert the config's showtimes, seats and blocks
+//	booking [-config PATH] [serve]   run the API and the background jobs
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/booking/postgres"
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+func main() {
+	cfgPath := flag.String("config", "", "config file (default $WAITROOM_CONFIG or "+config.DefaultPath+")")
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "booking")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *cfgPath, flag.Args(), log); err != nil {
+		log.Error("booking failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfgPath string, args []string, log *slog.Logger) error {
+	cfg, err := config.Load(config.Path(cfgPath))
+	if err != nil {
+		return err
+	}
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "migrate":
+		if err := postgres.Migrate(ctx, cfg.Postgres.URL); err != nil {
+			return err
+		}
+		log.Info("migrations applied")
+		return nil
+	case "seed":
+		return seed(ctx, cfg, log)
+	case "serve":
+		return serve(ctx, cfg, log)
+	}
+	return fmt.Errorf("unknown command %q (migrate, seed or serve)", cmd)
+}
+
+func seed(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	pool, err := pgxpool.New(ctx, cfg.Postgres.URL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	res, err := postgres.New(pool).Seed(ctx, cfg.Events)
+	if err != nil {
+		return err
+	}
+	for _, c := range res.Clamped {
+		log.Warn("seed: capacity not lowered below what is sold or held", "detail", c)
+	}
+	log.Info("seeded", "events", len(cfg.Events))
+	return nil
+}
+
+func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	pool, err := pgxpool.New(ctx, cfg.Postgres.URL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store := postgres.New(pool)
+
+	rdb, err := queue.NewClient(cfg.Redis.URL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	rdb.AddHook(metrics.RedisHook("booking"))
+
+	verifier, err := newVerifier(cfg)
+	if err != nil {
+		return err
+	}
+
+	set := booking.SettingsFrom(cfg)
+	sim := payment.NewSimulator(payment.SimulatorConfig{
+		Outcome:     cfg.Booking.Payment.Simulator.Outcome,
+		Delay:       cfg.Booking.Payment.Simulator.Delay.D(),
+		Duplicate:   cfg.Booking.Payment.Simulator.Duplicate,
+		Drop:        cfg.Booking.Payment.Simulator.Drop,
+		Manual:      !cfg.Booking.Payment.Simulator.Enabled,
+		CallbackURL: selfURL(cfg.Booking.Addr) + "/api/v1/booking/payments/callback",
+		Secret:      set.PaymentSecret,
+		PageURL:     "/api/v1/booking/payments/",
+	}, nil, log)
+	defer sim.Close()
+
+	svc := booking.NewService(store, sim, cfg, set, log)
+	prometheus.MustRegister(booking.NewCollector(store))
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler())
+	mux.Handle("/", metrics.HTTP("booking", booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log)))
+	srv := &http.Server{Addr: cfg.Booking.Addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+
+	jobCtx, stopJobs := context.WithCancel(context.Background())
+	var jobs sync.WaitGroup
+	start := func(f func(context.Context)) {
+		jobs.Add(1)
+		go func() { defer jobs.Done(); f(jobCtx) }()
+	}
+	start(func(ctx context.Context) {
+		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, booking.RealTicker, 5*time.Second)
+	})
+	start(func(ctx context.Context) {
+		every := min(cfg.Booking.Payment.ReconcileAfter.D()/4, 30*time.Second)
+		(&booking.Reconciler{Service: svc, Log: log}).Run(ctx, booking.RealTicker, max(every, time.Second))
+	})
+	start(func(ctx context.Context) {
+		relay := &booking.Relay{Store: store, Redis: rdb, Releaser: queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret)), Batch: 100, Log: log}
+		relay.Run(ctx, booking.RealTicker, 250*time.Millisecond)
+	})
+
+	serveErr := make(chan error, 1)
+	go func() {
+		log.Info("listening", "addr", cfg.Booking.Addr)
+		serveErr <- srv.ListenAndServe()
+	}()
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+		log.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = srv.Shutdown(sctx)
+		cancel()
+	}
+	// Jobs stop after the API: a payment settled during shutdown still gets
+	// its event published on the next start (the outbox keeps it).
+	stopJobs()
+	jobs.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func newVerifier(cfg *config.Config) (*pass.Verifier, error) {
+	if f := cfg.Booking.PublicKeyFile; f != "" {
+		pub, err := pass.LoadPublicKey(f)
+		if err != nil {
+			return nil, err
+		}
+		return pass.NewStaticVerifier(pub), nil
+	}
+	return pass.NewJWKSVerifier(cfg.Booking.JWKSURL, &http.Client{Timeout: 5 * time.Second}), nil
+}
+
+// selfURL is how this process reaches its own listener (the simulator posts
+// its callbacks there, through the real signed path).
+func selfURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + strings.TrimPrefix(addr, "http://")
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}

@@ -1,0 +1,215 @@
+// Package booking is the booking core's domain: seat maps, holds, checkout,
+// payment settlement and their rules, independent of where they are stored.
+//
+// PostgreSQL (package booking/postgres) is the source of truth for every seat
+// and general-admission place; this package validates requests against the
+// catalog from the config, checks the caller's access pass, talks to the
+// payment provider, and maps its sentinel errors to the HTTP contract in one
+// table (http.go). Correctness never depends on a background job: holds lapse
+// by time in the store's conditional statements, and the jobs here (sweeper,
+// reconciler, outbox relay) only tidy, settle and publish.
+package booking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/payment"
+)
+
+// Seat statuses as the seat map shows them. An expired hold reads AVAILABLE.
+const (
+	Available = "AVAILABLE"
+	Held      = "HELD"
+	Booked    = "BOOKED"
+)
+
+// Booking statuses.
+const (
+	StatusPending   = "PENDING"
+	StatusConfirmed = "CONFIRMED"
+	StatusFailed    = "FAILED"
+	StatusRefunded  = "REFUNDED"
+)
+
+// Sentinel errors. The HTTP edge maps each to a status and an error code in
+// one table (errorTable in http.go).
+var (
+	ErrInvalidRequest    = errors.New("booking: invalid request")
+	ErrAdmissionRequired = errors.New("booking: admission required")
+	ErrWrongEvent        = errors.New("booking: showtime not in the pass's event")
+	ErrNotFound          = errors.New("booking: not found")
+	ErrSeatsUnavailable  = errors.New("booking: seats unavailable")
+	ErrSoldOut           = errors.New("booking: sold out")
+	ErrTooManySeats      = errors.New("booking: too many seats")
+	ErrRateLimited       = errors.New("booking: rate limited")
+	ErrHoldExpired       = errors.New("booking: hold expired")
+	ErrHoldNotActive     = errors.New("booking: hold already booked")
+	ErrIdempotencyReused = errors.New("booking: idempotency key used for another hold")
+	ErrBadSignature      = errors.New("booking: bad payment signature")
+)
+
+// DetailError carries what a client needs besides the code: the seats that
+// were taken, the block that is full, or when to retry.
+type DetailError struct {
+	Err        error
+	Seats      []string
+	Block      string
+	RetryAfter time.Duration
+}
+
+func (e *DetailError) Error() string {
+	switch {
+	case len(e.Seats) > 0:
+		return fmt.Sprintf("%v: %v", e.Err, e.Seats)
+	case e.Block != "":
+		return fmt.Sprintf("%v: block %s", e.Err, e.Block)
+	case e.RetryAfter > 0:
+		return fmt.Sprintf("%v: retry after %s", e.Err, e.RetryAfter)
+	}
+	return e.Err.Error()
+}
+
+func (e *DetailError) Unwrap() error { return e.Err }
+
+// Seat is one reserved seat on the map.
+type Seat struct {
+	Code   string `json:"code"`
+	Row    string `json:"row"`
+	Number int    `json:"number"`
+	Status string `json:"status"`
+}
+
+// Block is a general-admission block on the map.
+type Block struct {
+	Code      string `json:"code"`
+	Capacity  int    `json:"capacity"`
+	Available int    `json:"available"`
+}
+
+// SeatMap of one showtime. It never says who holds a seat.
+type SeatMap struct {
+	ShowtimeID       int64   `json:"showtimeId"`
+	Seats            []Seat  `json:"seats"`
+	GeneralAdmission []Block `json:"generalAdmission"`
+}
+
+// HoldRequest is a validated hold: Seats sorted and unique, GA codes known.
+type HoldRequest struct {
+	HoldID         string
+	Event          string
+	ShowtimeID     int64
+	Customer       string
+	Seats          []string
+	GA             map[string]int
+	AmountCents    int64
+	TTL            time.Duration
+	MaxPlaces      int // per customer across the event, held at once
+	HoldsPerMinute int
+}
+
+// Places is the number of seats and GA places asked for.
+func (r HoldRequest) Places() int {
+	n := len(r.Seats)
+	for _, c := range r.GA {
+		n += c
+	}
+	return n
+}
+
+// Hold is a successful hold.
+type Hold struct {
+	ID               string         `json:"holdId"`
+	ExpiresAt        time.Time      `json:"expiresAt"`
+	Seats            []string       `json:"seats"`
+	GeneralAdmission map[string]int `json:"generalAdmission"`
+}
+
+// CheckoutRequest opens (or finds again) the payment of a hold.
+type CheckoutRequest struct {
+	HoldID         string
+	Customer       string
+	IdempotencyKey string
+	SessionTTL     time.Duration
+}
+
+// Checkout is the answer to a checkout; the same key gets the same answer.
+type Checkout struct {
+	BookingID  string    `json:"bookingId"`
+	PaymentID  string    `json:"paymentId"`
+	PaymentURL string    `json:"paymentUrl"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+}
+
+// OpenSession asks the provider for a session; the store calls it inside the
+// checkout, under the hold's row lock, so that one key opens one session.
+type OpenSession func(ctx context.Context, bookingID string, amountCents int64, ttl time.Duration) (payment.Session, error)
+
+// Booking as the fan sees it.
+type Booking struct {
+	ID               string         `json:"bookingId"`
+	Status           string         `json:"status"`
+	Seats            []string       `json:"seats"`
+	GeneralAdmission map[string]int `json:"generalAdmission,omitempty"`
+	ShowtimeID       int64          `json:"showtimeId"`
+}
+
+// Outcome of settling a payment.
+type Outcome string
+
+const (
+	Confirmed    Outcome = "confirmed"
+	LateRefunded Outcome = "late_refunded"
+	PaymentFail  Outcome = "failed"
+	Duplicate    Outcome = "duplicate"
+)
+
+// Settlement is what settling one payment did.
+type Settlement struct {
+	Outcome   Outcome
+	BookingID string
+	PaymentID string
+}
+
+// OutboxEvent is one row of the outbox, to publish.
+type OutboxEvent struct {
+	ID        int64
+	BookingID string
+	Type      string
+	Payload   []byte // JSON
+	Event     string // event id, for completing the fan's ticket
+	Customer  string // the ticket id (JWT sub)
+	CreatedAt time.Time
+}
+
+// Stats are read at scrape time for the gauges.
+type Stats struct {
+	OutboxPending int64
+	OutboxOldest  *time.Time
+	OutboxNow     time.Time
+	Seats         map[int64]map[string]int64 // showtime → status → count
+	Payments      map[string]int64
+}
+
+// Store is what the booking core needs from its database. Every method that
+// decides (Hold, Checkout, Settle, Release) does so in one transaction whose
+// conditional statements are the source of truth.
+type Store interface {
+	SeatMap(ctx context.Context, showtimeID int64) (SeatMap, error)
+	Hold(ctx context.Context, r HoldRequest) (Hold, error)
+	Release(ctx context.Context, holdID, customer string) error
+	Checkout(ctx context.Context, r CheckoutRequest, open OpenSession) (Checkout, error)
+	Settle(ctx context.Context, paymentID string, status payment.Status) (Settlement, error)
+	MarkRefunded(ctx context.Context, paymentID string) error
+	Booking(ctx context.Context, bookingID, customer string) (Booking, error)
+
+	// Jobs.
+	Sweep(ctx context.Context, batch int) (int, error)
+	StalePayments(ctx context.Context, olderThan time.Duration, limit int) ([]string, error)
+	PendingRefunds(ctx context.Context, limit int) ([]string, error)
+	RelayOutbox(ctx context.Context, limit int, publish func(context.Context, []OutboxEvent) error) (int, error)
+	Stats(ctx context.Context) (Stats, error)
+	Ping(ctx context.Context) error
+}

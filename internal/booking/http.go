@@ -1,0 +1,272 @@
+package booking
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/payment"
+)
+
+// Authenticate verifies an access JWT and returns who it admits. Any error
+// is answered 401 admission_required.
+type Authenticate func(ctx context.Context, token string) (Pass, error)
+
+// PassAuth verifies passes with v (EdDSA only, iss, aud, exp, kid).
+func PassAuth(v *pass.Verifier) Authenticate {
+	return func(ctx context.Context, token string) (Pass, error) {
+		c, err := v.Verify(ctx, token)
+		if err != nil {
+			return Pass{}, err
+		}
+		return Pass{Customer: c.Ticket, Event: c.Event}, nil
+	}
+}
+
+// maxBody bounds every request body.
+const maxBody = 64 << 10
+
+// errorTable maps the domain's sentinel errors to the contract's statuses and
+// codes: the one place where that mapping lives.
+var errorTable = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{ErrInvalidRequest, http.StatusBadRequest, "invalid_request"},
+	{ErrAdmissionRequired, http.StatusUnauthorized, "admission_required"},
+	{ErrBadSignature, http.StatusUnauthorized, "invalid_signature"},
+	{ErrWrongEvent, http.StatusForbidden, "wrong_event"},
+	{ErrNotFound, http.StatusNotFound, "not_found"},
+	{ErrSeatsUnavailable, http.StatusConflict, "seats_unavailable"},
+	{ErrSoldOut, http.StatusConflict, "sold_out"},
+	{ErrHoldExpired, http.StatusConflict, "hold_expired"},
+	{ErrHoldNotActive, http.StatusConflict, "hold_booked"},
+	{ErrTooManySeats, http.StatusUnprocessableEntity, "too_many_seats"},
+	{ErrIdempotencyReused, http.StatusUnprocessableEntity, "idempotency_key_reused"},
+	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
+}
+
+// Handler is the booking API under /api/v1/booking, with /healthz and /readyz.
+type Handler struct {
+	svc   *Service
+	auth  Authenticate
+	log   *slog.Logger
+	ready func(context.Context) error
+	mux   *http.ServeMux
+}
+
+// NewHandler builds the API. ready reports whether PostgreSQL is reachable.
+func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) error, log *slog.Logger) *Handler {
+	h := &Handler{svc: svc, auth: auth, log: log, ready: ready, mux: http.NewServeMux()}
+	const p = "/api/v1/booking"
+	h.mux.HandleFunc("GET "+p+"/showtimes/{id}/seats", h.withPass(h.seatMap))
+	h.mux.HandleFunc("POST "+p+"/showtimes/{id}/holds", h.withPass(h.hold))
+	h.mux.HandleFunc("DELETE "+p+"/holds/{holdId}", h.withPass(h.release))
+	h.mux.HandleFunc("POST "+p+"/holds/{holdId}/checkout", h.withPass(h.checkout))
+	h.mux.HandleFunc("POST "+p+"/payments/callback", h.callback)
+	h.mux.HandleFunc("GET "+p+"/payments/{paymentId}", h.withPass(h.paymentPage))
+	h.mux.HandleFunc("GET "+p+"/bookings/{id}", h.withPass(h.booking))
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	h.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := h.ready(r.Context()); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "postgres unreachable"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	h.mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such route"})
+	})
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+type passHandler func(w http.ResponseWriter, r *http.Request, p Pass) error
+
+// withPass verifies the Bearer access JWT, then runs next; its error goes
+// through the table.
+func (h *Handler) withPass(next passHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || tok == "" {
+			h.fail(w, r, ErrAdmissionRequired)
+			return
+		}
+		p, err := h.auth(r.Context(), strings.TrimSpace(tok))
+		if err != nil || p.Customer == "" {
+			h.fail(w, r, ErrAdmissionRequired)
+			return
+		}
+		if err := next(w, r, p); err != nil {
+			h.fail(w, r, err)
+		}
+	}
+}
+
+func (h *Handler) seatMap(w http.ResponseWriter, r *http.Request, p Pass) error {
+	id, err := pathInt(r, "id")
+	if err != nil {
+		return err
+	}
+	m, err := h.svc.SeatMap(r.Context(), p, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, m)
+	return nil
+}
+
+func (h *Handler) hold(w http.ResponseWriter, r *http.Request, p Pass) error {
+	id, err := pathInt(r, "id")
+	if err != nil {
+		return err
+	}
+	var in HoldInput
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	hold, err := h.svc.Hold(r.Context(), p, id, in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, hold)
+	return nil
+}
+
+func (h *Handler) release(w http.ResponseWriter, r *http.Request, p Pass) error {
+	if err := h.svc.Release(r.Context(), p, r.PathValue("holdId")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) checkout(w http.ResponseWriter, r *http.Request, p Pass) error {
+	c, err := h.svc.Checkout(r.Context(), p, r.PathValue("holdId"), r.Header.Get("Idempotency-Key"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, c)
+	return nil
+}
+
+func (h *Handler) booking(w http.ResponseWriter, r *http.Request, p Pass) error {
+	b, err := h.svc.Booking(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, b)
+	return nil
+}
+
+func (h *Handler) paymentPage(w http.ResponseWriter, r *http.Request, p Pass) error {
+	id := r.PathValue("paymentId")
+	st, err := h.svc.PaymentStatus(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"paymentId": id, "status": st,
+		"message": "Simulated payment: it settles by itself; poll your booking for the result.",
+	})
+	return nil
+}
+
+func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		h.fail(w, r, ErrInvalidRequest)
+		return
+	}
+	out, err := h.svc.Callback(r.Context(), body, r.Header.Get(payment.SignatureHeader))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"bookingId": out.BookingID, "result": string(out.Outcome)})
+}
+
+type errorBody struct {
+	Error   string   `json:"error"`
+	Message string   `json:"message"`
+	Seats   []string `json:"seats,omitempty"`
+	Block   string   `json:"block,omitempty"`
+}
+
+// fail answers err from the table; anything else is logged with its detail
+// and answered with a plain 500.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	for _, e := range errorTable {
+		if !errors.Is(err, e.err) {
+			continue
+		}
+		body := errorBody{Error: e.code, Message: message(e.err, err)}
+		var d *DetailError
+		if errors.As(err, &d) {
+			body.Seats, body.Block = d.Seats, d.Block
+			if d.RetryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.RetryAfter.Seconds()))))
+			}
+		}
+		writeJSON(w, e.status, body)
+		return
+	}
+	if r.Context().Err() == nil {
+		h.log.Error("booking request failed", "method", r.Method, "route", r.Pattern, "err", err)
+	}
+	writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal", Message: "internal error"})
+}
+
+// message is the human text: the wrapped detail for a bad request, the
+// sentinel's own words otherwise (never internal detail).
+func message(sentinel, err error) string {
+	if errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrTooManySeats) || errors.Is(err, ErrWrongEvent) {
+		return err.Error()
+	}
+	return strings.TrimPrefix(sentinel.Error(), "booking: ")
+}
+
+func pathInt(r *http.Request, name string) (int64, error) {
+	v, err := strconv.ParseInt(r.PathValue(name), 10, 64)
+	if err != nil || v < 1 {
+		return 0, ErrNotFound
+	}
+	return v, nil
+}
+
+// decode reads one JSON object of at most maxBody bytes; unknown fields and
+// trailing data are a bad request.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return fmt.Errorf("body too large or unreadable: %w", ErrInvalidRequest)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("body: %v: %w", err, ErrInvalidRequest)
+	}
+	if dec.More() {
+		return fmt.Errorf("trailing data after the JSON object: %w", ErrInvalidRequest)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,185 @@
+package booking
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/payment"
+)
+
+// Stream is the Redis stream confirmed bookings are published to.
+const Stream = "booking-events"
+
+// Releaser frees a fan's active place in the waiting room once their booking
+// is confirmed. *queue.Store satisfies it.
+type Releaser interface {
+	Complete(ctx context.Context, event, ticketID string) error
+}
+
+// Ticker drives a job: every tick runs one pass. Tests call the *Once
+// methods directly and need no ticker; time.NewTicker is the real one.
+type Ticker func(every time.Duration) (<-chan time.Time, func())
+
+// RealTicker is time.NewTicker.
+func RealTicker(every time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(every)
+	return t.C, t.Stop
+}
+
+func runEvery(ctx context.Context, tick Ticker, every time.Duration, log *slog.Logger, name string, once func(context.Context) error) {
+	c, stop := tick(every)
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c:
+			if err := once(ctx); err != nil && ctx.Err() == nil {
+				log.Error(name+" pass failed", "err", err)
+			}
+		}
+	}
+}
+
+// Sweeper tidies lapsed holds so the seat map and the gauges show them
+// AVAILABLE. Correctness never waits for it: expiry is judged by time in
+// every statement. Several sweepers (replicas) share the work.
+type Sweeper struct {
+	Store Store
+	Batch int
+	Log   *slog.Logger
+}
+
+// SweepOnce sweeps until a batch comes back short.
+func (w *Sweeper) SweepOnce(ctx context.Context) error {
+	batch := max(w.Batch, 1)
+	for {
+		n, err := w.Store.Sweep(ctx, batch)
+		if err != nil {
+			dbErrorsTotal.WithLabelValues("sweep").Inc()
+			return err
+		}
+		if n > 0 {
+			w.Log.Debug("swept lapsed holds", "rows", n)
+		}
+		if n < batch {
+			return nil
+		}
+	}
+}
+
+// Run sweeps on every tick until ctx ends.
+func (w *Sweeper) Run(ctx context.Context, tick Ticker, every time.Duration) {
+	runEvery(ctx, tick, every, w.Log, "sweeper", w.SweepOnce)
+}
+
+// Reconciler settles payments whose callback never came, by asking the
+// provider, through the same code as the callback; and retries refunds the
+// provider has not acknowledged.
+type Reconciler struct {
+	Service *Service
+	Log     *slog.Logger
+}
+
+// ReconcileOnce makes one pass.
+func (r *Reconciler) ReconcileOnce(ctx context.Context) error {
+	s := r.Service
+	ids, err := s.store.StalePayments(ctx, s.set.ReconcileAfter, 100)
+	if err != nil {
+		dbErrorsTotal.WithLabelValues("reconcile").Inc()
+		return err
+	}
+	for _, id := range ids {
+		st, err := s.pay.Status(ctx, id)
+		if errors.Is(err, payment.ErrUnknownPayment) {
+			st, err = payment.Failed, nil // the provider never took money for it
+		}
+		if err != nil {
+			r.Log.Warn("reconcile: provider status", "paymentId", id, "err", err)
+			continue
+		}
+		if st == payment.Pending {
+			continue
+		}
+		if _, err := s.Settle(ctx, id, st); err != nil {
+			r.Log.Error("reconcile: settle", "paymentId", id, "err", err)
+		}
+	}
+	refunds, err := s.store.PendingRefunds(ctx, 100)
+	if err != nil {
+		dbErrorsTotal.WithLabelValues("reconcile").Inc()
+		return err
+	}
+	for _, id := range refunds {
+		s.refund(ctx, id)
+	}
+	return nil
+}
+
+// Run reconciles on every tick until ctx ends.
+func (r *Reconciler) Run(ctx context.Context, tick Ticker, every time.Duration) {
+	runEvery(ctx, tick, every, r.Log, "reconciler", r.ReconcileOnce)
+}
+
+// Relay publishes outbox rows to the Redis stream booking-events, at least
+// once and in outbox order, then frees each fan's place in the waiting room.
+// Rows are marked published only after both, in the transaction that read
+// them: a relay that dies mid-batch publishes the batch again.
+type Relay struct {
+	Store    Store
+	Redis    redis.Cmdable
+	Releaser Releaser // may be nil
+	Batch    int
+	Log      *slog.Logger
+}
+
+// RelayOnce publishes until the outbox is empty (or another relay holds it).
+func (r *Relay) RelayOnce(ctx context.Context) error {
+	for {
+		n, err := r.Store.RelayOutbox(ctx, max(r.Batch, 1), r.publish)
+		if err != nil {
+			dbErrorsTotal.WithLabelValues("outbox").Inc()
+			return err
+		}
+		if n < max(r.Batch, 1) {
+			return nil
+		}
+	}
+}
+
+func (r *Relay) publish(ctx context.Context, events []OutboxEvent) error {
+	// One pipeline on one connection keeps the batch in order.
+	pipe := r.Redis.Pipeline()
+	for _, e := range events {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: Stream, Values: []any{
+			"bookingId", e.BookingID, "type", e.Type, "outboxId", strconv.FormatInt(e.ID, 10), "payload", string(e.Payload),
+		}})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	if r.Releaser == nil {
+		return nil
+	}
+	for _, e := range events {
+		// The ticket's active entry lapses by itself anyway: a failure here
+		// costs the fan's place a few minutes, not a lost event.
+		if err := r.Releaser.Complete(ctx, e.Event, e.Customer); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.Log.Warn("relay: complete ticket", "event", e.Event, "bookingId", e.BookingID, "err", err)
+		}
+	}
+	return nil
+}
+
+// Run relays on every tick until ctx ends.
+func (r *Relay) Run(ctx context.Context, tick Ticker, every time.Duration) {
+	runEvery(ctx, tick, every, r.Log, "outbox relay", r.RelayOnce)
+}

@@ -1,0 +1,100 @@
+package booking_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// crashingReleaser completes tickets through the real queue, and kills the
+// relay (cancels its context) after n of them: a crash mid-batch, after some
+// events reached the stream and before the batch was marked published.
+type crashingReleaser struct {
+	q      *queue.Store
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *crashingReleaser) Complete(ctx context.Context, event, ticket string) error {
+	if c.n == 0 {
+		c.cancel()
+		return ctx.Err()
+	}
+	c.n--
+	return c.q.Complete(ctx, event, ticket)
+}
+
+func TestOutboxRelayKilledMidBatchLosesNoEvent(t *testing.T) {
+	e := setup(t)
+	_, rdb := testenv.Redis(t)
+	qs := queue.NewStore(rdb, []byte(e.cfg.Auth.TicketSecret))
+	const n = 25
+	seats := seatCodes(10, 30)
+	want := map[string]bool{}
+	for i := range n {
+		// A ticket id shaped as the queue makes them (sequence.random).
+		p := fan(premiere, fmt.Sprintf("t%02d.%022d", i, i))
+		// The fan's ticket is active in the waiting room until the relay completes it.
+		rdb.ZAdd(e.ctx(), "wr:{premiere}:active", redisZ(p.Customer))
+		_, c := e.holdAndCheckout(p, 42, booking.HoldInput{Seats: seats[i : i+1]})
+		if out, err := e.svc.Settle(e.ctx(), c.PaymentID, payment.Succeeded); err != nil || out.Outcome != booking.Confirmed {
+			t.Fatalf("settle: %+v %v", out, err)
+		}
+		want[c.BookingID] = true
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	crash := &booking.Relay{Store: e.store, Redis: rdb, Releaser: &crashingReleaser{q: qs, n: 7, cancel: cancel}, Batch: 10, Log: e.log}
+	if err := crash.RelayOnce(ctx); err == nil {
+		t.Fatal("the crashed relay reported success")
+	}
+	var published int
+	e.q(&published, `SELECT count(*) FROM outbox WHERE published_at IS NOT NULL`)
+	if published != 0 {
+		t.Fatalf("%d rows marked published by a relay that crashed mid-batch", published)
+	}
+
+	relay := &booking.Relay{Store: e.store, Redis: rdb, Releaser: qs, Batch: 10, Log: e.log}
+	if err := relay.RelayOnce(e.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := rdb.XRange(e.ctx(), booking.Stream, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	lastID := map[string]int64{}
+	for _, m := range msgs {
+		id := m.Values["bookingId"].(string)
+		seen[id] = true
+		oid, _ := strconv.ParseInt(m.Values["outboxId"].(string), 10, 64)
+		if oid < lastID[id] {
+			t.Fatalf("booking %s published out of order", id)
+		}
+		lastID[id] = oid
+	}
+	for id := range want {
+		if !seen[id] {
+			t.Fatalf("booking %s never reached the stream", id)
+		}
+	}
+	e.q(&published, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)
+	active, _ := rdb.ZCard(e.ctx(), "wr:{premiere}:active").Result()
+	if published != 0 || active != 0 {
+		t.Fatalf("%d rows unpublished, %d tickets still active; want 0 and 0", published, active)
+	}
+	t.Logf("%d stream entries for %d bookings (at least once)", len(msgs), n)
+}
+
+func redisZ(member string) redis.Z {
+	return redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: member}
+}

@@ -1,0 +1,301 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/platform/testenv"
+)
+
+// Benchmarks of the hold path (run with `make bench`, or
+// go test -run '^$' -bench . ./internal/booking/postgres/). Holds lapse after
+// benchTTL so that seats churn and most holds decide on contended rows; each
+// benchmark checks afterwards that no two successful holds ever overlapped on
+// a seat, and that a block was never over capacity: zero double sales.
+const benchTTL = 40 * time.Millisecond
+
+// 64 concurrent customers (RunParallel goroutines) whatever GOMAXPROCS is.
+func concurrency64(b *testing.B) { b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0))) }
+
+type benchEnv struct {
+	pool  *pgxpool.Pool
+	store *Store
+	svc   *booking.Service
+}
+
+func benchSetup(b *testing.B, events []config.Event) *benchEnv {
+	b.Helper()
+	pool, _ := testenv.Pool(b, "booking", Migrate)
+	store := New(pool)
+	if _, err := store.Seed(context.Background(), events); err != nil {
+		b.Fatal(err)
+	}
+	cfg := &config.Config{Events: events}
+	set := booking.Settings{HoldTTL: benchTTL, SessionTTL: benchTTL / 2, MaxSeatsPerHold: 8, HoldsPerMinute: 5}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	sim := payment.NewSimulator(payment.SimulatorConfig{Manual: true}, nil, log)
+	b.Cleanup(sim.Close)
+	// As in `booking serve`, the sweeper tidies lapsed rows meanwhile.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, booking.RealTicker, 200*time.Millisecond)
+	}()
+	b.Cleanup(func() { cancel(); <-done })
+	return &benchEnv{pool: pool, store: store, svc: booking.NewService(store, sim, cfg, set, log)}
+}
+
+func hotShowtime() []config.Event {
+	return []config.Event{{ID: "hot", Showtimes: []config.Showtime{{
+		ID: 1, Title: "hot", Rows: 10, SeatsPerRow: 30, PriceCents: 100,
+		GeneralAdmission: []config.GABlock{{Code: "FLOOR", Capacity: 250, PriceCents: 50}},
+	}}}}
+}
+
+// granted records successful holds to prove afterwards that none overlapped.
+type granted struct {
+	mu   sync.Mutex
+	list []grant
+}
+
+type grant struct {
+	key        string // showtime/seat, or showtime/block
+	places     int
+	start, end time.Time
+}
+
+func (g *granted) add(h booking.Hold, showtime int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	start := h.ExpiresAt.Add(-benchTTL)
+	for _, s := range h.Seats {
+		g.list = append(g.list, grant{fmt.Sprintf("%d/%s", showtime, s), 1, start, h.ExpiresAt})
+	}
+	for c, n := range h.GeneralAdmission {
+		g.list = append(g.list, grant{fmt.Sprintf("%d/%s", showtime, c), n, start, h.ExpiresAt})
+	}
+}
+
+// check fails if, at any instant, a seat had two holds or a block more places
+// than capacity.
+func (g *granted) check(b *testing.B, capacity int) {
+	type ev struct {
+		at    time.Time
+		delta int
+	}
+	by := map[string][]ev{}
+	for _, x := range g.list {
+		by[x.key] = append(by[x.key], ev{x.start, x.places}, ev{x.end, -x.places})
+	}
+	for key, evs := range by {
+		sort.Slice(evs, func(i, j int) bool {
+			if evs[i].at.Equal(evs[j].at) {
+				return evs[i].delta < evs[j].delta // a lapse at t frees before a hold at t
+			}
+			return evs[i].at.Before(evs[j].at)
+		})
+		limit, n := 1, 0
+		if strings.HasSuffix(key, "/FLOOR") {
+			limit = capacity
+		}
+		for _, e := range evs {
+			if n += e.delta; n > limit {
+				b.Fatalf("%s: %d held at %s; limit %d (double sale)", key, n, e.at, limit)
+			}
+		}
+	}
+}
+
+func report(b *testing.B, start time.Time, ok, conflicts int64) {
+	secs := time.Since(start).Seconds()
+	b.ReportMetric(float64(ok+conflicts)/secs, "holds/s")
+	b.ReportMetric(float64(ok)/secs, "ok/s")
+	b.ReportMetric(float64(ok)/float64(max(ok+conflicts, 1)), "ok-ratio")
+}
+
+var customerSeq atomic.Int64
+
+// BenchmarkHoldHotShowtime: 64 customers take 2 random seats each of one
+// 300-seat showtime, through the service (validation, per-customer limits,
+// the conditional UPDATE, the hold row).
+func BenchmarkHoldHotShowtime(b *testing.B) {
+	e := benchSetup(b, hotShowtime())
+	seats := seatList(10, 30)
+	var g granted
+	var ok, conflicts atomic.Int64
+	concurrency64(b)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), 1))
+		for pb.Next() {
+			i, j := rng.IntN(len(seats)), rng.IntN(len(seats)-1)
+			if j >= i {
+				j++
+			}
+			p := booking.Pass{Event: "hot", Customer: fmt.Sprintf("c%d", customerSeq.Add(1))}
+			h, err := e.svc.Hold(context.Background(), p, 1, booking.HoldInput{Seats: []string{seats[i], seats[j]}})
+			switch {
+			case err == nil:
+				ok.Add(1)
+				g.add(h, 1)
+			case errors.Is(err, booking.ErrSeatsUnavailable):
+				conflicts.Add(1)
+			default:
+				b.Fatal(err)
+			}
+		}
+	})
+	report(b, start, ok.Load(), conflicts.Load())
+	b.StopTimer()
+	g.check(b, 0)
+}
+
+// BenchmarkBareConditionalUpdate runs the hold's conditional UPDATE alone,
+// autocommitted, on the same seats with the same concurrency: the ceiling the
+// full hold is compared with.
+func BenchmarkBareConditionalUpdate(b *testing.B) {
+	e := benchSetup(b, hotShowtime())
+	seats := seatList(10, 30)
+	var ok, conflicts atomic.Int64
+	concurrency64(b)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), 2))
+		for pb.Next() {
+			i, j := rng.IntN(len(seats)), rng.IntN(len(seats)-1)
+			if j >= i {
+				j++
+			}
+			codes := []string{seats[i], seats[j]}
+			sort.Strings(codes)
+			now := time.Now()
+			tag, err := e.pool.Exec(context.Background(), sqlTakeSeats, int64(1), codes, booking.NewID(),
+				fmt.Sprintf("c%d", customerSeq.Add(1)), now.Add(benchTTL), now)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if tag.RowsAffected() == 2 {
+				ok.Add(1)
+			} else {
+				conflicts.Add(1)
+			}
+		}
+	})
+	report(b, start, ok.Load(), conflicts.Load())
+}
+
+// BenchmarkHoldColdShowtimes: the same holds spread over 5,000 showtimes of
+// 20 seats (little contention: the per-hold cost alone).
+func BenchmarkHoldColdShowtimes(b *testing.B) {
+	const n = 5000
+	ev := config.Event{ID: "cold"}
+	for i := 1; i <= n; i++ {
+		ev.Showtimes = append(ev.Showtimes, config.Showtime{ID: int64(i), Title: "c", Rows: 2, SeatsPerRow: 10, PriceCents: 100})
+	}
+	e := benchSetup(b, []config.Event{ev})
+	seats := seatList(2, 10)
+	var g granted
+	var ok, conflicts atomic.Int64
+	concurrency64(b)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), 3))
+		for pb.Next() {
+			st := int64(1 + rng.IntN(n))
+			i := rng.IntN(len(seats) - 1)
+			p := booking.Pass{Event: "cold", Customer: fmt.Sprintf("c%d", customerSeq.Add(1))}
+			h, err := e.svc.Hold(context.Background(), p, st, booking.HoldInput{Seats: []string{seats[i], seats[i+1]}})
+			switch {
+			case err == nil:
+				ok.Add(1)
+				g.add(h, st)
+			case errors.Is(err, booking.ErrSeatsUnavailable):
+				conflicts.Add(1)
+			default:
+				b.Fatal(err)
+			}
+		}
+	})
+	report(b, start, ok.Load(), conflicts.Load())
+	b.StopTimer()
+	g.check(b, 0)
+}
+
+// BenchmarkHoldHotBlock: 64 customers take 1-2 places of one 250-place
+// general-admission block (lock the block, count, insert).
+func BenchmarkHoldHotBlock(b *testing.B) {
+	e := benchSetup(b, hotShowtime())
+	var g granted
+	var ok, conflicts atomic.Int64
+	concurrency64(b)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), 4))
+		for pb.Next() {
+			p := booking.Pass{Event: "hot", Customer: fmt.Sprintf("c%d", customerSeq.Add(1))}
+			h, err := e.svc.Hold(context.Background(), p, 1, booking.HoldInput{GeneralAdmission: map[string]int{"FLOOR": 1 + rng.IntN(2)}})
+			switch {
+			case err == nil:
+				ok.Add(1)
+				g.add(h, 1)
+			case errors.Is(err, booking.ErrSoldOut):
+				conflicts.Add(1)
+			default:
+				b.Fatal(err)
+			}
+		}
+	})
+	report(b, start, ok.Load(), conflicts.Load())
+	b.StopTimer()
+	g.check(b, 250)
+}
+
+// BenchmarkSeatMap: seat-map reads of the 300-seat showtime (plus its block).
+func BenchmarkSeatMap(b *testing.B) {
+	e := benchSetup(b, hotShowtime())
+	concurrency64(b)
+	b.ResetTimer()
+	start := time.Now()
+	var reads atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m, err := e.store.SeatMap(context.Background(), 1)
+			if err != nil || len(m.Seats) != 300 {
+				b.Fatalf("seat map: %d seats, %v", len(m.Seats), err)
+			}
+			reads.Add(1)
+		}
+	})
+	b.ReportMetric(float64(reads.Load())/time.Since(start).Seconds(), "reads/s")
+}
+
+func seatList(rows, perRow int) []string {
+	var out []string
+	for r := range rows {
+		for n := 1; n <= perRow; n++ {
+			out = append(out, fmt.Sprintf("%s%d", config.RowLetter(r), n))
+		}
+	}
+	return out
+}

@@ -1,0 +1,622 @@
+// Package postgres is the booking core's store on PostgreSQL (pgx v5): the
+// source of truth for every seat and general-admission place.
+//
+// Each deciding operation is one short transaction whose conditional
+// statements decide by their row counts; no lock outlives a request, and no
+// decision reads a row and writes it in two steps. The statements and the
+// lock order they share are in sql.go; the schema is in migrations/.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/payment"
+)
+
+// Store implements booking.Store.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ booking.Store = (*Store)(nil)
+
+// New returns a store on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// SeatMap reads a showtime's seats and blocks in one round trip.
+func (s *Store) SeatMap(ctx context.Context, showtimeID int64) (booking.SeatMap, error) {
+	m := booking.SeatMap{ShowtimeID: showtimeID, Seats: []booking.Seat{}, GeneralAdmission: []booking.Block{}}
+	b := &pgx.Batch{}
+	b.Queue(sqlSeatMap, showtimeID)
+	b.Queue(sqlBlockMap, showtimeID)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return m, fmt.Errorf("seat map: %w", err)
+	}
+	for rows.Next() {
+		var st booking.Seat
+		if err := rows.Scan(&st.Code, &st.Row, &st.Number, &st.Status); err != nil {
+			return m, fmt.Errorf("seat map: %w", err)
+		}
+		m.Seats = append(m.Seats, st)
+	}
+	if err := rows.Err(); err != nil {
+		return m, fmt.Errorf("seat map: %w", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return m, fmt.Errorf("seat map: %w", err)
+	}
+	for rows.Next() {
+		var bl booking.Block
+		if err := rows.Scan(&bl.Code, &bl.Capacity, &bl.Available); err != nil {
+			return m, fmt.Errorf("seat map: %w", err)
+		}
+		m.GeneralAdmission = append(m.GeneralAdmission, bl)
+	}
+	if err := rows.Err(); err != nil {
+		return m, fmt.Errorf("seat map: %w", err)
+	}
+	return m, nil
+}
+
+// Hold takes r's seats and GA places together, all or nothing, in one
+// transaction: customer row, then blocks (code order), then seats (code
+// order by the conditional UPDATE).
+func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return booking.Hold{}, fmt.Errorf("hold: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+
+	var (
+		now    time.Time
+		recent int
+		oldest *time.Time
+		held   int
+	)
+	// One round trip: the statements of a pipeline run one after the other,
+	// and the limits read takes its snapshot once the customer lock is ours.
+	lim := &pgx.Batch{}
+	lim.Queue(sqlLockCustomer, r.Event, r.Customer)
+	lim.Queue(sqlCustomerLimits, r.Event, r.Customer).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&now, &recent, &oldest, &held)
+	})
+	if err := tx.SendBatch(ctx, lim).Close(); err != nil {
+		return booking.Hold{}, fmt.Errorf("hold: customer limits: %w", err)
+	}
+	if recent >= r.HoldsPerMinute && oldest != nil {
+		wait := oldest.Add(time.Minute).Sub(now)
+		return booking.Hold{}, &booking.DetailError{Err: booking.ErrRateLimited, RetryAfter: max(wait, time.Second)}
+	}
+	if held+r.Places() > r.MaxPlaces {
+		return booking.Hold{}, fmt.Errorf("hold: %d places held, %d asked, %d allowed: %w", held, r.Places(), r.MaxPlaces, booking.ErrTooManySeats)
+	}
+
+	codes := make([]string, 0, len(r.GA))
+	for c := range r.GA {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	if len(codes) > 0 {
+		if now, err = lockAndCheckBlocks(ctx, tx, r.ShowtimeID, codes, r.GA); err != nil {
+			return booking.Hold{}, err
+		}
+	}
+	expires := now.Add(r.TTL)
+
+	// The conditional UPDATE and the inserts go in one round trip; when the
+	// UPDATE's row count is short, the whole transaction rolls back.
+	taken := int64(-1)
+	ga, _ := json.Marshal(r.GA)
+	b := &pgx.Batch{}
+	if len(r.Seats) > 0 {
+		b.Queue(sqlTakeSeats, r.ShowtimeID, r.Seats, r.HoldID, r.Customer, expires, now).Exec(func(tag pgconn.CommandTag) error {
+			taken = tag.RowsAffected()
+			return nil
+		})
+	}
+	b.Queue(sqlInsertHold, r.HoldID, r.Event, r.ShowtimeID, r.Customer, r.Seats, ga, r.Places(), r.AmountCents, now, expires)
+	if len(codes) > 0 {
+		counts := make([]int32, len(codes))
+		for i, c := range codes {
+			counts[i] = int32(r.GA[c])
+		}
+		b.Queue(sqlInsertGAPlaces, r.HoldID, r.ShowtimeID, codes, counts, expires)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return booking.Hold{}, fmt.Errorf("hold: %w", err)
+	}
+	if len(r.Seats) > 0 && taken != int64(len(r.Seats)) {
+		_ = tx.Rollback(ctx)
+		return booking.Hold{}, s.seatsUnavailable(ctx, r.ShowtimeID, r.Seats)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return booking.Hold{}, fmt.Errorf("hold: commit: %w", err)
+	}
+	gaOut := r.GA
+	if gaOut == nil {
+		gaOut = map[string]int{}
+	}
+	return booking.Hold{ID: r.HoldID, ExpiresAt: expires, Seats: r.Seats, GeneralAdmission: gaOut}, nil
+}
+
+// lockAndCheckBlocks locks the blocks in code order, then counts, with "now"
+// read after the locks, the places that consume each block's capacity. It
+// returns that "now", or a sold_out error naming the first block that cannot
+// fit the request.
+func lockAndCheckBlocks(ctx context.Context, tx pgx.Tx, showtime int64, codes []string, want map[string]int) (time.Time, error) {
+	// One round trip: the count runs after the lock statement completed, so
+	// its snapshot and its statement_timestamp() come after the locks.
+	var (
+		locked int
+		now    time.Time
+		full   string
+	)
+	b := &pgx.Batch{}
+	b.Queue(sqlLockBlocks, showtime, codes).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			locked++
+		}
+		return rows.Err()
+	})
+	b.Queue(sqlBlockAvailability, showtime, codes).Query(func(rows pgx.Rows) error {
+		var code string
+		var avail int
+		_, err := pgx.ForEachRow(rows, []any{&code, &avail, &now}, func() error {
+			if want[code] > avail && full == "" {
+				full = code
+			}
+			return nil
+		})
+		return err
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return time.Time{}, fmt.Errorf("hold: blocks: %w", err)
+	}
+	if locked != len(codes) {
+		return time.Time{}, fmt.Errorf("hold: unknown block among %v: %w", codes, booking.ErrInvalidRequest)
+	}
+	if full != "" {
+		return time.Time{}, &booking.DetailError{Err: booking.ErrSoldOut, Block: full}
+	}
+	return now, nil
+}
+
+// seatsUnavailable builds the 409 body after a failed hold rolled back. It is
+// a report, not a decision: the decision was the UPDATE's row count.
+func (s *Store) seatsUnavailable(ctx context.Context, showtime int64, codes []string) error {
+	rows, err := s.pool.Query(ctx, sqlTakeableSeats, showtime, codes)
+	var taken []string
+	if err == nil {
+		free, cerr := pgx.CollectRows(rows, pgx.RowTo[string])
+		if cerr == nil {
+			for _, c := range codes {
+				if !slices.Contains(free, c) {
+					taken = append(taken, c)
+				}
+			}
+		}
+	}
+	if len(taken) == 0 {
+		// Freed again since our attempt: name them all rather than none.
+		taken = codes
+	}
+	return &booking.DetailError{Err: booking.ErrSeatsUnavailable, Seats: taken}
+}
+
+type holdRow struct {
+	event, customer, status string
+	showtime                int64
+	seats                   []string
+	ga                      map[string]int
+	expires                 time.Time
+	amount                  int64
+}
+
+func lockHold(ctx context.Context, tx pgx.Tx, holdID, customer string) (holdRow, error) {
+	var h holdRow
+	var ga []byte
+	err := tx.QueryRow(ctx, sqlLockHold, holdID, customer).Scan(
+		&h.event, &h.showtime, &h.customer, &h.seats, &ga, &h.status, &h.expires, &h.amount)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return h, booking.ErrNotFound
+	}
+	if err != nil {
+		return h, err
+	}
+	if err := json.Unmarshal(ga, &h.ga); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// Release gives a hold's seats and places back at once; only its holder may.
+// Releasing a hold that already lapsed or was released is a no-op.
+func (s *Store) Release(ctx context.Context, holdID, customer string) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	h, err := lockHold(ctx, tx, holdID, customer)
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	switch h.status {
+	case "BOOKED":
+		return fmt.Errorf("release: %w", booking.ErrHoldNotActive)
+	case "RELEASED", "EXPIRED":
+		return nil
+	}
+	if len(h.seats) > 0 {
+		if _, err := tx.Exec(ctx, sqlLockSeats, h.showtime, h.seats); err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		if _, err := tx.Exec(ctx, sqlReleaseSeats, h.showtime, h.seats, holdID); err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, sqlReleaseGA, holdID); err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	if _, err := tx.Exec(ctx, sqlReleaseHold, holdID); err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	return tx.Commit(ctx)
+}
+
+// Checkout creates the booking (PENDING) and its payment session under the
+// hold's row lock, so that concurrent identical requests open one session and
+// all get the same answer.
+func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open booking.OpenSession) (booking.Checkout, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	h, err := lockHold(ctx, tx, r.HoldID, r.Customer)
+	if err != nil {
+		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
+	}
+	var (
+		now                   time.Time
+		bID, bHold, pID, pURL *string
+		pExp                  *time.Time
+	)
+	if err := tx.QueryRow(ctx, sqlBookingByKey, r.Customer, r.IdempotencyKey).Scan(&now, &bID, &bHold, &pID, &pURL, &pExp); err != nil {
+		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
+	}
+	if bID != nil {
+		if *bHold != r.HoldID {
+			return booking.Checkout{}, booking.ErrIdempotencyReused
+		}
+		return booking.Checkout{BookingID: *bID, PaymentID: *pID, PaymentURL: *pURL, ExpiresAt: *pExp}, nil
+	}
+	if h.status == "BOOKED" {
+		return booking.Checkout{}, fmt.Errorf("checkout: %w", booking.ErrHoldNotActive)
+	}
+	if h.status != "HELD" || !h.expires.After(now) {
+		return booking.Checkout{}, fmt.Errorf("checkout: %w", booking.ErrHoldExpired)
+	}
+	var c booking.Checkout
+	err = tx.QueryRow(ctx, sqlLiveBooking, r.HoldID).Scan(&c.BookingID, &c.PaymentID, &c.PaymentURL, &c.ExpiresAt)
+	if err == nil {
+		// A payment for this hold is already open: the fan continues with it.
+		return c, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
+	}
+	// The session must end before the hold does, so that a payment in time
+	// finds its seats still held.
+	ttl := min(r.SessionTTL, h.expires.Sub(now))
+	c.BookingID = booking.NewID()
+	sess, err := open(ctx, c.BookingID, h.amount, ttl)
+	if err != nil {
+		return booking.Checkout{}, fmt.Errorf("checkout: payment session: %w", err)
+	}
+	// Stored at the database's precision, so a replay answers the same bytes.
+	c.PaymentID, c.PaymentURL, c.ExpiresAt = sess.PaymentID, sess.URL, sess.ExpiresAt.Truncate(time.Microsecond)
+	b := &pgx.Batch{}
+	b.Queue(sqlInsertBooking, c.BookingID, r.HoldID, h.event, h.showtime, r.Customer, r.IdempotencyKey,
+		h.amount, c.PaymentID, c.PaymentURL, c.ExpiresAt)
+	b.Queue(sqlInsertPayment, c.PaymentID, c.BookingID, h.amount)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "bookings_customer_id_idempotency_key_key" {
+			return booking.Checkout{}, booking.ErrIdempotencyReused
+		}
+		return booking.Checkout{}, fmt.Errorf("checkout: insert: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return booking.Checkout{}, fmt.Errorf("checkout: commit: %w", err)
+	}
+	return c, nil
+}
+
+// Settle applies a payment's final status once. A success confirms the hold's
+// seats and places only if they are still this hold's and unexpired ("now"
+// after the locks); otherwise the booking is FAILED and a refund recorded,
+// and nothing is taken back from whoever holds the seats now.
+func (s *Store) Settle(ctx context.Context, paymentID string, status payment.Status) (booking.Settlement, error) {
+	out := booking.Settlement{PaymentID: paymentID}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return out, fmt.Errorf("settle: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	var (
+		pStatus, bStatus, holdID, event, customer string
+		amount, showtime                          int64
+		seats                                     []string
+		gaRaw                                     []byte
+	)
+	err = tx.QueryRow(ctx, sqlLockPayment, paymentID).Scan(&pStatus, &out.BookingID, &bStatus, &holdID,
+		&event, &customer, &amount, &showtime, &seats, &gaRaw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, fmt.Errorf("settle %s: %w", paymentID, booking.ErrNotFound)
+	}
+	if err != nil {
+		return out, fmt.Errorf("settle: %w", err)
+	}
+	if pStatus != string(payment.Pending) {
+		out.Outcome = booking.Duplicate
+		return out, nil
+	}
+	if _, err := tx.Exec(ctx, sqlSettlePayment, paymentID, string(status)); err != nil {
+		return out, fmt.Errorf("settle: %w", err)
+	}
+	if status != payment.Succeeded {
+		if _, err := tx.Exec(ctx, sqlBookingStatus, out.BookingID, booking.StatusFailed); err != nil {
+			return out, fmt.Errorf("settle: %w", err)
+		}
+		out.Outcome = booking.PaymentFail
+		return out, tx.Commit(ctx)
+	}
+	var ga map[string]int
+	if err := json.Unmarshal(gaRaw, &ga); err != nil {
+		return out, fmt.Errorf("settle: %w", err)
+	}
+	confirmed, err := confirm(ctx, tx, holdID, out.BookingID, showtime, seats, ga)
+	if err != nil {
+		return out, err
+	}
+	if confirmed {
+		payload, _ := json.Marshal(map[string]any{
+			"type": "BookingConfirmed", "bookingId": out.BookingID, "eventId": event,
+			"showtimeId": showtime, "seats": seats, "generalAdmission": ga, "amountCents": amount,
+		})
+		b := &pgx.Batch{}
+		b.Queue(sqlBookHold, holdID)
+		b.Queue(sqlBookingStatus, out.BookingID, booking.StatusConfirmed)
+		b.Queue(sqlInsertOutbox, out.BookingID, "BookingConfirmed", payload, event, customer)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return out, fmt.Errorf("settle: confirm: %w", err)
+		}
+		out.Outcome = booking.Confirmed
+	} else {
+		b := &pgx.Batch{}
+		b.Queue(sqlBookingStatus, out.BookingID, booking.StatusFailed)
+		b.Queue(sqlRecordRefund, paymentID, out.BookingID, amount)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return out, fmt.Errorf("settle: refund: %w", err)
+		}
+		out.Outcome = booking.LateRefunded
+	}
+	return out, tx.Commit(ctx)
+}
+
+// confirm books the hold's seats and places in a savepoint, and reports
+// whether all of them were still this hold's and unexpired; if not, the
+// savepoint is rolled back and nothing changed.
+func confirm(ctx context.Context, tx pgx.Tx, holdID, bookingID string, showtime int64, seats []string, ga map[string]int) (bool, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("settle: %w", err)
+	}
+	defer sp.Rollback(context.Background())
+	if len(ga) > 0 {
+		codes := make([]string, 0, len(ga))
+		for c := range ga {
+			codes = append(codes, c)
+		}
+		sort.Strings(codes)
+		if _, err := sp.Exec(ctx, sqlLockBlocks, showtime, codes); err != nil {
+			return false, fmt.Errorf("settle: lock blocks: %w", err)
+		}
+	}
+	if len(seats) > 0 {
+		if _, err := sp.Exec(ctx, sqlLockSeats, showtime, seats); err != nil {
+			return false, fmt.Errorf("settle: lock seats: %w", err)
+		}
+		tag, err := sp.Exec(ctx, sqlConfirmSeats, showtime, seats, holdID, bookingID)
+		if err != nil {
+			return false, fmt.Errorf("settle: seats: %w", err)
+		}
+		if int(tag.RowsAffected()) != len(seats) {
+			return false, nil
+		}
+	}
+	if len(ga) > 0 {
+		tag, err := sp.Exec(ctx, sqlConfirmGA, holdID, bookingID)
+		if err != nil {
+			return false, fmt.Errorf("settle: places: %w", err)
+		}
+		if int(tag.RowsAffected()) != len(ga) {
+			return false, nil
+		}
+	}
+	return true, sp.Commit(ctx)
+}
+
+// MarkRefunded records the provider's acknowledgement of a refund: the refund
+// is DONE and the booking REFUNDED.
+func (s *Store) MarkRefunded(ctx context.Context, paymentID string) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("refund: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	var bookingID string
+	err = tx.QueryRow(ctx, sqlRefundDone, paymentID).Scan(&bookingID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // already done
+	}
+	if err != nil {
+		return fmt.Errorf("refund: %w", err)
+	}
+	if _, err := tx.Exec(ctx, sqlBookingRefunded, bookingID); err != nil {
+		return fmt.Errorf("refund: %w", err)
+	}
+	return tx.Commit(ctx)
+}
+
+// Booking returns a booking of customer; ErrNotFound for anyone else's.
+func (s *Store) Booking(ctx context.Context, bookingID, customer string) (booking.Booking, error) {
+	var b booking.Booking
+	var ga []byte
+	err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga, &b.ShowtimeID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return b, booking.ErrNotFound
+	}
+	if err != nil {
+		return b, fmt.Errorf("booking: %w", err)
+	}
+	if err := json.Unmarshal(ga, &b.GeneralAdmission); err != nil {
+		return b, fmt.Errorf("booking: %w", err)
+	}
+	return b, nil
+}
+
+// Sweep tidies up to batch lapsed seats, places and holds per table, and
+// reports how many rows it changed.
+func (s *Store) Sweep(ctx context.Context, batch int) (int, error) {
+	total := 0
+	for _, q := range []string{sqlSweepSeats, sqlSweepGA, sqlSweepHolds} {
+		tag, err := s.pool.Exec(ctx, q, batch)
+		if err != nil {
+			return total, fmt.Errorf("sweep: %w", err)
+		}
+		total += int(tag.RowsAffected())
+	}
+	return total, nil
+}
+
+// StalePayments lists payments still PENDING after olderThan.
+func (s *Store) StalePayments(ctx context.Context, olderThan time.Duration, limit int) ([]string, error) {
+	rows, err := s.pool.Query(ctx, sqlStalePayments, olderThan.Seconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("stale payments: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// PendingRefunds lists refunds the provider has not acknowledged yet.
+func (s *Store) PendingRefunds(ctx context.Context, limit int) ([]string, error) {
+	rows, err := s.pool.Query(ctx, sqlPendingRefunds, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pending refunds: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// RelayOutbox hands up to limit unpublished rows, oldest first, to publish,
+// and marks them published only once publish succeeded, in the same
+// transaction: a crash anywhere publishes them again (at least once). One
+// relay runs at a time across replicas (an advisory lock), which keeps the
+// stream in outbox order.
+func (s *Store) RelayOutbox(ctx context.Context, limit int, publish func(context.Context, []booking.OutboxEvent) error) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	var mine bool
+	if err := tx.QueryRow(ctx, sqlRelayLock).Scan(&mine); err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	if !mine {
+		return 0, nil
+	}
+	rows, err := tx.Query(ctx, sqlOutboxBatch, limit)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (booking.OutboxEvent, error) {
+		var e booking.OutboxEvent
+		err := row.Scan(&e.ID, &e.BookingID, &e.Type, &e.Payload, &e.Event, &e.Customer, &e.CreatedAt)
+		return e, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	if len(events) == 0 {
+		return 0, nil
+	}
+	if err := publish(ctx, events); err != nil {
+		return 0, fmt.Errorf("outbox: publish: %w", err)
+	}
+	ids := make([]int64, len(events))
+	for i, e := range events {
+		ids[i] = e.ID
+	}
+	if _, err := tx.Exec(ctx, sqlOutboxPublished, ids); err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	return len(events), nil
+}
+
+// Stats reads what the gauges show, at scrape time.
+func (s *Store) Stats(ctx context.Context) (booking.Stats, error) {
+	st := booking.Stats{Seats: map[int64]map[string]int64{}, Payments: map[string]int64{}}
+	b := &pgx.Batch{}
+	b.Queue(sqlStatsOutbox).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&st.OutboxPending, &st.OutboxOldest, &st.OutboxNow)
+	})
+	b.Queue(sqlStatsSeats).Query(func(rows pgx.Rows) error {
+		var id, n int64
+		var status string
+		_, err := pgx.ForEachRow(rows, []any{&id, &status, &n}, func() error {
+			if st.Seats[id] == nil {
+				st.Seats[id] = map[string]int64{}
+			}
+			st.Seats[id][status] = n
+			return nil
+		})
+		return err
+	})
+	b.Queue(sqlStatsPayments).Query(func(rows pgx.Rows) error {
+		var status string
+		var n int64
+		_, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error {
+			st.Payments[status] = n
+			return nil
+		})
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return st, fmt.Errorf("stats: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,300 @@
+package booking
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/payment"
+)
+
+// Pass is who is calling, from a verified access JWT.
+type Pass struct {
+	Customer string // the ticket id (JWT sub)
+	Event    string // the event the pass admits to (JWT evt)
+}
+
+// Settings are the booking rules from the config.
+type Settings struct {
+	HoldTTL         time.Duration
+	SessionTTL      time.Duration
+	ReconcileAfter  time.Duration
+	MaxSeatsPerHold int
+	HoldsPerMinute  int
+	PaymentSecret   []byte
+}
+
+// SettingsFrom reads the booking settings of a loaded config.
+func SettingsFrom(c *config.Config) Settings {
+	b := c.Booking
+	return Settings{
+		HoldTTL: b.HoldTTL.D(), SessionTTL: b.Payment.SessionTTL.D(), ReconcileAfter: b.Payment.ReconcileAfter.D(),
+		MaxSeatsPerHold: b.MaxSeatsPerHold, HoldsPerMinute: b.HoldsPerMinute,
+		PaymentSecret: []byte(b.Payment.Secret),
+	}
+}
+
+// Service applies the booking rules over a Store and a payment provider.
+type Service struct {
+	store Store
+	pay   payment.Provider
+	cfg   *config.Config
+	set   Settings
+	log   *slog.Logger
+}
+
+// NewService returns a service; cfg supplies the catalog (which event owns a
+// showtime, its geometry, blocks and prices).
+func NewService(store Store, pay payment.Provider, cfg *config.Config, set Settings, log *slog.Logger) *Service {
+	return &Service{store: store, pay: pay, cfg: cfg, set: set, log: log}
+}
+
+// NewID returns a random UUID (version 4).
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// showtime finds the showtime and checks that the pass's event owns it.
+func (s *Service) showtime(p Pass, id int64) (*config.Showtime, error) {
+	ev, st, ok := s.cfg.EventOfShowtime(id)
+	if !ok {
+		return nil, fmt.Errorf("showtime %d: %w", id, ErrNotFound)
+	}
+	if ev.ID != p.Event {
+		return nil, fmt.Errorf("showtime %d belongs to %s, pass is for %s: %w", id, ev.ID, p.Event, ErrWrongEvent)
+	}
+	return st, nil
+}
+
+// SeatMap returns the showtime's seats and blocks.
+func (s *Service) SeatMap(ctx context.Context, p Pass, showtimeID int64) (SeatMap, error) {
+	if _, err := s.showtime(p, showtimeID); err != nil {
+		return SeatMap{}, err
+	}
+	m, err := s.store.SeatMap(ctx, showtimeID)
+	return m, s.dbErr("seat_map", err)
+}
+
+// HoldInput is a hold as the fan asked for it.
+type HoldInput struct {
+	Seats            []string       `json:"seats"`
+	GeneralAdmission map[string]int `json:"generalAdmission"`
+}
+
+// Hold validates and takes a hold for the pass's customer.
+func (s *Service) Hold(ctx context.Context, p Pass, showtimeID int64, in HoldInput) (Hold, error) {
+	start := time.Now()
+	h, err := s.hold(ctx, p, showtimeID, in)
+	switch {
+	case err == nil:
+		holdsTotal.WithLabelValues("ok").Inc()
+		holdDuration.Observe(time.Since(start).Seconds())
+	case errors.Is(err, ErrSeatsUnavailable), errors.Is(err, ErrSoldOut):
+		holdsTotal.WithLabelValues("conflict").Inc()
+		holdDuration.Observe(time.Since(start).Seconds())
+	case isDomain(err):
+		holdsTotal.WithLabelValues("invalid").Inc()
+	}
+	return h, err
+}
+
+func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInput) (Hold, error) {
+	st, err := s.showtime(p, showtimeID)
+	if err != nil {
+		return Hold{}, err
+	}
+	if len(in.Seats) == 0 && len(in.GeneralAdmission) == 0 {
+		return Hold{}, fmt.Errorf("hold: nothing asked: %w", ErrInvalidRequest)
+	}
+	seats := append([]string{}, in.Seats...)
+	sort.Strings(seats)
+	amount := int64(0)
+	for i, c := range seats {
+		if i > 0 && seats[i-1] == c {
+			return Hold{}, fmt.Errorf("hold: seat %s asked twice: %w", c, ErrInvalidRequest)
+		}
+		if !validSeat(st, c) {
+			return Hold{}, fmt.Errorf("hold: no seat %q in showtime %d: %w", c, st.ID, ErrInvalidRequest)
+		}
+		amount += st.PriceCents
+	}
+	places := len(seats)
+	for code, n := range in.GeneralAdmission {
+		blk, ok := gaBlock(st, code)
+		if !ok {
+			return Hold{}, fmt.Errorf("hold: no block %q in showtime %d: %w", code, st.ID, ErrInvalidRequest)
+		}
+		if n < 1 {
+			return Hold{}, fmt.Errorf("hold: block %s count %d < 1: %w", code, n, ErrInvalidRequest)
+		}
+		places += n
+		if places > s.set.MaxSeatsPerHold {
+			break
+		}
+		amount += int64(n) * blk.PriceCents
+	}
+	if places > s.set.MaxSeatsPerHold {
+		return Hold{}, fmt.Errorf("hold: %d places asked, at most %d: %w", places, s.set.MaxSeatsPerHold, ErrTooManySeats)
+	}
+	h, err := s.store.Hold(ctx, HoldRequest{
+		HoldID: NewID(), Event: p.Event, ShowtimeID: showtimeID, Customer: p.Customer,
+		Seats: seats, GA: in.GeneralAdmission, AmountCents: amount, TTL: s.set.HoldTTL,
+		MaxPlaces: s.set.MaxSeatsPerHold, HoldsPerMinute: s.set.HoldsPerMinute,
+	})
+	if err != nil {
+		return Hold{}, s.dbErr("hold", err)
+	}
+	if h.Seats == nil {
+		h.Seats = []string{}
+	}
+	return h, nil
+}
+
+// validSeat reports whether code names a seat of st: a row letter within
+// st.Rows and a number 1..SeatsPerRow written without leading zeros.
+func validSeat(st *config.Showtime, code string) bool {
+	if len(code) < 2 || code[0] < 'A' || int(code[0]-'A') >= st.Rows || code[1] == '0' {
+		return false
+	}
+	n, err := strconv.Atoi(code[1:])
+	return err == nil && strconv.Itoa(n) == code[1:] && n >= 1 && n <= st.SeatsPerRow
+}
+
+func gaBlock(st *config.Showtime, code string) (config.GABlock, bool) {
+	for _, b := range st.GeneralAdmission {
+		if b.Code == code {
+			return b, true
+		}
+	}
+	return config.GABlock{}, false
+}
+
+// Release gives the hold back at once; only its holder may.
+func (s *Service) Release(ctx context.Context, p Pass, holdID string) error {
+	if !uuidPattern.MatchString(holdID) {
+		return ErrNotFound
+	}
+	return s.dbErr("release", s.store.Release(ctx, holdID, p.Customer))
+}
+
+// Checkout opens (or finds again, by key) the payment of a hold.
+func (s *Service) Checkout(ctx context.Context, p Pass, holdID, key string) (Checkout, error) {
+	if !uuidPattern.MatchString(holdID) {
+		return Checkout{}, ErrNotFound
+	}
+	if key == "" || len(key) > 200 {
+		return Checkout{}, fmt.Errorf("checkout: Idempotency-Key header of 1..200 characters required: %w", ErrInvalidRequest)
+	}
+	c, err := s.store.Checkout(ctx, CheckoutRequest{
+		HoldID: holdID, Customer: p.Customer, IdempotencyKey: key, SessionTTL: s.set.SessionTTL,
+	}, s.pay.CreateSession)
+	return c, s.dbErr("checkout", err)
+}
+
+// Callback verifies and applies a payment provider's callback.
+func (s *Service) Callback(ctx context.Context, body []byte, signature string) (Settlement, error) {
+	if !payment.Verify(s.set.PaymentSecret, body, signature) {
+		return Settlement{}, ErrBadSignature
+	}
+	var cb payment.Callback
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cb); err != nil || cb.PaymentID == "" ||
+		(cb.Status != payment.Succeeded && cb.Status != payment.Failed) {
+		return Settlement{}, fmt.Errorf("callback: body must be {paymentId, status SUCCEEDED|FAILED}: %w", ErrInvalidRequest)
+	}
+	return s.Settle(ctx, cb.PaymentID, cb.Status)
+}
+
+// Settle applies a payment's final status: the callback and the reconciler
+// both come here. A late success is refunded at once when the provider
+// answers, else by the reconciler later.
+func (s *Service) Settle(ctx context.Context, paymentID string, st payment.Status) (Settlement, error) {
+	out, err := s.store.Settle(ctx, paymentID, st)
+	if err != nil {
+		return out, s.dbErr("settle", err)
+	}
+	confirmationsTotal.WithLabelValues(string(out.Outcome)).Inc()
+	s.log.Info("payment settled", "paymentId", paymentID, "bookingId", out.BookingID, "status", st, "outcome", out.Outcome)
+	if out.Outcome == LateRefunded {
+		s.refund(ctx, paymentID)
+	}
+	return out, nil
+}
+
+func (s *Service) refund(ctx context.Context, paymentID string) {
+	if err := s.pay.Refund(ctx, paymentID); err != nil {
+		s.log.Warn("refund not acknowledged yet; the reconciler retries", "paymentId", paymentID, "err", err)
+		return
+	}
+	if err := s.store.MarkRefunded(ctx, paymentID); err != nil {
+		s.log.Error("refund acknowledged but not recorded; the reconciler retries", "paymentId", paymentID, "err", s.dbErr("refund", err))
+		return
+	}
+	refundsTotal.Inc()
+	s.log.Info("payment refunded", "paymentId", paymentID)
+}
+
+// Booking returns the pass's customer's booking.
+func (s *Service) Booking(ctx context.Context, p Pass, id string) (Booking, error) {
+	if !uuidPattern.MatchString(id) {
+		return Booking{}, ErrNotFound
+	}
+	b, err := s.store.Booking(ctx, id, p.Customer)
+	if err != nil {
+		return b, s.dbErr("booking", err)
+	}
+	if b.Seats == nil {
+		b.Seats = []string{}
+	}
+	return b, nil
+}
+
+// PaymentStatus asks the provider (for the simulator's payment page).
+func (s *Service) PaymentStatus(ctx context.Context, paymentID string) (payment.Status, error) {
+	st, err := s.pay.Status(ctx, paymentID)
+	if errors.Is(err, payment.ErrUnknownPayment) {
+		return "", ErrNotFound
+	}
+	return st, err
+}
+
+var domainErrors = []error{
+	ErrInvalidRequest, ErrAdmissionRequired, ErrWrongEvent, ErrNotFound, ErrSeatsUnavailable, ErrSoldOut,
+	ErrTooManySeats, ErrRateLimited, ErrHoldExpired, ErrHoldNotActive, ErrIdempotencyReused, ErrBadSignature,
+}
+
+func isDomain(err error) bool {
+	for _, d := range domainErrors {
+		if errors.Is(err, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// dbErr counts an error that is not a domain answer (database or provider
+// trouble) under op, and returns err unchanged.
+func (s *Service) dbErr(op string, err error) error {
+	if err != nil && !isDomain(err) && !errors.Is(err, context.Canceled) {
+		dbErrorsTotal.WithLabelValues(op).Inc()
+	}
+	return err
+}

@@ -1,0 +1,216 @@
+package booking_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/booking/postgres"
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/platform/testenv"
+)
+
+// Showtime 42 (event premiere): 10 rows × 30 = 300 reserved seats.
+// Showtime 43 (event live): 5 × 30 seats plus FLOOR (250) and BALCONY (40).
+const testConfig = `
+auth: {ticket_secret: "test-ticket-secret-0123456789"}
+booking:
+  hold_ttl: "10m"
+  max_seats_per_hold: 8
+  holds_per_minute: 5
+  payment: {secret: "test-payment-secret", session_ttl: "8m", reconcile_after: "15m"}
+events:
+  - id: "premiere"
+    showtimes:
+      - {id: 42, title: "Premiere", starts_at: "2026-12-01T19:00:00Z", rows: 10, seats_per_row: 30, price_cents: 1500}
+  - id: "live"
+    showtimes:
+      - id: 43
+        title: "Live"
+        starts_at: "2026-12-02T20:00:00Z"
+        rows: 5
+        seats_per_row: 30
+        price_cents: 6000
+        general_admission:
+          - {code: "FLOOR", capacity: 250, price_cents: 4500}
+          - {code: "BALCONY", capacity: 40, price_cents: 3000}
+`
+
+var (
+	premiere = booking.Pass{Event: "premiere"}
+	live     = booking.Pass{Event: "live"}
+)
+
+func fan(p booking.Pass, customer string) booking.Pass { p.Customer = customer; return p }
+
+type env struct {
+	t      testing.TB
+	cfg    *config.Config
+	set    booking.Settings
+	pool   *pgxpool.Pool
+	store  *postgres.Store
+	sim    *payment.Simulator
+	svc    *booking.Service
+	srv    *httptest.Server
+	signer *pass.Signer
+	log    *slog.Logger
+}
+
+type option func(*config.Config, *booking.Settings, *payment.SimulatorConfig)
+
+// setup gives a test a migrated, seeded private database, the service on it,
+// a payment simulator that settles only when told (Manual) unless an option
+// says otherwise, and the HTTP API on a local server.
+func setup(t testing.TB, opts ...option) *env {
+	t.Helper()
+	cfg, err := config.Parse([]byte(testConfig), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := booking.SettingsFrom(cfg)
+	simCfg := payment.SimulatorConfig{Outcome: "succeed", Manual: true, Secret: set.PaymentSecret, PageURL: "/api/v1/booking/payments/"}
+	for _, o := range opts {
+		o(cfg, &set, &simCfg)
+	}
+	pool, _ := testenv.Pool(t, "booking", postgres.Migrate)
+	store := postgres.New(pool)
+	if _, err := store.Seed(context.Background(), cfg.Events); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	e := &env{t: t, cfg: cfg, set: set, pool: pool, store: store, log: log}
+
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	e.signer = pass.NewSigner(priv)
+	verifier := pass.NewStaticVerifier(e.signer.PublicKey())
+
+	// The server must exist before the simulator knows its callback URL.
+	var handler http.Handler
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	t.Cleanup(e.srv.Close)
+	simCfg.CallbackURL = e.srv.URL + "/api/v1/booking/payments/callback"
+	e.sim = payment.NewSimulator(simCfg, nil, log)
+	t.Cleanup(e.sim.Close)
+	e.svc = booking.NewService(store, e.sim, cfg, set, log)
+	handler = booking.NewHandler(e.svc, booking.PassAuth(verifier), store.Ping, log)
+	return e
+}
+
+func withSettings(f func(*booking.Settings)) option {
+	return func(_ *config.Config, s *booking.Settings, _ *payment.SimulatorConfig) { f(s) }
+}
+
+func withSimulator(f func(*payment.SimulatorConfig)) option {
+	return func(_ *config.Config, _ *booking.Settings, c *payment.SimulatorConfig) { f(c) }
+}
+
+func (e *env) ctx() context.Context { return context.Background() }
+
+// q reads one value from the database.
+func (e *env) q(dst any, sql string, args ...any) {
+	e.t.Helper()
+	if err := e.pool.QueryRow(context.Background(), sql, args...).Scan(dst); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.pool.Exec(context.Background(), sql, args...); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// lapse moves a hold's expiry a minute into the past: time moves, nobody
+// sleeps.
+func (e *env) lapse(holdID string) {
+	e.t.Helper()
+	e.exec(`UPDATE seats SET hold_expires_at = now() - interval '1 minute' WHERE hold_id = $1 AND status = 'HELD'`, holdID)
+	e.exec(`UPDATE ga_places SET expires_at = now() - interval '1 minute' WHERE hold_id = $1`, holdID)
+	e.exec(`UPDATE holds SET expires_at = now() - interval '1 minute', created_at = created_at - interval '1 hour' WHERE id = $1`, holdID)
+}
+
+// snapshot is the state of every deciding table, to prove a refused request
+// changed nothing.
+func (e *env) snapshot() string {
+	e.t.Helper()
+	var s string
+	e.q(&s, `SELECT concat_ws('|',
+	  (SELECT string_agg(concat_ws(',', showtime_id, seat_code, status, hold_id, booking_id, hold_expires_at), ';' ORDER BY showtime_id, seat_code) FROM seats),
+	  (SELECT string_agg(concat_ws(',', id, status, expires_at), ';' ORDER BY id) FROM holds),
+	  (SELECT string_agg(concat_ws(',', hold_id, block_code, places, status), ';' ORDER BY hold_id, block_code) FROM ga_places),
+	  (SELECT string_agg(concat_ws(',', id, status), ';' ORDER BY id) FROM bookings),
+	  (SELECT string_agg(concat_ws(',', payment_id, status), ';' ORDER BY payment_id) FROM payments),
+	  (SELECT count(*) FROM refunds), (SELECT count(*) FROM outbox), (SELECT capacity::text FROM ga_blocks WHERE code = 'FLOOR'))`)
+	return s
+}
+
+func (e *env) token(p booking.Pass) string {
+	e.t.Helper()
+	now := time.Now()
+	tok, err := e.signer.Mint(p.Customer, p.Event, now, now.Add(10*time.Minute))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tok
+}
+
+// call makes one API request as p (no Authorization header when p.Customer
+// is empty) and decodes the JSON answer into a map.
+func (e *env) call(p booking.Pass, method, path string, body any, hdr map[string]string) (int, map[string]any, http.Header) {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(b)
+	default:
+		raw, _ := json.Marshal(b)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	if p.Customer != "" {
+		req.Header.Set("Authorization", "Bearer "+e.token(p))
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			e.t.Fatalf("%s %s: body %q is not a JSON object", method, path, raw)
+		}
+	}
+	return resp.StatusCode, out, resp.Header
+}
+
+// seatCodes lists n seats of showtime 42 in map order from the first.
+func seatCodes(rows, perRow int) []string {
+	var out []string
+	for r := range rows {
+		for n := 1; n <= perRow; n++ {
+			out = append(out, fmt.Sprintf("%s%d", config.RowLetter(r), n))
+		}
+	}
+	return out
+}
