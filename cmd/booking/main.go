@@ -88,7 +88,16 @@ func seed(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 }
 
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	pool, err := pgxpool.New(ctx, cfg.Postgres.URL)
+	pcfg, err := pgxpool.ParseConfig(cfg.Postgres.URL)
+	if err != nil {
+		return fmt.Errorf("postgres.url: %w", err)
+	}
+	// pgxpool's default (max(4, CPUs)) starves a sale's holds; the URL's
+	// pool_max_conns still wins when an operator sets it.
+	if !strings.Contains(cfg.Postgres.URL, "pool_max_conns") {
+		pcfg.MaxConns = 32
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return err
 	}

@@ -9,9 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/payment"
@@ -224,10 +226,32 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, e.status, body)
 		return
 	}
-	if r.Context().Err() == nil {
-		h.log.Error("booking request failed", "method", r.Method, "route", r.Pattern, "err", err)
+	if r.Context().Err() != nil {
+		return // the caller is gone
 	}
+	if h.outage(r.Context(), err) {
+		// The database (or the network to it) is down: a passing outage that
+		// a retry will get through, not a bug.
+		dbErrorsTotal.WithLabelValues("api").Inc()
+		h.log.Warn("booking request failed: database unavailable", "method", r.Method, "route", r.Pattern, "err", err)
+		w.Header().Set("Retry-After", "2")
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "unavailable", Message: "temporarily unavailable, try again shortly"})
+		return
+	}
+	h.log.Error("booking request failed", "method", r.Method, "route", r.Pattern, "err", err)
 	writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal", Message: "internal error"})
+}
+
+// outage tells a database outage from a bug: a network-level error, or a
+// database that does not answer a ping right now.
+func (h *Handler) outage(ctx context.Context, err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	return h.ready(ctx) != nil
 }
 
 // message is the human text: the wrapped detail for a bad request, the

@@ -31,6 +31,20 @@ var (
 	})
 )
 
+// Every labelled counter is exported from the start, so that dashboards
+// show zeros and increase() sees the first event after a restart.
+func init() {
+	for _, r := range []string{"ok", "conflict", "invalid"} {
+		holdsTotal.WithLabelValues(r)
+	}
+	for _, r := range []string{"confirmed", "late_refunded", "failed", "duplicate"} {
+		confirmationsTotal.WithLabelValues(r)
+	}
+	for _, op := range []string{"api", "outbox", "reconcile", "stats", "sweep"} {
+		dbErrorsTotal.WithLabelValues(op)
+	}
+}
+
 var (
 	descOutboxPending = prometheus.NewDesc("booking_outbox_pending", "Outbox rows not yet published.", nil, nil)
 	descOutboxLag     = prometheus.NewDesc("booking_outbox_lag_seconds", "Age of the oldest unpublished outbox row.", nil, nil)

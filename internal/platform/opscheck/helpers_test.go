@@ -2,30 +2,86 @@ package opscheck
 
 import (
 	"bytes"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/waitroom/waitroom/internal/platform/localsvc"
+	"github.com/waitroom/waitroom/internal/platform/stack"
 )
 
-// exportedNames is every series name a dashboard or an alert may select.
-//
-// For now it comes from the agreed metric list (agreedMetrics); the plan is to
-// scrape the /metrics of the three running binaries instead and feed each page
-// to parseExposition. Every check that needs "does this metric exist" asks
-// here, so that swap touches this function only.
+// exportedNames is every series name a dashboard or an alert may select:
+// what the three real binaries expose on /metrics, scraped from a running
+// stack after a little traffic, plus the series Prometheus makes itself.
+// It is scraped once per test binary.
 func exportedNames(t *testing.T) map[string]bool {
 	t.Helper()
-	names := seriesNames(agreedMetrics)
+	scrapeOnce.Do(func() { scraped, scrapeErr = scrapeStack(t) })
+	if scrapeErr != nil {
+		t.Fatalf("scrape the running binaries: %v", scrapeErr)
+	}
+	names := seriesNames(scraped)
 	for _, n := range prometheusSeries {
 		names[n] = true
 	}
 	return names
+}
+
+var (
+	scrapeOnce sync.Once
+	scraped    map[string]string
+	scrapeErr  error
+)
+
+// scrapeStack starts the real gateway, admitter and booking, joins a fan and
+// reads every process's /metrics.
+func scrapeStack(t *testing.T) (map[string]string, error) {
+	s := stack.Start(t, stack.Options{Events: `  - id: "premiere"
+    admission: {admit_per_second: 10, max_active: 10}
+    showtimes:
+      - {id: 42, title: "T", starts_at: "2026-12-01T19:00:00Z", rows: 2, seats_per_row: 5, price_cents: 1500}
+`})
+	res, err := http.Post(s.Gateway+"/api/v1/events/premiere/tickets", "application/json", nil)
+	if err != nil {
+		return nil, err
+	}
+	res.Body.Close()
+	time.Sleep(500 * time.Millisecond) // a few admitter ticks
+	families := map[string]string{}
+	for _, base := range []string{s.Gateway, s.Booking, s.Admitter} {
+		res, err := http.Get(base + "/metrics")
+		if err != nil {
+			return nil, err
+		}
+		fams, err := parseExposition(res.Body)
+		res.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s/metrics: %w", base, err)
+		}
+		for k, v := range fams {
+			families[k] = v
+		}
+	}
+	return families, nil
+}
+
+// TestAgreedMetricsAreExported: every metric the docs and the team agreed on
+// is really on a /metrics page of a running binary.
+func TestAgreedMetricsAreExported(t *testing.T) {
+	names := exportedNames(t)
+	for _, n := range sortedKeys(seriesNames(agreedMetrics)) {
+		if !names[n] {
+			t.Errorf("%s is agreed but no running binary exports it", n)
+		}
+	}
 }
 
 // repoRoot is the folder holding go.mod, found from the test's working
