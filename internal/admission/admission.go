@@ -59,20 +59,8 @@ func (a *Admitter) Config() *config.Config { return a.cfg.Load() }
 // Rounds counts completed tick rounds (every event ticked once).
 func (a *Admitter) Rounds() int64 { return a.rounds.Load() }
 
-// SettingsOf is what an event's config puts in force: the rate and cap are
-// computed from the capacity model when not given.
-func SettingsOf(ev config.Event) queue.Settings {
-	return queue.Settings{
-		Mode:            ev.Mode,
-		AdmitPerSecond:  ev.Admission.Rate(),
-		MaxActive:       ev.Admission.Cap(),
-		AccessTTL:       ev.Admission.AccessTTL.D(),
-		AbandonAfter:    ev.Admission.AbandonAfter.D(),
-		PrequeueOpensAt: ev.PrequeueOpensAt,
-		OpensAt:         ev.OpensAt,
-		ClosesAt:        ev.ClosesAt,
-	}
-}
+// SettingsOf is what an event's config puts in force (queue.SettingsFor).
+func SettingsOf(ev config.Event) queue.Settings { return queue.SettingsFor(ev) }
 
 // Run ticks every event until ctx ends. The interval is read from the config
 // in force at each round, so a reloaded admitter.tick acts at once.
@@ -116,7 +104,7 @@ func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
 	set := SettingsOf(ev)
 	tickErrors.WithLabelValues(ev.ID).Add(0) // exported from the first tick, so increase() sees the first error
 	configured := set.AdmitPerSecond
-	if !admitting(set, time.Now()) {
+	if !set.Admitting(time.Now()) {
 		configured = 0 // "not admitting on purpose": the stalled-line alert keys on it
 	}
 	admitRateConfigured.WithLabelValues(ev.ID).Set(configured)
@@ -132,20 +120,6 @@ func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
 	abandonedTotal.WithLabelValues(ev.ID).Add(float64(r.Abandoned))
 	admitRate.WithLabelValues(ev.ID).Set(r.Rate)
 	return nil
-}
-
-// admitting reports whether the settings let anyone in at t: not paused or
-// closed, and inside the open window.
-func admitting(set queue.Settings, t time.Time) bool {
-	switch {
-	case set.Mode == config.ModePaused || set.Mode == config.ModeClosed:
-		return false
-	case set.OpensAt != nil && t.Before(*set.OpensAt):
-		return false
-	case set.ClosesAt != nil && !t.Before(*set.ClosesAt):
-		return false
-	}
-	return true
 }
 
 // Reload re-reads the config file. On success the new config is swapped in

@@ -259,4 +259,3 @@ func screenshotDir(t *testing.T) string {
 	}
 	return dir
 }
-

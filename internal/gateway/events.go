@@ -15,21 +15,6 @@ import (
 // admitter republishes every tick, so a second is as fresh as it gets.
 const settingsTTL = time.Second
 
-// settingsFromConfig is what the admitter would publish for ev; the gateway
-// uses it only until an admitter has published the real thing.
-func settingsFromConfig(ev *config.Event) queue.Settings {
-	return queue.Settings{
-		Mode:            ev.Mode,
-		AdmitPerSecond:  ev.Admission.Rate(),
-		MaxActive:       ev.Admission.Cap(),
-		AccessTTL:       ev.Admission.AccessTTL.D(),
-		AbandonAfter:    ev.Admission.AbandonAfter.D(),
-		PrequeueOpensAt: ev.PrequeueOpensAt,
-		OpensAt:         ev.OpensAt,
-		ClosesAt:        ev.ClosesAt,
-	}
-}
-
 // settings returns the settings in force for ev: those the admitter
 // published (cached for settingsTTL), else the config's.
 func (s *Server) settingsFor(ctx context.Context, ev *config.Event) (queue.Settings, error) {
@@ -43,7 +28,7 @@ func (s *Server) settingsFor(ctx context.Context, ev *config.Event) (queue.Setti
 	set, err := s.line.Settings(ctx, ev.ID)
 	switch {
 	case errors.Is(err, queue.ErrNoSettings):
-		set = settingsFromConfig(ev)
+		set = queue.SettingsFor(*ev)
 	case err != nil:
 		if ok { // Redis hiccup: the last known settings are better than none.
 			return e.set, nil

@@ -145,15 +145,25 @@ func (s *Server) join(c *fiber.Ctx) error {
 	return c.Status(code).JSON(waitingJSON(res.Ticket, res.Position))
 }
 
-// status: GET /api/v1/events/:event/tickets/:ticket
-func (s *Server) status(c *fiber.Ctx) error {
+// ticketOf reads the event and the ticket of a ticket route, refusing a bad
+// ticket before anything touches Redis.
+func (s *Server) ticketOf(c *fiber.Ctx) (*config.Event, string, error) {
 	ev, err := s.event(c)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	ticket := utils.CopyString(c.Params("ticket"))
 	if err := s.line.CheckTicket(ev.ID, ticket); err != nil {
-		return errInvalidTicket
+		return nil, "", errInvalidTicket
+	}
+	return ev, ticket, nil
+}
+
+// status: GET /api/v1/events/:event/tickets/:ticket
+func (s *Server) status(c *fiber.Ctx) error {
+	ev, ticket, err := s.ticketOf(c)
+	if err != nil {
+		return err
 	}
 	ctx := c.UserContext()
 	set, err := s.settingsFor(ctx, ev)
@@ -190,13 +200,9 @@ func (s *Server) status(c *fiber.Ctx) error {
 
 // leave: DELETE /api/v1/events/:event/tickets/:ticket
 func (s *Server) leave(c *fiber.Ctx) error {
-	ev, err := s.event(c)
+	ev, ticket, err := s.ticketOf(c)
 	if err != nil {
 		return err
-	}
-	ticket := utils.CopyString(c.Params("ticket"))
-	if err := s.line.CheckTicket(ev.ID, ticket); err != nil {
-		return errInvalidTicket
 	}
 	if err := s.line.Leave(c.UserContext(), ev.ID, ticket); err != nil {
 		return err

@@ -16,8 +16,8 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"strings"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -211,4 +211,3 @@ func chownTree(dir string, uid, gid int) error {
 		return os.Lchown(p, uid, gid)
 	})
 }
-

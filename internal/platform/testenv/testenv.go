@@ -250,4 +250,3 @@ func Repo(t testing.TB) string {
 		}
 	}
 }
-
