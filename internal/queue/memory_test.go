@@ -6,16 +6,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/internal/platform/localsvc"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
-func usedMemory(t testing.TB, rdb *redis.Client) int64 {
+func usedMemory(t testing.TB, rdb redis.UniversalClient) int64 {
 	t.Helper()
 	info := rdb.Info(context.Background(), "memory").Val()
 	for _, line := range strings.Split(info, "\r\n") {
@@ -44,70 +41,6 @@ func TestMemoryPerWaitingFan(t *testing.T) {
 	t.Logf("Redis memory per waiting fan: %.1f bytes (%d fans)", per, n)
 	if per > 150 {
 		t.Errorf("%.1f bytes per waiting fan; want ≤ 150", per)
-	}
-}
-
-// TestOnRedisCluster runs the line on a Redis Cluster client: every script
-// touches one slot (no CROSSSLOT), so the same code runs on a cluster.
-func TestOnRedisCluster(t *testing.T) {
-	srv := testenv.RedisServer(t, localsvc.RedisOptions{Cluster: true})
-	ctx := context.Background()
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer admin.Close()
-	if err := admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
-		t.Fatalf("addslots: %v", err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(admin.ClusterInfo(ctx).Val(), "cluster_state:ok"); {
-		if time.Now().After(deadline) {
-			t.Fatal("cluster never became ok")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	rdb, err := queue.NewClient(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	if _, ok := rdb.(*redis.ClusterClient); !ok {
-		t.Fatalf("NewClient(%q) = %T; want a cluster client", srv.Addr, rdb)
-	}
-	s := queue.NewStore(rdb, secret)
-	set := open()
-	set.AdmitPerSecond = 1000
-	for i, ev := range []string{"premiere", "live-20", "x"} {
-		t.Run(ev, func(t *testing.T) {
-			steps := []struct {
-				name string
-				do   func() error
-			}{
-				{"publish", func() error { return s.PublishSettings(ctx, ev, set) }},
-				{"settings", func() error { _, err := s.Settings(ctx, ev); return err }},
-				{"join+status+tick+leave", func() error {
-					r, err := s.Join(ctx, ev, "", set)
-					if err != nil {
-						return err
-					}
-					if _, err := s.Status(ctx, ev, r.Ticket, set); err != nil {
-						return err
-					}
-					if _, err := s.Tick(ctx, ev, set); err != nil {
-						return err
-					}
-					if _, err := s.Counts(ctx, ev); err != nil {
-						return err
-					}
-					if _, _, err := s.Extend(ctx, ev, r.ID, time.Now()); err != nil {
-						return err
-					}
-					return s.Leave(ctx, ev, r.Ticket)
-				}},
-			}
-			for _, st := range steps {
-				if err := st.do(); err != nil {
-					t.Errorf("event %d %s: %v", i, st.name, err)
-				}
-			}
-		})
 	}
 }
 
@@ -145,7 +78,7 @@ func TestNewClient(t *testing.T) {
 
 // fill puts n placeholder fans in the line (ids in the ticket-id shape), far
 // faster than joining them one by one.
-func fill(b testing.TB, rdb *redis.Client, n int) {
+func fill(b testing.TB, rdb redis.UniversalClient, n int) {
 	b.Helper()
 	const chunk = 50_000
 	for done := 0; done < n; done += chunk {

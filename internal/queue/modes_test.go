@@ -164,8 +164,9 @@ func TestAbandonment(t *testing.T) {
 	checkBooks(t, e)
 }
 
-func TestLeave(t *testing.T) {
-	e := setup(t)
+func TestLeave(t *testing.T) { onEach(t, testLeave) }
+
+func testLeave(t *testing.T, e env) {
 	ctx := context.Background()
 	set := open()
 	set.AdmitPerSecond = 1000
@@ -333,8 +334,9 @@ func TestActiveExpires(t *testing.T) {
 	}
 }
 
-func TestExtendAndComplete(t *testing.T) {
-	e := setup(t)
+func TestExtendAndComplete(t *testing.T) { onEach(t, testExtendAndComplete) }
+
+func testExtendAndComplete(t *testing.T, e env) {
 	ctx := context.Background()
 	set := open()
 	set.AdmitPerSecond = 1000

@@ -42,17 +42,45 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 }
 
 type env struct {
-	store *queue.Store
-	rdb   *redis.Client
-	cmds  *counter
+	store   *queue.Store
+	rdb     redis.UniversalClient
+	cmds    *counter
+	cluster bool
 }
 
-func setup(t testing.TB) env {
+// backend is a kind of Redis the store runs on.
+type backend struct {
+	name    string
+	cluster bool
+	client  func(t testing.TB) redis.UniversalClient
+}
+
+// backends: the important tests run on both, since production may be either
+// (config redis.url: a URL, or a cluster's seed list).
+var backends = []backend{
+	{"single", false, func(t testing.TB) redis.UniversalClient { _, rdb := testenv.Redis(t); return rdb }},
+	{"cluster", true, func(t testing.TB) redis.UniversalClient { _, rdb := testenv.Cluster(t); return rdb }},
+}
+
+// setup gives a test a store on a private single redis-server.
+func setup(t testing.TB) env { return setupOn(t, backends[0]) }
+
+// setupOn gives a test a store on a private Redis of kind b.
+func setupOn(t testing.TB, b backend) env {
 	t.Helper()
-	_, rdb := testenv.Redis(t)
+	rdb := b.client(t)
 	c := &counter{}
 	rdb.AddHook(c)
-	return env{store: queue.NewStore(rdb, secret), rdb: rdb, cmds: c}
+	return env{store: queue.NewStore(rdb, secret), rdb: rdb, cmds: c, cluster: b.cluster}
+}
+
+// onEach runs test on a single redis-server and on a three-master Redis
+// Cluster, as subtests "single" and "cluster".
+func onEach(t *testing.T, test func(t *testing.T, e env)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { test(t, setupOn(t, b)) })
+	}
 }
 
 // open is the settings of an event open now, in queue mode.
@@ -115,8 +143,9 @@ func checkBooks(t testing.TB, e env) queue.Stats {
 	return st
 }
 
-func TestBadTicketsNeverReachRedis(t *testing.T) {
-	e := setup(t)
+func TestBadTicketsNeverReachRedis(t *testing.T) { onEach(t, testBadTicketsNeverReachRedis) }
+
+func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 	ctx := context.Background()
 	good := join(t, e.store, open()).Ticket
 	other, err := e.store.Join(ctx, "other-event", "", open())
@@ -182,8 +211,9 @@ func TestBadTicketsNeverReachRedis(t *testing.T) {
 	})
 }
 
-func TestJoinResumesLiveTicket(t *testing.T) {
-	e := setup(t)
+func TestJoinResumesLiveTicket(t *testing.T) { onEach(t, testJoinResumesLiveTicket) }
+
+func testJoinResumesLiveTicket(t *testing.T, e env) {
 	ctx := context.Background()
 	set := open()
 	first := join(t, e.store, set)
@@ -230,8 +260,9 @@ func TestJoinResumesLiveTicket(t *testing.T) {
 	checkBooks(t, e)
 }
 
-func TestConcurrentJoins(t *testing.T) {
-	e := setup(t)
+func TestConcurrentJoins(t *testing.T) { onEach(t, testConcurrentJoins) }
+
+func testConcurrentJoins(t *testing.T, e env) {
 	const n = 2000
 	set := open()
 	var (
@@ -277,8 +308,9 @@ func TestConcurrentJoins(t *testing.T) {
 	}
 }
 
-func TestFIFOAfterOpening(t *testing.T) {
-	e := setup(t)
+func TestFIFOAfterOpening(t *testing.T) { onEach(t, testFIFOAfterOpening) }
+
+func testFIFOAfterOpening(t *testing.T, e env) {
 	set := open()
 	set.AdmitPerSecond = 1e6 // the bucket is never the limit
 	set.MaxActive = 1 << 30

@@ -41,13 +41,28 @@ func joinMany(t testing.TB, s *queue.Store, set queue.Settings, n int) []queue.J
 	return out
 }
 
-// TestReplicasRace runs three admitter replicas against one line for 20 s
-// while fans complete at random: the first 12 s fans complete within 0–2 s
-// of admission (the cap never binds), then they stop completing and the cap
-// must hold. Afterwards every ticket is in exactly one place.
+// raceTimes are the phases of the replicas race: warm-up, the window over
+// which the rate is measured (fans complete, the cap never binds), and the
+// time after fans stop completing, for the cap to fill and hold.
+type raceTimes struct{ warm, measure, capped time.Duration }
+
+// TestReplicasRace runs three admitter replicas against one line while fans
+// complete at random: first fans complete within 0–2 s of admission (the cap
+// never binds), then they stop completing and the cap must hold. Afterwards
+// every ticket is in exactly one place. 20 s on a single node; 10 s on the
+// cluster, where the line lives on one of three masters.
 func TestReplicasRace(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	times := map[string]raceTimes{
+		"single":  {2 * time.Second, 10 * time.Second, 8 * time.Second},
+		"cluster": {1 * time.Second, 5 * time.Second, 4 * time.Second},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { testReplicasRace(t, setupOn(t, b), times[b.name]) })
+	}
+}
+
+func testReplicasRace(t *testing.T, e env, times raceTimes) {
 	ctx := context.Background()
 	set := open()
 	set.AdmitPerSecond, set.MaxActive = 50, 200
@@ -155,12 +170,12 @@ func TestReplicasRace(t *testing.T) {
 		st, _ := e.store.Stats(ctx, event)
 		return float64(tm.UnixMicro()) / 1e6, st.Admitted
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(times.warm)
 	t0, a0 := sample()
-	time.Sleep(10 * time.Second)
+	time.Sleep(times.measure)
 	t1, a1 := sample()
 	completing.Store(false)
-	time.Sleep(8 * time.Second)
+	time.Sleep(times.capped)
 	close(stop)
 	wg.Wait()
 

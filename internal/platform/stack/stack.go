@@ -73,6 +73,12 @@ type Options struct {
 	// DatabaseURL, when set, is the (empty) database to use instead of a new
 	// one on the shared test server: for tests that restart PostgreSQL.
 	DatabaseURL string
+	// Gateways is how many gateway replicas to run (default 1).
+	Gateways int
+	// RedisCluster runs Redis as a three-master Redis Cluster instead of a
+	// single server; redis.url is then the cluster's seed list. RedisAOF
+	// does not apply to it.
+	RedisCluster bool
 }
 
 // Stack is a running waitroom.
@@ -80,15 +86,19 @@ type Stack struct {
 	t          testing.TB
 	Dir        string
 	ConfigPath string
-	Gateway    string // http://127.0.0.1:port
+	Gateway    string   // http://127.0.0.1:port of the first gateway
+	Gateways   []string // every gateway replica, Gateway first
 	Booking    string
-	Admitter   string // metrics address of the first admitter
-	Redis      *localsvc.Redis
-	RDB        *redis.Client
-	DBURL      string
-	env        []string
-	procs      map[string]*Proc
-	mu         sync.Mutex
+	Admitter   string            // metrics address of the first admitter
+	Redis      *localsvc.Redis   // nil with RedisCluster
+	Cluster    *localsvc.Cluster // nil without RedisCluster
+	// RDB is a client of the stack's Redis: a *redis.Client, or a
+	// *redis.ClusterClient with RedisCluster.
+	RDB   redis.UniversalClient
+	DBURL string
+	env   []string
+	procs map[string]*Proc
+	mu    sync.Mutex
 }
 
 // Proc is one running service process.
@@ -101,8 +111,9 @@ type Proc struct {
 	log  string
 }
 
-// Start brings up Redis, PostgreSQL (migrated and seeded), booking, the
-// admitters and the gateway, and waits until each is ready.
+// Start brings up Redis (one server, or a three-master cluster),
+// PostgreSQL (migrated and seeded), booking, the admitters and the gateways,
+// and waits until each is ready.
 func Start(t testing.TB, o Options) *Stack {
 	t.Helper()
 	bin := Binaries(t)
@@ -117,7 +128,24 @@ func Start(t testing.TB, o Options) *Stack {
 	if o.Admitters == 0 {
 		o.Admitters = 1
 	}
-	rs := testenv.RedisServer(t, localsvc.RedisOptions{AOF: o.RedisAOF})
+	if o.Gateways == 0 {
+		o.Gateways = 1
+	}
+	var (
+		rs       *localsvc.Redis
+		cluster  *localsvc.Cluster
+		rdb      redis.UniversalClient
+		redisURL string
+	)
+	if o.RedisCluster {
+		cluster, rdb = testenv.Cluster(t)
+		redisURL = cluster.Seeds()
+	} else {
+		rs = testenv.RedisServer(t, localsvc.RedisOptions{AOF: o.RedisAOF})
+		rdb = redis.NewClient(&redis.Options{Addr: rs.Addr})
+		t.Cleanup(func() { rdb.Close() })
+		redisURL = rs.URL()
+	}
 	dbURL := o.DatabaseURL
 	if dbURL == "" {
 		dbURL = testenv.Database(t, "empty", nil)
@@ -132,10 +160,9 @@ func Start(t testing.TB, o Options) *Stack {
 	gw, bk := "127.0.0.1:"+port(), "127.0.0.1:"+port()
 	s := &Stack{
 		t: t, Dir: dir, Gateway: "http://" + gw, Booking: "http://" + bk,
-		Redis: rs, RDB: redis.NewClient(&redis.Options{Addr: rs.Addr}), DBURL: dbURL,
+		Redis: rs, Cluster: cluster, RDB: rdb, DBURL: dbURL,
 		procs: map[string]*Proc{},
 	}
-	t.Cleanup(func() { s.RDB.Close() })
 	key := filepath.Join(dir, "jwt.pem")
 	if _, err := pass.EnsureKeyFile(key); err != nil {
 		t.Fatal(err)
@@ -151,7 +178,7 @@ booking:
 %s
 events:
 %s
-`, rs.URL(), dbURL, key, gw, s.Booking, o.JoinsPerIP, o.Tick, bk, gw, indentBooking(o.Booking), o.Events)
+`, redisURL, dbURL, key, gw, s.Booking, o.JoinsPerIP, o.Tick, bk, gw, indentBooking(o.Booking), o.Events)
 	s.ConfigPath = filepath.Join(dir, "waitroom.yaml")
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -169,6 +196,12 @@ events:
 	}
 	s.Add("booking", bk, filepath.Join(bin, "booking"), "serve")
 	s.Add("gateway", gw, filepath.Join(bin, "gateway"))
+	s.Gateways = append(s.Gateways, s.Gateway)
+	for i := 2; i <= o.Gateways; i++ {
+		addr := "127.0.0.1:" + port()
+		s.Add(fmt.Sprintf("gateway%d", i), addr, filepath.Join(bin, "gateway"))
+		s.Gateways = append(s.Gateways, "http://"+addr)
+	}
 	for i := 0; i < o.Admitters; i++ {
 		addr := "127.0.0.1:" + port()
 		name := "admitter"

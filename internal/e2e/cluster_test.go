@@ -1,0 +1,408 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/platform/stack"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+const (
+	clusterEvent = "arena"
+	clusterRate  = 20
+	clusterCap   = 50
+	clusterFans  = 1000
+)
+
+var clusterEvents = fmt.Sprintf(`  - id: %q
+    name: "Arena"
+    admission: {admit_per_second: %d, max_active: %d, access_ttl: "5m", abandon_after: "60s"}
+    showtimes:
+      - {id: 77, title: "Arena 20:00", starts_at: "2026-12-03T20:00:00Z", rows: 2, seats_per_row: 5, price_cents: 5000}
+`, clusterEvent, clusterRate, clusterCap)
+
+// clusterFan is one fan of the cluster sale, as the test saw it.
+type clusterFan struct {
+	ticket   string
+	admitted bool // a poll through a gateway said "admitted"
+	left     bool // gave the place back (DELETE answered 204)
+	waiting  bool // the last poll said "waiting"
+}
+
+// TestClusterSale runs waitroom past one machine's worth of processes: a
+// three-master Redis Cluster, three gateways and three admitters. 1,000 fans
+// join across the gateways and poll as told, each through a different
+// gateway than it joined by; for the first phase an admitted fan gives its
+// place back within a second (the cap never binds) and the admission rate
+// is measured in Redis; then fans stop leaving and the cap must hold. At the
+// end the admissions are frozen (the cap binds, nobody leaves) and the
+// books are checked: every admission the queue counted is one distinct fan
+// that saw it, the three admitters' counters add up to it, and every fan is
+// admitted or still waiting.
+func TestClusterSale(t *testing.T) {
+	s := stack.Start(t, stack.Options{
+		Events: clusterEvents, RedisCluster: true, Gateways: 3, Admitters: 3, Tick: "200ms",
+	})
+	ctx := context.Background()
+	line := queue.NewStore(s.RDB, nil)
+	hc := &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 200, MaxConnsPerHost: 200},
+	}
+	gw := s.Gateways
+	if len(gw) != 3 {
+		t.Fatalf("%d gateways; want 3", len(gw))
+	}
+
+	// Active fans, sampled all along by ZCOUNT now +inf (the contract's count).
+	var maxActive, maxActiveLeaving atomic.Int64
+	var leaving atomic.Bool
+	leaving.Store(true)
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	var sampling sync.WaitGroup
+	sampling.Add(1)
+	go func() {
+		defer sampling.Done()
+		for sampleCtx.Err() == nil {
+			n, err := s.RDB.ZCount(ctx, "wr:{"+clusterEvent+"}:active", strconv.FormatInt(time.Now().UnixMilli(), 10), "+inf").Result()
+			if err == nil {
+				raise(&maxActive, n)
+				if leaving.Load() {
+					raise(&maxActiveLeaving, n)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	defer func() { stopSampling(); sampling.Wait() }()
+
+	fans := make([]*clusterFan, clusterFans)
+	joinedVia := make([]atomic.Int64, len(gw))
+	var joinErrs atomic.Int64
+	fansCtx, stopFans := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 50) // joins in flight
+	t0 := time.Now()
+	for i := range fans {
+		fans[i] = &clusterFan{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			f, g := fans[i], i%len(gw)
+			code, body, err := clusterCall(fansCtx, hc, http.MethodPost, gw[g]+"/api/v1/events/"+clusterEvent+"/tickets")
+			<-sem
+			if err != nil || code != http.StatusCreated {
+				joinErrs.Add(1)
+				t.Errorf("fan %d join via gateway %d: %d %v %s", i, g+1, code, err, body)
+				return
+			}
+			joinedVia[g].Add(1)
+			var j struct {
+				Ticket      string `json:"ticket"`
+				PollAfterMs int64  `json:"pollAfterMs"`
+			}
+			if err := json.Unmarshal(body, &j); err != nil || j.Ticket == "" {
+				t.Errorf("fan %d join answer %s: %v", i, body, err)
+				return
+			}
+			f.ticket, f.waiting = j.Ticket, true
+			clusterFollow(t, fansCtx, hc, f, i, gw, j.PollAfterMs, &leaving)
+		}()
+	}
+
+	// The rate while fans leave (the cap not binding), by Redis's clock.
+	sample := func() (float64, int64) {
+		tm, err := s.RDB.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := line.Stats(ctx, clusterEvent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return float64(tm.UnixMicro()) / 1e6, st.Admitted
+	}
+	time.Sleep(3 * time.Second)
+	r0, a0 := sample()
+	time.Sleep(10 * time.Second)
+	r1, a1 := sample()
+	leaving.Store(false)
+	// Fans stop leaving: the cap fills at 20/s in well under 4 s, then binds.
+	time.Sleep(5 * time.Second)
+	stopFans()
+	wg.Wait()
+	t.Logf("phases done after %v; joins per gateway: %d %d %d", time.Since(t0).Round(10*time.Millisecond),
+		joinedVia[0].Load(), joinedVia[1].Load(), joinedVia[2].Load())
+	if joinErrs.Load() > 0 {
+		t.Fatalf("%d joins failed", joinErrs.Load())
+	}
+
+	rate := float64(a1-a0) / (r1 - r0)
+	t.Logf("admission rate %.2f/s over %.1fs while fans left (max active %d of %d); max active overall %d",
+		rate, r1-r0, maxActiveLeaving.Load(), clusterCap, maxActive.Load())
+	if math.Abs(rate-clusterRate)/clusterRate > 0.05 {
+		t.Errorf("admission rate %.2f/s; want %d/s ± 5%%", rate, clusterRate)
+	}
+	if m := maxActiveLeaving.Load(); m >= clusterCap {
+		t.Errorf("the cap bound (%d active) while the rate was measured; the rate check is void", m)
+	}
+	if m := maxActive.Load(); m > clusterCap {
+		t.Errorf("max active sampled %d; want ≤ %d", m, clusterCap)
+	}
+
+	// Frozen now: the cap binds and nobody leaves, so nobody is admitted.
+	// Every fan not yet seen admitted polls once more.
+	for i, f := range fans {
+		if f.admitted {
+			continue
+		}
+		code, body, err := clusterCall(ctx, hc, http.MethodGet, gw[i%len(gw)]+"/api/v1/events/"+clusterEvent+"/tickets/"+f.ticket)
+		st := clusterStatus(body)
+		switch {
+		case err != nil:
+			t.Fatalf("fan %d final poll: %v", i, err)
+		case code == http.StatusOK && st == "admitted":
+			f.admitted, f.waiting = true, false
+		case code == http.StatusOK && st == "waiting":
+			f.waiting = true
+		default:
+			t.Errorf("fan %d final poll: %d %s; want admitted or waiting", i, code, body)
+		}
+	}
+	var admitted, left, waiting int64
+	for _, f := range fans {
+		if f.admitted {
+			admitted++
+		}
+		if f.left {
+			left++
+		}
+		if f.waiting && !f.admitted {
+			waiting++
+		}
+	}
+	st, err := line.Stats(ctx, clusterEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := line.Counts(ctx, clusterEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("queue stats %+v; fans: %d admitted (%d gave the place back), %d waiting; active %d",
+		st, admitted, left, waiting, c.Active)
+	if st.Admitted != admitted {
+		t.Errorf("queue counted %d admissions; %d distinct fans were admitted (a difference is a double admission or a lost one)", st.Admitted, admitted)
+	}
+	if st.Joined != clusterFans || admitted+waiting != clusterFans {
+		t.Errorf("joined %d, admitted %d + waiting %d; want %d each way: a fan was lost", st.Joined, admitted, waiting, clusterFans)
+	}
+	if c.Waiting != waiting {
+		t.Errorf("%d in the wait ZSET; %d fans told waiting", c.Waiting, waiting)
+	}
+	if c.Active != admitted-left || c.Active != clusterCap {
+		t.Errorf("%d active; want admitted %d − left %d = the cap, %d", c.Active, admitted, left, clusterCap)
+	}
+	if st.Left != 0 || st.Abandoned != 0 {
+		t.Errorf("left %d, abandoned %d while waiting; want 0 and 0", st.Left, st.Abandoned)
+	}
+
+	// The three admitters shared the work, and their counters add up.
+	var sum float64
+	for _, name := range []string{"admitter", "admitter2", "admitter3"} {
+		p := s.Proc(name)
+		if p == nil {
+			t.Fatalf("no process %s", name)
+		}
+		n := clusterMetric(t, "http://"+p.Addr+"/metrics", `waitroom_admitted_total{event="`+clusterEvent+`"}`)
+		t.Logf("%s admitted %v", name, n)
+		if n == 0 {
+			t.Errorf("%s admitted nobody; want the three replicas sharing the ticks", name)
+		}
+		sum += n
+	}
+	if int64(sum) != st.Admitted {
+		t.Errorf("admitters' waitroom_admitted_total add up to %v; the queue counted %d", sum, st.Admitted)
+	}
+}
+
+// clusterFollow polls as told, through the gateway after the one the fan
+// joined by; once admitted, while leaving holds, the fan gives its place
+// back through the third gateway after up to a second.
+func clusterFollow(t *testing.T, ctx context.Context, hc *http.Client, f *clusterFan, i int, gw []string, pollMs int64, leaving *atomic.Bool) {
+	poll := gw[(i+1)%len(gw)] + "/api/v1/events/" + clusterEvent + "/tickets/" + f.ticket
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(pollMs) * time.Millisecond):
+		}
+		code, body, err := clusterCall(ctx, hc, http.MethodGet, poll)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil || code != http.StatusOK {
+			t.Errorf("fan %d poll: %d %v %s", i, code, err, body)
+			return
+		}
+		var st struct {
+			Status      string `json:"status"`
+			PollAfterMs int64  `json:"pollAfterMs"`
+		}
+		if err := json.Unmarshal(body, &st); err != nil {
+			t.Errorf("fan %d poll answer %s: %v", i, body, err)
+			return
+		}
+		switch st.Status {
+		case "waiting":
+			pollMs = st.PollAfterMs
+			continue
+		case "admitted":
+		default:
+			t.Errorf("fan %d poll: status %q; want waiting or admitted", i, st.Status)
+			return
+		}
+		f.admitted, f.waiting = true, false
+		if !leaving.Load() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(rand.N(time.Second)):
+		}
+		if !leaving.Load() {
+			return
+		}
+		code, body, err = clusterCall(ctx, hc, http.MethodDelete, gw[(i+2)%len(gw)]+"/api/v1/events/"+clusterEvent+"/tickets/"+f.ticket)
+		if err != nil || code != http.StatusNoContent {
+			t.Errorf("fan %d leave: %d %v %s", i, code, err, body)
+			return
+		}
+		f.left = true
+		return
+	}
+}
+
+func clusterCall(ctx context.Context, hc *http.Client, method, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
+}
+
+func clusterStatus(body []byte) string {
+	var st struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(body, &st)
+	return st.Status
+}
+
+// clusterMetric reads one series' value from a /metrics page.
+func clusterMetric(t testing.TB, url, series string) float64 {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+func raise(m *atomic.Int64, v int64) {
+	for cur := m.Load(); v > cur && !m.CompareAndSwap(cur, v); cur = m.Load() {
+	}
+}
+
+const gatewayCostEvents = `  - id: "cost"
+    name: "Cost"
+    mode: "paused"
+    admission: {admit_per_second: 100, max_active: 500}
+`
+
+// BenchmarkGatewayCPU reports the CPU one gateway process spends per join
+// and per waiting-status poll (gateway-cpu-µs/op, from the process's own
+// process_cpu_seconds_total), for docs/SCALING.md: 1e6 divided by it is
+// what one gateway core serves, however many other processes share the
+// machine while it is measured. The event is paused, so every poll is the
+// common "waiting" answer.
+func BenchmarkGatewayCPU(b *testing.B) {
+	s := stack.Start(b, stack.Options{Events: gatewayCostEvents})
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	ctx := context.Background()
+	base := s.Gateway + "/api/v1/events/cost/tickets"
+	var tickets []string
+	for range 256 {
+		code, body, err := clusterCall(ctx, hc, http.MethodPost, base)
+		if err != nil || code != http.StatusCreated {
+			b.Fatalf("join: %d %v %s", code, err, body)
+		}
+		var j struct{ Ticket string }
+		_ = json.Unmarshal(body, &j)
+		tickets = append(tickets, j.Ticket)
+	}
+	cpu := func() float64 {
+		return clusterMetric(b, s.Gateway+"/metrics", "process_cpu_seconds_total")
+	}
+	for _, c := range []struct {
+		name, method string
+		want         int
+		url          func(i int) string
+	}{
+		{"join", http.MethodPost, http.StatusCreated, func(int) string { return base }},
+		{"status", http.MethodGet, http.StatusOK, func(i int) string { return base + "/" + tickets[i%len(tickets)] }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetParallelism(16)
+			cpu0 := cpu()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for i := rand.IntN(len(tickets)); pb.Next(); i++ {
+					code, body, err := clusterCall(ctx, hc, c.method, c.url(i))
+					if err != nil || code != c.want {
+						b.Errorf("%s: %d %v %s", c.name, code, err, body)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric((cpu()-cpu0)*1e6/float64(b.N), "gateway-cpu-µs/op")
+		})
+	}
+}

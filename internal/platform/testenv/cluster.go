@@ -1,0 +1,28 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/platform/localsvc"
+)
+
+// Cluster starts a private three-master Redis Cluster for this test and
+// returns it with a cluster client on its seeds; both are stopped when the
+// test ends. cluster.Seeds() is what config redis.url takes for it.
+func Cluster(t testing.TB) (*localsvc.Cluster, *redis.ClusterClient) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := localsvc.StartCluster(ctx, localsvc.ClusterOptions{Dir: tempDir(t), Masters: 3})
+	if err != nil {
+		t.Fatalf("testenv: redis cluster: %v", err)
+	}
+	t.Cleanup(c.Kill)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), PoolSize: 64})
+	t.Cleanup(func() { rdb.Close() })
+	return c, rdb
+}

@@ -1,0 +1,91 @@
+package queue_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// mainThreadCPU is the CPU time (seconds) Redis's main thread has used: the
+// thread that runs every command, so its time per operation is what bounds
+// one shard (one event) on one core, whatever else shares the machine.
+func mainThreadCPU(tb testing.TB, rdb redis.UniversalClient) float64 {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && (k == "used_cpu_sys_main_thread" || k == "used_cpu_user_main_thread") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			sum += f
+		}
+	}
+	if sum == 0 {
+		tb.Fatal("no used_cpu_*_main_thread in INFO cpu")
+	}
+	return sum
+}
+
+// BenchmarkShardCost reports the Redis main-thread CPU per queue operation
+// (redis-cpu-µs/op), network handling included: 1e6 divided by it is the
+// ceiling of operations per second of one event, which lives on one slot,
+// so one Redis core (docs/SCALING.md). The line holds 100,000 fans.
+func BenchmarkShardCost(b *testing.B) {
+	set := open()
+	cases := []struct {
+		name string
+		op   func(e env, tickets []string, i int) error
+	}{
+		{"join", func(e env, _ []string, _ int) error {
+			_, err := e.store.Join(context.Background(), event, "", set)
+			return err
+		}},
+		{"status", func(e env, tickets []string, i int) error {
+			_, err := e.store.Status(context.Background(), event, tickets[i%len(tickets)], set)
+			return err
+		}},
+		{"active", func(e env, ids []string, i int) error {
+			_, err := e.store.Active(context.Background(), event, ids[i%len(ids)])
+			return err
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			e := setup(b)
+			fill(b, e.rdb, 100_000)
+			var refs []string
+			for range 64 {
+				r := join(b, e.store, set)
+				if c.name == "active" {
+					refs = append(refs, r.ID)
+				} else {
+					refs = append(refs, r.Ticket)
+				}
+			}
+			b.SetParallelism(8)
+			cpu0 := mainThreadCPU(b, e.rdb)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					i++
+					if err := c.op(e, refs, i); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric((mainThreadCPU(b, e.rdb)-cpu0)*1e6/float64(b.N), "redis-cpu-µs/op")
+		})
+	}
+}
