@@ -183,6 +183,14 @@ func run(ctx context.Context, log *slog.Logger) error {
 		stopAll(procs)
 		return nil
 	case err := <-exited:
+		// Ctrl-C reaches the whole process group: a child may see it first.
+		select {
+		case <-ctx.Done():
+			log.Info("stopping")
+			stopAll(procs)
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
 		stopAll(procs)
 		return err
 	}
