@@ -1,0 +1,640 @@
+package e2e_test
+
+// The fault drill's moving parts: simulated fans that go through the gateway
+// as a browser would (join, poll as told, hold, checkout with an
+// Idempotency-Key, poll the booking), a tally of every answer they got, a
+// sampler of the active set, and the invariants every fault ends with.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/platform/stack"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+const (
+	drillEvent    = "drill"
+	drillShowtime = 7
+	drillRows     = 20 // A..T
+	drillPerRow   = 25
+)
+
+// drillEvents is the events list of a drill: one event, one showtime of 500
+// seats, the given admission rate and cap.
+func drillEvents(rate, maxActive int) string {
+	return fmt.Sprintf(`  - id: %q
+    name: "Fault drill"
+    admission: {admit_per_second: %d, max_active: %d, access_ttl: "3m", abandon_after: "60s"}
+    showtimes:
+      - {id: %d, title: "Drill 19:00", starts_at: "2026-12-01T19:00:00Z", rows: %d, seats_per_row: %d, price_cents: 1000}
+`, drillEvent, rate, maxActive, drillShowtime, drillRows, drillPerRow)
+}
+
+// allowed is the set of statuses the contract lets each step answer while a
+// fault is on. 503 and 429 must carry Retry-After; 500 is never allowed.
+var allowed = map[string][]int{
+	"join":     {200, 201, 429, 503},
+	"status":   {200, 410, 503},
+	"seats":    {200, 401, 503, 504},
+	"hold":     {201, 401, 409, 429, 503, 504},
+	"checkout": {201, 401, 409, 503, 504},
+	"booking":  {200, 401, 503, 504},
+	"leave":    {204, 503},
+}
+
+// tally counts every answer fans got, by step and status, and keeps the
+// answers the contract does not allow.
+type tally struct {
+	mu     sync.Mutex
+	counts map[string]int
+	bad    []string
+	nbad   int
+	// okAfter: the first 2xx seen after mark (for recovery times).
+	mark    time.Time
+	okAfter map[string]time.Time
+}
+
+func newTally() *tally {
+	return &tally{counts: map[string]int{}, okAfter: map[string]time.Time{}}
+}
+
+func (t *tally) add(step string, code int, hdr http.Header, body []byte, err error) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	key := step + " " + strconv.Itoa(code)
+	if err != nil {
+		key = step + " transport-error"
+	}
+	t.counts[key]++
+	problem := ""
+	switch {
+	case err != nil:
+		problem = err.Error()
+	case !slices.Contains(allowed[step], code):
+		problem = "status not in the contract for this step"
+	case (code == 503 || code == 429) && hdr.Get("Retry-After") == "":
+		problem = "no Retry-After"
+	}
+	if problem != "" {
+		t.nbad++
+		if len(t.bad) < 20 {
+			b := string(body)
+			if len(b) > 200 {
+				b = b[:200]
+			}
+			t.bad = append(t.bad, fmt.Sprintf("%s → %d: %s %s", step, code, problem, b))
+		}
+	}
+	if err == nil && code < 300 && !t.mark.IsZero() && now.After(t.mark) {
+		if _, ok := t.okAfter[step]; !ok {
+			t.okAfter[step] = now
+		}
+	}
+}
+
+// markNow starts a recovery clock: okAfter then holds, per step, the first
+// good answer after this instant.
+func (t *tally) markNow() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mark, t.okAfter = time.Now(), map[string]time.Time{}
+	return t.mark
+}
+
+func (t *tally) firstOK(step string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.okAfter[step]
+	return at, ok
+}
+
+func (t *tally) count(keys ...string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		n += t.counts[k]
+	}
+	return n
+}
+
+// status5xx counts the answers that were 500 (or any 5xx but 503/504).
+func (t *tally) status5xx() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for k, v := range t.counts {
+		if i := strings.LastIndexByte(k, ' '); i > 0 {
+			if c, err := strconv.Atoi(k[i+1:]); err == nil && c >= 500 && c != 503 && c != 504 {
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+// summary is "step code×n, …" sorted, for the logs.
+func (t *tally) summary() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := make([]string, 0, len(t.counts))
+	for k := range t.counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s×%d", k, t.counts[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkClean fails the test for every answer outside the contract.
+func (t *tally) checkClean(tb testing.TB) {
+	tb.Helper()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.nbad > 0 {
+		tb.Errorf("%d answers outside the contract (first %d):\n  %s", t.nbad, len(t.bad), strings.Join(t.bad, "\n  "))
+	}
+}
+
+// sampler reads ZCOUNT active now +inf every 100 ms, as an operator would.
+type sampler struct {
+	max, samples, errs atomic.Int64
+	stop               func()
+	done               chan struct{}
+}
+
+func startSampler(rdb redis.UniversalClient) *sampler {
+	ctx, cancel := context.WithCancel(context.Background())
+	sm := &sampler{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(sm.done)
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+			}
+			c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			n, err := rdb.ZCount(c, "wr:{"+drillEvent+"}:active", strconv.FormatInt(time.Now().UnixMilli(), 10), "+inf").Result()
+			cancel()
+			if err != nil {
+				sm.errs.Add(1)
+				continue
+			}
+			sm.samples.Add(1)
+			for {
+				m := sm.max.Load()
+				if n <= m || sm.max.CompareAndSwap(m, n) {
+					break
+				}
+			}
+		}
+	}()
+	return sm
+}
+
+func (sm *sampler) close() { sm.stop(); <-sm.done }
+
+// drill is one running stack with its fans' tally and the active sampler.
+type drill struct {
+	t      *testing.T
+	s      *stack.Stack
+	cap    int
+	rate   int
+	hc     *http.Client
+	tally  *tally
+	active *sampler
+	line   *queue.Store
+}
+
+func startDrill(t *testing.T, o stack.Options, rate, maxActive int) *drill {
+	t.Helper()
+	o.Events = drillEvents(rate, maxActive)
+	began := time.Now()
+	s := stack.Start(t, o)
+	t.Logf("stack up in %s", time.Since(began).Round(time.Millisecond))
+	d := &drill{
+		t: t, s: s, cap: maxActive, rate: rate, tally: newTally(),
+		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: 30 * time.Second,
+		}},
+		line: queue.NewStore(s.RDB, nil),
+	}
+	d.active = startSampler(s.RDB)
+	t.Cleanup(d.active.close)
+	t.Cleanup(func() {
+		// On failure, what the services logged as errors (before the stack's
+		// folder and logs are removed).
+		if !t.Failed() {
+			return
+		}
+		for _, n := range []string{"gateway", "booking", "admitter"} {
+			var errs []string
+			b, _ := os.ReadFile(filepath.Join(s.Dir, n+".log"))
+			for _, line := range strings.Split(string(b), "\n") {
+				// The failed requests (answered 500) first: background jobs
+				// log every failed pass during an outage, which is expected.
+				if strings.Contains(line, `"level":"ERROR"`) && strings.Contains(line, "request failed") && len(errs) < 5 {
+					errs = append(errs, line)
+				}
+			}
+			if len(errs) > 0 {
+				t.Logf("%s errors:\n%s", n, strings.Join(errs, "\n"))
+			}
+		}
+	})
+	t.Cleanup(d.hc.CloseIdleConnections)
+	return d
+}
+
+// call makes one request to the gateway and records its answer under step.
+func (d *drill) call(ctx context.Context, step, method, path, token string, hdr map[string]string, body any) (int, http.Header, []byte) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, d.s.Gateway+path, rd)
+	if err != nil {
+		d.t.Errorf("request %s %s: %v", method, path, err)
+		return 0, nil, nil
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := d.hc.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.tally.add(step, 0, nil, nil, err)
+		}
+		return 0, nil, nil
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	d.tally.add(step, res.StatusCode, res.Header, b, nil)
+	return res.StatusCode, res.Header, b
+}
+
+// pause sleeps for the answer's Retry-After (or def), or until ctx ends.
+func pause(ctx context.Context, hdr http.Header, def time.Duration) bool {
+	wait := def
+	if hdr != nil {
+		if s, err := strconv.Atoi(hdr.Get("Retry-After")); err == nil && s > 0 {
+			wait = time.Duration(s) * time.Second
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(wait):
+		return true
+	}
+}
+
+// Outcomes of one fan.
+const (
+	outConfirmed = "confirmed"
+	outFailed    = "failed"    // booking FAILED or REFUNDED
+	outGaveUp    = "gave-up"   // no seats after a few tries
+	outPending   = "pending"   // booking still PENDING when the sale ended
+	outTimedOut  = "timed-out" // never got through before the sale ended
+)
+
+// saleRun is a sale in progress.
+type saleRun struct {
+	d         *drill
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	outcomes  map[string]int
+	bookings  map[string]string // booking id → last status seen
+	lostJoins []time.Time       // acks of joins whose ticket later vanished unadmitted
+	lostPlace int               // admitted fans refused admission later (place lost)
+	admitted  int
+	cancel    context.CancelFunc
+	began     time.Time
+}
+
+// sale starts n fans arriving evenly over spread; each does the whole
+// journey, giving up when the sale's deadline passes.
+func (d *drill) sale(n int, spread, deadline time.Duration) *saleRun {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	r := &saleRun{d: d, outcomes: map[string]int{}, bookings: map[string]string{}, cancel: cancel, began: time.Now()}
+	for i := range n {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if spread > 0 {
+				select {
+				case <-ctx.Done():
+					r.out(outTimedOut)
+					return
+				case <-time.After(spread * time.Duration(i) / time.Duration(n)):
+				}
+			}
+			r.out(r.fan(ctx))
+		}()
+	}
+	return r
+}
+
+// wait waits for every fan and returns the outcomes.
+func (r *saleRun) wait() map[string]int {
+	r.wg.Wait()
+	r.cancel()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outcomes
+}
+
+func (r *saleRun) out(o string) {
+	r.mu.Lock()
+	r.outcomes[o]++
+	r.mu.Unlock()
+}
+
+func (r *saleRun) confirmedIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for id, st := range r.bookings {
+		if st == "CONFIRMED" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+type ticketAnswer struct {
+	Ticket      string `json:"ticket"`
+	Status      string `json:"status"`
+	PollAfterMs int64  `json:"pollAfterMs"`
+	AccessToken string `json:"accessToken"`
+}
+
+// fan is one fan's journey; a fan whose place vanishes (Redis lost it, or
+// the access window closed) joins again, at most twice.
+func (r *saleRun) fan(ctx context.Context) string {
+	d := r.d
+	for rejoin := 0; rejoin < 3; rejoin++ {
+		ticket, ackedAt, ok := r.join(ctx)
+		if !ok {
+			return outTimedOut
+		}
+		token, st := r.waitAdmitted(ctx, ticket)
+		switch st {
+		case "expired":
+			r.mu.Lock()
+			r.lostJoins = append(r.lostJoins, ackedAt)
+			r.mu.Unlock()
+			continue
+		case "ctx":
+			return outTimedOut
+		}
+		r.mu.Lock()
+		r.admitted++
+		r.mu.Unlock()
+		out := r.book(ctx, token)
+		if out == "readmit" {
+			r.mu.Lock()
+			r.lostPlace++
+			r.mu.Unlock()
+			continue
+		}
+		if out != outConfirmed && ctx.Err() == nil {
+			// Give the place back at once, as the page's "leave" does.
+			lctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			d.call(lctx, "leave", http.MethodDelete, "/api/v1/events/"+drillEvent+"/tickets/"+ticket, "", nil, nil)
+			cancel()
+		}
+		return out
+	}
+	return outTimedOut
+}
+
+func (r *saleRun) join(ctx context.Context) (string, time.Time, bool) {
+	for ctx.Err() == nil {
+		code, hdr, body := r.d.call(ctx, "join", http.MethodPost, "/api/v1/events/"+drillEvent+"/tickets", "", nil, nil)
+		if code == 201 || code == 200 {
+			var a ticketAnswer
+			if err := json.Unmarshal(body, &a); err == nil && a.Ticket != "" {
+				return a.Ticket, time.Now(), true
+			}
+		}
+		if !pause(ctx, hdr, time.Second) {
+			break
+		}
+	}
+	return "", time.Time{}, false
+}
+
+// waitAdmitted polls as told until admitted ("admitted" and the pass),
+// expired, or the sale ends ("ctx").
+func (r *saleRun) waitAdmitted(ctx context.Context, ticket string) (string, string) {
+	for ctx.Err() == nil {
+		code, hdr, body := r.d.call(ctx, "status", http.MethodGet, "/api/v1/events/"+drillEvent+"/tickets/"+ticket, "", nil, nil)
+		var a ticketAnswer
+		_ = json.Unmarshal(body, &a)
+		switch {
+		case code == 200 && a.Status == "admitted" && a.AccessToken != "":
+			return a.AccessToken, "admitted"
+		case code == 410:
+			return "", "expired"
+		case code == 200 && a.PollAfterMs > 0:
+			if !pause(ctx, nil, time.Duration(a.PollAfterMs)*time.Millisecond) {
+				return "", "ctx"
+			}
+		default:
+			if !pause(ctx, hdr, time.Second) {
+				return "", "ctx"
+			}
+		}
+	}
+	return "", "ctx"
+}
+
+type seatMap struct {
+	Seats []struct {
+		Code   string `json:"code"`
+		Row    string `json:"row"`
+		Number int    `json:"number"`
+		Status string `json:"status"`
+	} `json:"seats"`
+}
+
+// pickSeats chooses one available seat at random, and its right-hand
+// neighbour too for about half the fans (when that one is free as well).
+func pickSeats(m seatMap) []string {
+	free := map[string]bool{}
+	var codes []string
+	for _, s := range m.Seats {
+		if s.Status == "AVAILABLE" {
+			free[s.Code] = true
+			codes = append(codes, s.Code)
+		}
+	}
+	if len(codes) == 0 {
+		return nil
+	}
+	c := codes[mrand.IntN(len(codes))]
+	out := []string{c}
+	if mrand.IntN(2) == 0 {
+		row := strings.TrimRight(c, "0123456789")
+		n, _ := strconv.Atoi(strings.TrimPrefix(c, row))
+		if next := row + strconv.Itoa(n+1); free[next] {
+			out = append(out, next)
+		}
+	}
+	return out
+}
+
+// book holds seats (a few tries when someone else was faster), checks out
+// with one Idempotency-Key retried as is, and polls the booking to its end.
+// "readmit" means the gate no longer admits this fan.
+func (r *saleRun) book(ctx context.Context, token string) string {
+	d := r.d
+	base := "/api/v1/booking"
+	for try := 0; try < 4 && ctx.Err() == nil; try++ {
+		code, hdr, body := d.call(ctx, "seats", http.MethodGet, fmt.Sprintf("%s/showtimes/%d/seats", base, drillShowtime), token, nil, nil)
+		switch code {
+		case 200:
+		case 401:
+			return "readmit"
+		default:
+			pause(ctx, hdr, time.Second)
+			continue
+		}
+		var m seatMap
+		_ = json.Unmarshal(body, &m)
+		seats := pickSeats(m)
+		if seats == nil {
+			return outGaveUp
+		}
+		code, hdr, body = d.call(ctx, "hold", http.MethodPost, fmt.Sprintf("%s/showtimes/%d/holds", base, drillShowtime), token, nil, map[string]any{"seats": seats})
+		switch code {
+		case 201:
+		case 401:
+			return "readmit"
+		case 409:
+			continue
+		default:
+			pause(ctx, hdr, time.Second)
+			continue
+		}
+		if t := hdr.Get("X-Waitroom-Access-Token"); t != "" {
+			token = t
+		}
+		var hold struct {
+			HoldID string `json:"holdId"`
+		}
+		_ = json.Unmarshal(body, &hold)
+		bookingID, st := r.checkout(ctx, token, hold.HoldID)
+		switch st {
+		case "again":
+			continue
+		case "readmit", outTimedOut:
+			return st
+		}
+		return r.follow(ctx, token, bookingID)
+	}
+	if ctx.Err() != nil {
+		return outTimedOut
+	}
+	return outGaveUp
+}
+
+func (r *saleRun) checkout(ctx context.Context, token, holdID string) (string, string) {
+	key := randomKey()
+	for ctx.Err() == nil {
+		code, hdr, body := r.d.call(ctx, "checkout", http.MethodPost, "/api/v1/booking/holds/"+holdID+"/checkout", token,
+			map[string]string{"Idempotency-Key": key}, nil)
+		switch code {
+		case 201:
+			var c struct {
+				BookingID string `json:"bookingId"`
+			}
+			_ = json.Unmarshal(body, &c)
+			return c.BookingID, "ok"
+		case 401:
+			return "", "readmit"
+		case 409:
+			return "", "again" // the hold lapsed: hold again
+		}
+		if !pause(ctx, hdr, time.Second) {
+			break
+		}
+	}
+	return "", outTimedOut
+}
+
+// follow polls the booking (as the page does) until it is settled.
+func (r *saleRun) follow(ctx context.Context, token, id string) string {
+	last := "PENDING"
+	defer func() {
+		r.mu.Lock()
+		r.bookings[id] = last
+		r.mu.Unlock()
+	}()
+	for {
+		code, hdr, body := r.d.call(ctx, "booking", http.MethodGet, "/api/v1/booking/bookings/"+id, token, nil, nil)
+		if code == 200 {
+			var b struct {
+				Status string `json:"status"`
+			}
+			_ = json.Unmarshal(body, &b)
+			last = b.Status
+			switch b.Status {
+			case "CONFIRMED":
+				return outConfirmed
+			case "FAILED", "REFUNDED":
+				return outFailed
+			}
+		}
+		def := 300 * time.Millisecond
+		if code != 200 {
+			def = time.Second
+		} else {
+			hdr = nil
+		}
+		if !pause(ctx, hdr, def) {
+			return outPending
+		}
+	}
+}
+
+func randomKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
