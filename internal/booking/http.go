@@ -65,6 +65,8 @@ type Handler struct {
 	log   *slog.Logger
 	ready func(context.Context) error
 	mux   *http.ServeMux
+
+	isOutage func(error) bool
 }
 
 // NewHandler builds the API. ready reports whether PostgreSQL is reachable.
@@ -242,11 +244,19 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal", Message: "internal error"})
 }
 
-// outage tells a database outage from a bug: a network-level error, or a
-// database that does not answer a ping right now.
+// WithOutage tells the handler how its store reports an outage (the
+// database down or restarting), answered 503 with Retry-After, not 500.
+func (h *Handler) WithOutage(isOutage func(error) bool) *Handler {
+	h.isOutage = isOutage
+	return h
+}
+
+// outage tells a database outage from a bug: what the store says is one, a
+// network-level error, or a database that does not answer a ping right now.
 func (h *Handler) outage(ctx context.Context, err error) bool {
 	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+	if (h.isOutage != nil && h.isOutage(err)) || errors.As(err, &ne) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
