@@ -19,7 +19,8 @@ test: build
 	$(BIN)/devstack test -- $(GO) test $(TESTFLAGS) $(PKGS)
 
 bench: build
-	$(BIN)/devstack test -- $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m $(PKGS)
+	$(BIN)/devstack test -- $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m $$($(GO) list $(PKGS) | grep -v /internal/loadtest)
+	$(BIN)/devstack test -- $(GO) test -run '^$$' -bench . -benchtime=1x -count=1 -timeout 30m ./internal/loadtest
 
 lint:
 	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

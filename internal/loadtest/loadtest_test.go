@@ -1,0 +1,287 @@
+package loadtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"image/png"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/platform/testenv"
+)
+
+// TestMain doubles as the bare server of BenchmarkEdge: when the benchmark
+// re-executes this test binary with bareAddrEnv set, it serves the bare
+// fiber handler instead of running tests (edge_test.go).
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(bareAddrEnv); addr != "" {
+		os.Exit(serveBare(addr))
+	}
+	os.Exit(m.Run())
+}
+
+// Knobs for short smoke runs while developing; `make bench` uses the defaults.
+//
+//	WAITROOM_LOADTEST_DOCS     folder for PERFORMANCE.md and sale.png (default: the repo's docs/)
+//	WAITROOM_LOADTEST_POINT    duration of one BenchmarkEdge point (default 5s)
+//	WAITROOM_LOADTEST_WAITING  fans in BenchmarkMillionWaiting (default 1000000)
+//	WAITROOM_LOADTEST_FANS     fans in BenchmarkSale (default 20000)
+func docsDir(tb testing.TB) string {
+	if d := os.Getenv("WAITROOM_LOADTEST_DOCS"); d != "" {
+		return d
+	}
+	return filepath.Join(testenv.Repo(tb), "docs")
+}
+
+func envInt(tb testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		tb.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+func envDuration(tb testing.TB, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		tb.Fatalf("%s=%q: want a positive duration", name, v)
+	}
+	return d
+}
+
+// loadAverage is the machine's 1-minute load average (our own processes
+// included), printed next to the figures so a reader can tell a quiet run
+// from a crowded one.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "unknown"
+	}
+	return f[0] + " on " + strconv.Itoa(runtime.NumCPU()) + " cores"
+}
+
+// usedMemory is Redis INFO memory's used_memory, in bytes.
+func usedMemory(ctx context.Context, tb testing.TB, rdb redis.UniversalClient) int64 {
+	tb.Helper()
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatal("INFO memory has no used_memory")
+	return 0
+}
+
+// scrape sums the samples of metric, at the Prometheus text endpoint url,
+// whose labels contain every one of labels (e.g. `code="503"`). found is
+// false when no sample matched (the metric may not be exported yet).
+func scrape(url, metric string, labels ...string) (sum float64, found bool, err error) {
+	res, err := http.Get(url)
+	if err != nil {
+		return 0, false, err
+	}
+	defer res.Body.Close()
+	return sumSamples(res.Body, metric, labels...)
+}
+
+func sumSamples(r io.Reader, metric string, labels ...string) (sum float64, found bool, err error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+next:
+	for sc.Scan() {
+		l := sc.Text()
+		rest, ok := strings.CutPrefix(l, metric)
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		for _, want := range labels {
+			if !strings.Contains(rest, want) {
+				continue next
+			}
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, false, err
+		}
+		sum, found = sum+v, true
+	}
+	return sum, found, sc.Err()
+}
+
+func TestPercentile(t *testing.T) {
+	ten := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	tests := []struct {
+		name string
+		in   []int
+		p    float64
+		want int
+	}{
+		{"empty", nil, 50, 0},
+		{"one value", []int{7}, 99, 7},
+		{"median of ten", ten, 50, 5},
+		{"p90 of ten", ten, 90, 9},
+		{"p99 of ten is the max", ten, 99, 10},
+		{"p100", ten, 100, 10},
+		{"tiny p is the min", ten, 0.01, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := percentile(tt.in, tt.p); got != tt.want {
+				t.Errorf("percentile(%v, %v) = %d; want %d", tt.in, tt.p, got, tt.want)
+			}
+		})
+	}
+	t.Run("summarize sorts", func(t *testing.T) {
+		d := []time.Duration{5, 1, 4, 2, 3}
+		l := summarize(d)
+		if l.N != 5 || l.P50 != 3 || l.P99 != 5 || l.Max != 5 {
+			t.Errorf("summarize = %+v; want N 5, P50 3, P99 5, Max 5", l)
+		}
+	})
+}
+
+func TestThousands(t *testing.T) {
+	for in, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1000000: "1,000,000", -12345: "-12,345"} {
+		if got := thousands(in); got != want {
+			t.Errorf("thousands(%d) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+func TestSumSamples(t *testing.T) {
+	const text = `# HELP waitroom_http_requests_total x
+# TYPE waitroom_http_requests_total counter
+waitroom_http_requests_total{code="200",route="/a",service="gateway"} 10
+waitroom_http_requests_total{code="503",route="/a",service="gateway"} 2
+waitroom_http_requests_total{code="500",route="/b",service="gateway"} 3
+waitroom_http_requests_total_extra{code="500"} 100
+waitroom_admitted_total{event="sale"} 42
+`
+	tests := []struct {
+		name   string
+		metric string
+		labels []string
+		want   float64
+		found  bool
+	}{
+		{"all codes", "waitroom_http_requests_total", nil, 15, true},
+		{"5xx", "waitroom_http_requests_total", []string{`code="5`}, 5, true},
+		{"by event", "waitroom_admitted_total", []string{`event="sale"`}, 42, true},
+		{"absent", "waitroom_admitted_total", []string{`event="other"`}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, found, err := sumSamples(strings.NewReader(text), tt.metric, tt.labels...)
+			if err != nil || got != tt.want || found != tt.found {
+				t.Errorf("sumSamples = %v, %v, %v; want %v, %v, nil", got, found, err, tt.want, tt.found)
+			}
+		})
+	}
+}
+
+func TestPlotPNG(t *testing.T) {
+	measured := series{Color: plotBlue}
+	for x := 0; x <= 60; x++ {
+		measured.Points = append(measured.Points, point{float64(x), float64(x % 20 * 5)})
+	}
+	configured := series{Color: plotRed, Points: []point{{0, 50}, {60, 50}}}
+	var buf bytes.Buffer
+	if err := plotPNG(&buf, 640, 320, measured, configured); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != 640 || b.Dy() != 320 {
+		t.Fatalf("size = %v; want 640×320", b)
+	}
+	count := func(want [3]uint32) int {
+		n := 0
+		for y := 0; y < 320; y++ {
+			for x := 0; x < 640; x++ {
+				r, g, b, _ := img.At(x, y).RGBA()
+				if [3]uint32{r >> 8, g >> 8, b >> 8} == want {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	// y runs 0..100 (max 95 rounded up to the 20-step), so y = 50 sits
+	// half-way up the data area; the configured line is drawn there.
+	y50 := (320 - marginBottom) - (320-marginBottom-marginTop)/2
+	r, g, b, _ := img.At(320, y50).RGBA()
+	if [3]uint32{r >> 8, g >> 8, b >> 8} != [3]uint32{uint32(plotRed.R), uint32(plotRed.G), uint32(plotRed.B)} {
+		t.Errorf("pixel (320, %d) = %d,%d,%d; want the configured line's red", y50, r>>8, g>>8, b>>8)
+	}
+	if n := count([3]uint32{uint32(plotBlue.R), uint32(plotBlue.G), uint32(plotBlue.B)}); n < 500 {
+		t.Errorf("%d blue pixels; want the measured line drawn (≥ 500)", n)
+	}
+	if n := count([3]uint32{0, 0, 0}); n < 600 {
+		t.Errorf("%d black pixels; want axes and labels (≥ 600)", n)
+	}
+}
+
+func TestWriteSection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "PERFORMANCE.md")
+	if err := writeSection(path, "sale", "sale figures v1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSection(path, "edge", "edge figures\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSection(path, "sale", "sale figures v2\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	for _, want := range []string{reportHeader, "edge figures\n", "sale figures v2\n", "<!-- begin million -->\n" + notMeasured} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "v1") {
+		t.Errorf("report kept the replaced section:\n%s", got)
+	}
+	if e, s := strings.Index(got, "edge figures"), strings.Index(got, "sale figures"); e > s {
+		t.Errorf("sections out of order: edge at %d, sale at %d", e, s)
+	}
+}
