@@ -11,34 +11,51 @@ import (
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
-// settingsTTL is how long the gateway trusts the settings it read: the
-// admitter republishes every tick, so a second is as fresh as it gets.
-const settingsTTL = time.Second
+// settingsEvery is how often the gateway re-reads the settings the
+// admitter published: it republishes every tick, so twice a second is as
+// fresh as it gets, and no fan's request waits on that read.
+const settingsEvery = 500 * time.Millisecond
 
-// settings returns the settings in force for ev: those the admitter
-// published (cached for settingsTTL), else the config's.
-func (s *Server) settingsFor(ctx context.Context, ev *config.Event) (queue.Settings, error) {
-	now := s.now()
-	s.settingsMu.RLock()
-	e, ok := s.settings[ev.ID]
-	s.settingsMu.RUnlock()
-	if ok && now.Sub(e.at) < settingsTTL {
-		return e.set, nil
-	}
-	set, err := s.line.Settings(ctx, ev.ID)
-	switch {
-	case errors.Is(err, queue.ErrNoSettings):
-		set = queue.SettingsFor(*ev)
-	case err != nil:
-		if ok { // Redis hiccup: the last known settings are better than none.
-			return e.set, nil
+// refreshSettings keeps the settings in force in memory until ctx ends.
+func (s *Server) refreshSettings(ctx context.Context) {
+	t := time.NewTicker(settingsEvery)
+	defer t.Stop()
+	for {
+		s.loadSettings(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-		return queue.Settings{}, err
 	}
-	s.settingsMu.Lock()
-	s.settings[ev.ID] = settingsEntry{set: set, at: now}
-	s.settingsMu.Unlock()
-	return set, nil
+}
+
+func (s *Server) loadSettings(ctx context.Context) {
+	for i := range s.cfg.Events {
+		ev := &s.cfg.Events[i]
+		set, err := s.line.Settings(ctx, ev.ID)
+		switch {
+		case errors.Is(err, queue.ErrNoSettings):
+			set = queue.SettingsFor(*ev)
+		case err != nil:
+			continue // Redis hiccup: the last known settings stay
+		}
+		s.settingsMu.Lock()
+		s.settings[ev.ID] = set
+		s.settingsMu.Unlock()
+	}
+}
+
+// settingsFor returns the settings in force for ev: those the admitter
+// published, else (until one has) the config's.
+func (s *Server) settingsFor(ev *config.Event) queue.Settings {
+	s.settingsMu.RLock()
+	set, ok := s.settings[ev.ID]
+	s.settingsMu.RUnlock()
+	if !ok {
+		return queue.SettingsFor(*ev)
+	}
+	return set
 }
 
 // state is the event's state as the API reports it.
@@ -76,10 +93,7 @@ type eventJSON struct {
 }
 
 func (s *Server) eventInfo(ctx context.Context, ev *config.Event) (eventJSON, error) {
-	set, err := s.settingsFor(ctx, ev)
-	if err != nil {
-		return eventJSON{}, err
-	}
+	set := s.settingsFor(ev)
 	counts, err := s.line.Counts(ctx, ev.ID)
 	if err != nil {
 		return eventJSON{}, err

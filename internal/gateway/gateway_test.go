@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -381,11 +382,18 @@ func TestGate(t *testing.T) {
 		}
 		go e.srv.App().Listener(ln)
 		defer ln.Close()
-		big := bytes.Repeat([]byte("x"), 70<<10)
-		req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/api/v1/booking/showtimes/42/holds", bytes.NewReader(big))
-		req.Header.Set("Authorization", "Bearer "+token)
+		// Announce a 70 KiB body and send only its start: the gateway must
+		// refuse on the announced length, before reading (a client that
+		// pushes the whole body may see its connection reset instead).
 		before := e.upstream.hits.Load()
-		res, err := http.DefaultClient.Do(req)
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /api/v1/booking/showtimes/42/holds HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"seats\":", token, 70<<10)
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

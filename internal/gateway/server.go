@@ -39,14 +39,10 @@ type Server struct {
 	proxy    *proxy
 
 	settingsMu sync.RWMutex
-	settings   map[string]settingsEntry
+	settings   map[string]queue.Settings
+	stop       context.CancelFunc
 
 	app *fiber.App
-}
-
-type settingsEntry struct {
-	set queue.Settings
-	at  time.Time
 }
 
 // Options are the gateway's dependencies.
@@ -63,7 +59,7 @@ type Options struct {
 func New(o Options) (*Server, error) {
 	s := &Server{
 		cfg: o.Config, line: o.Line, rdb: o.Redis, signer: o.Signer, log: o.Log, now: o.Now,
-		settings: map[string]settingsEntry{},
+		settings: map[string]queue.Settings{},
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -89,6 +85,9 @@ func New(o Options) (*Server, error) {
 		ErrorHandler:          s.errorHandler,
 	})
 	s.routes()
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	go s.refreshSettings(ctx)
 	// Export every labelled series from the start, so dashboards show zeros
 	// and increase() sees the first event.
 	for _, ev := range o.Config.Events {
@@ -108,6 +107,7 @@ func (s *Server) App() *fiber.App { return s.app }
 // Shutdown stops accepting and waits for in-flight requests until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.app.ShutdownWithContext(ctx)
+	s.stop()
 	s.proxy.close()
 	return err
 }

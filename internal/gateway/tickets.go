@@ -98,10 +98,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if existing != "" && s.line.CheckTicket(ev.ID, existing) != nil {
 		existing = "" // a bad ticket gets a new place, never an error on join
 	}
-	set, err := s.settingsFor(ctx, ev)
-	if err != nil {
-		return err
-	}
+	set := s.settingsFor(ev)
 	if existing == "" {
 		if retry, err := s.allowJoin(ctx, c.IP()); err != nil {
 			return err
@@ -145,18 +142,15 @@ func (s *Server) join(c *fiber.Ctx) error {
 	return c.Status(code).JSON(waitingJSON(res.Ticket, res.Position))
 }
 
-// ticketOf reads the event and the ticket of a ticket route, refusing a bad
-// ticket before anything touches Redis.
+// ticketOf reads the event and the ticket of a ticket route. The store
+// checks the ticket's signature before it touches Redis and answers
+// queue.ErrInvalidTicket (400) for a bad one: it is checked once, there.
 func (s *Server) ticketOf(c *fiber.Ctx) (*config.Event, string, error) {
 	ev, err := s.event(c)
 	if err != nil {
 		return nil, "", err
 	}
-	ticket := utils.CopyString(c.Params("ticket"))
-	if err := s.line.CheckTicket(ev.ID, ticket); err != nil {
-		return nil, "", errInvalidTicket
-	}
-	return ev, ticket, nil
+	return ev, utils.CopyString(c.Params("ticket")), nil
 }
 
 // status: GET /api/v1/events/:event/tickets/:ticket
@@ -165,12 +159,7 @@ func (s *Server) status(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.UserContext()
-	set, err := s.settingsFor(ctx, ev)
-	if err != nil {
-		return err
-	}
-	st, err := s.line.Status(ctx, ev.ID, ticket, set)
+	st, err := s.line.Status(c.UserContext(), ev.ID, ticket, s.settingsFor(ev))
 	if err != nil {
 		return err
 	}

@@ -397,3 +397,56 @@ func TestSettingsRoundTrip(t *testing.T) {
 		t.Errorf("settings key not under the event tag")
 	}
 }
+
+// TestClaimWindow: a fan admitted while away holds the place only until
+// their abandon deadline; the first poll that finds the ticket admitted
+// claims the full access window.
+func TestClaimWindow(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	set := open()
+	set.AdmitPerSecond = 1000
+	set.AbandonAfter = time.Second
+	set.AccessTTL = time.Hour
+	away := join(t, e.store, set)
+	present := join(t, e.store, set)
+	tick(t, e.store, set)
+	time.Sleep(20 * time.Millisecond)
+	if r := tick(t, e.store, set); r.Active != 2 {
+		t.Fatalf("tick: %+v; want both admitted", r)
+	}
+	// Until claimed, both windows end by the abandon deadline (join + pollAfter + 1 s).
+	for _, tk := range []queue.JoinResult{away, present} {
+		score := e.rdb.ZScore(ctx, "wr:{"+event+"}:active", tk.ID).Val()
+		if until := time.Until(time.UnixMilli(int64(score))); until > tk.PollAfter+3*time.Second {
+			t.Fatalf("unclaimed window ends in %v; want at most pollAfter + abandon_after (%v + 1s)", until, tk.PollAfter)
+		}
+	}
+	st := status(t, e.store, present.Ticket, set)
+	if st.State != queue.Admitted || !st.FirstAdmission {
+		t.Fatalf("present fan: %+v; want admitted, first admission", st)
+	}
+	if d := time.Until(st.ActiveUntil); d < 59*time.Minute {
+		t.Fatalf("claimed window ends in %v; want the full access_ttl (1h)", d)
+	}
+	again := status(t, e.store, present.Ticket, set)
+	if !again.ActiveUntil.Equal(st.ActiveUntil) || again.FirstAdmission {
+		t.Fatalf("second poll: %+v; want the same window and no first admission", again)
+	}
+	// The fan who stayed away loses the place at the deadline, with no job running.
+	deadline := time.Now().Add(away.PollAfter + 4*time.Second)
+	for time.Now().Before(deadline) {
+		if ok, _ := e.store.Active(ctx, event, away.ID); !ok {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if ok, _ := e.store.Active(ctx, event, away.ID); ok {
+		t.Fatal("the unclaimed place was still active after the abandon deadline")
+	}
+	if ok, _ := e.store.Active(ctx, event, present.ID); !ok {
+		t.Fatal("the claimed place was lost")
+	}
+	checkBooks(t, e)
+}

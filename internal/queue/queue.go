@@ -227,6 +227,7 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 	res, err := statusScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.seen, k.stats},
 		t.id(), t.seq, set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AbandonAfter.Milliseconds(), mrand.Float64(),
+		set.AccessTTL.Milliseconds(),
 	).Slice()
 	if err != nil {
 		return Status{}, fmt.Errorf("status: %w", err)

@@ -140,9 +140,14 @@ return {'waiting', 0, seq, now, rank, poll, r}
 // statusScript reports where a ticket stands and records that its fan is
 // still there (a new abandon deadline).
 //
+// The first poll that finds the ticket admitted claims the place: the access
+// window, which the tick opened only until the fan's abandon deadline, now
+// runs its full access_ttl from this moment.
+//
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats
 // ARGV: 1 ticket id, 2 its seq, 3 mode, 4 opens_at ms or "",
-// 5 closes_at ms or "", 6 configured rate, 7 abandon_after ms, 8 jitter u
+// 5 closes_at ms or "", 6 configured rate, 7 abandon_after ms, 8 jitter u,
+// 9 access_ttl ms
 // Returns one of
 //
 //	{"expired"} | {"closed"}
@@ -158,6 +163,11 @@ if exp and exp > now then
   if v ~= 0 then
     first = 1
     redis.call('BITFIELD', KEYS[3], 'SET', 'u32', slot, 0)
+    local full = now + tonumber(ARGV[9])
+    if full > exp then
+      exp = full
+      redis.call('ZADD', KEYS[2], 'XX', exp, id)
+    end
   end
   return {'admitted', now, exp, first}
 end
@@ -238,7 +248,10 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 //     every waiting fan (up to the batch) in passthrough;
 //  4. pop from the front; a fan whose abandon deadline passed is dropped and
 //     counted abandoned (at most max_skip per tick, to bound the script);
-//     the others go to active with expiry now + access_ttl;
+//     the others go to active with expiry now + access_ttl, but no later
+//     than their abandon deadline until their fan claims the place with a
+//     poll (see statusScript): a fan who walked away just before their turn
+//     gives the place back at the deadline, not a whole access window later;
 //  5. update the counters and the measured rate: an exponential moving
 //     average (τ = 10 s) of admissions per second, sampled only while the line
 //     stayed non-empty (so an empty line does not read as a slow admitter),
@@ -287,7 +300,9 @@ while admitted < n and abandoned < max_skip do
     if dl < now_s then
       abandoned = abandoned + 1
     else
-      redis.call('ZADD', KEYS[2], exp, m)
+      local e = exp
+      if dl > 1 and dl * 1000 < e then e = dl * 1000 end
+      redis.call('ZADD', KEYS[2], e, m)
       redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, 1)
       admitted = admitted + 1
     end
