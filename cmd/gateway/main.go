@@ -51,16 +51,27 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	rdb.AddHook(metrics.RedisHook("gateway"))
 
 	srv, err := gateway.New(gateway.Options{
-		Config: cfg,
-		Redis:  rdb,
-		Line:   queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret)),
-		Signer: pass.NewSigner(key),
-		Log:    log,
+		Config:     cfg,
+		ConfigPath: cfgPath,
+		Redis:      rdb,
+		Line:       queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret)),
+		Signer:     pass.NewSigner(key),
+		Log:        log,
 	})
 	if err != nil {
 		return err
 	}
 	prometheus.MustRegister(srv.NewCollector())
+
+	// Events added to or removed from the file are served without a restart.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		if err := config.Watch(ctx, cfgPath, hup, log, func(bool) { _ = srv.Reload() }); err != nil {
+			log.Warn("config is not watched; edits need a restart", "err", err)
+		}
+	}()
 
 	serveErr := make(chan error, 1)
 	go func() {

@@ -13,12 +13,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -41,6 +38,7 @@ type Admitter struct {
 
 	reloadMu sync.Mutex // serializes reloads; guards loaded
 	loaded   []byte     // the file bytes of the config in force
+	refused  []byte     // the last file bytes refused, so a bad edit is counted once
 }
 
 // New returns an admitter serving cfg, which was loaded from path.
@@ -130,8 +128,8 @@ func (a *Admitter) Reload(force bool) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	b, err := os.ReadFile(a.path)
-	if err == nil && !force && bytes.Equal(b, a.loaded) {
-		return nil // a write that changed nothing, or another file of the folder
+	if err == nil && !force && (bytes.Equal(b, a.loaded) || bytes.Equal(b, a.refused)) {
+		return nil // a write that changed nothing, or a bad file already refused
 	}
 	var cfg *config.Config
 	if err == nil {
@@ -140,6 +138,7 @@ func (a *Admitter) Reload(force bool) error {
 		err = fmt.Errorf("config: %w", err)
 	}
 	if err != nil {
+		a.refused = b
 		configReloadErrors.Inc()
 		a.log.Error("config reload refused; the previous config stays in force", "path", a.path, "err", err)
 		return err
@@ -203,52 +202,12 @@ func sameTime(a, b *time.Time) bool {
 	return a.Equal(*b)
 }
 
-// debounce lets a burst of file events (an editor's write, rename, chmod)
-// end before the file is read.
-const debounce = 100 * time.Millisecond
-
-// Watch reloads the config when its folder changes, and on every value from
-// hup (SIGHUP), until ctx ends. It watches the folder, not the file: editors
-// (vim, sed -i) replace the file by a rename and Kubernetes swaps a ConfigMap
-// by re-pointing the ..data symlink, and a watch on the old file would see
-// neither.
+// Watch reloads the config when its file changes (any editor, or a
+// Kubernetes ConfigMap swap) and on every value from hup (SIGHUP), until ctx
+// ends.
 func (a *Admitter) Watch(ctx context.Context, hup <-chan os.Signal) error {
 	if a.path == "" {
 		return errors.New("admission: no config path to watch")
 	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("admission: watch: %w", err)
-	}
-	defer w.Close()
-	dir := filepath.Dir(a.path)
-	if err := w.Add(dir); err != nil {
-		return fmt.Errorf("admission: watch %s: %w", dir, err)
-	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-hup:
-			a.log.Info("SIGHUP: reloading the config", "path", a.path)
-			_ = a.Reload(true)
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) == 0 {
-				continue // chmod alone changes no content
-			}
-			timer.Reset(debounce)
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			a.log.Warn("config watch error", "err", err)
-		case <-timer.C:
-			_ = a.Reload(false)
-		}
-	}
+	return config.Watch(ctx, a.path, hup, a.log, func(force bool) { _ = a.Reload(force) })
 }

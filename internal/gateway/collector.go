@@ -33,7 +33,7 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for _, ev := range q.s.cfg.Events {
+	for _, ev := range q.s.config().Events {
 		c, err := q.s.line.Counts(ctx, ev.ID)
 		if err != nil {
 			// Missing series (not zeros) tell the SRE the edge cannot see Redis.

@@ -31,8 +31,9 @@ func (s *Server) refreshSettings(ctx context.Context) {
 }
 
 func (s *Server) loadSettings(ctx context.Context) {
-	for i := range s.cfg.Events {
-		ev := &s.cfg.Events[i]
+	cfg := s.config()
+	for i := range cfg.Events {
+		ev := &cfg.Events[i]
 		set, err := s.line.Settings(ctx, ev.ID)
 		switch {
 		case errors.Is(err, queue.ErrNoSettings):
@@ -112,7 +113,7 @@ func (s *Server) eventInfo(ctx context.Context, ev *config.Event) (eventJSON, er
 }
 
 func (s *Server) event(c *fiber.Ctx) (*config.Event, error) {
-	ev, ok := s.cfg.Event(c.Params("event"))
+	ev, ok := s.config().Event(c.Params("event"))
 	if !ok {
 		return nil, errUnknownEvent
 	}
@@ -120,9 +121,10 @@ func (s *Server) event(c *fiber.Ctx) (*config.Event, error) {
 }
 
 func (s *Server) listEvents(c *fiber.Ctx) error {
-	out := make([]eventJSON, 0, len(s.cfg.Events))
-	for i := range s.cfg.Events {
-		info, err := s.eventInfo(c.UserContext(), &s.cfg.Events[i])
+	cfg := s.config()
+	out := make([]eventJSON, 0, len(cfg.Events))
+	for i := range cfg.Events {
+		info, err := s.eventInfo(c.UserContext(), &cfg.Events[i])
 		if err != nil {
 			return err
 		}

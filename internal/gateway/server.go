@@ -5,13 +5,16 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -29,7 +32,10 @@ const maxBody = 64 << 10
 
 // Server is the gateway. Build it with New and serve App().
 type Server struct {
-	cfg      *config.Config
+	cfg      atomic.Pointer[config.Config]
+	path     string // the config file, for Reload
+	reloadMu sync.Mutex
+	lastRead []byte // the file as last read by Reload
 	line     *queue.Store
 	rdb      redis.UniversalClient
 	signer   *pass.Signer
@@ -48,19 +54,22 @@ type Server struct {
 // Options are the gateway's dependencies.
 type Options struct {
 	Config *config.Config
-	Redis  redis.UniversalClient
-	Line   *queue.Store
-	Signer *pass.Signer
-	Log    *slog.Logger
-	Now    func() time.Time // nil = time.Now
+	// ConfigPath is the file Reload re-reads ("" = no reloads).
+	ConfigPath string
+	Redis      redis.UniversalClient
+	Line       *queue.Store
+	Signer     *pass.Signer
+	Log        *slog.Logger
+	Now        func() time.Time // nil = time.Now
 }
 
 // New builds the gateway and its routes.
 func New(o Options) (*Server, error) {
 	s := &Server{
-		cfg: o.Config, line: o.Line, rdb: o.Redis, signer: o.Signer, log: o.Log, now: o.Now,
+		path: o.ConfigPath, line: o.Line, rdb: o.Redis, signer: o.Signer, log: o.Log, now: o.Now,
 		settings: map[string]queue.Settings{},
 	}
+	s.cfg.Store(o.Config)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -88,9 +97,14 @@ func New(o Options) (*Server, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	go s.refreshSettings(ctx)
-	// Export every labelled series from the start, so dashboards show zeros
-	// and increase() sees the first event.
-	for _, ev := range o.Config.Events {
+	exportSeries(o.Config)
+	return s, nil
+}
+
+// exportSeries exports every labelled series from the start, so dashboards
+// show zeros and increase() sees the first event.
+func exportSeries(cfg *config.Config) {
+	for _, ev := range cfg.Events {
 		ticketsIssued.WithLabelValues(ev.ID)
 		waitSeconds.WithLabelValues(ev.ID)
 		etaError.WithLabelValues(ev.ID)
@@ -98,7 +112,42 @@ func New(o Options) (*Server, error) {
 	for _, r := range []string{"timeout", "unavailable"} {
 		proxyErrors.WithLabelValues(r)
 	}
-	return s, nil
+}
+
+// config is the config in force.
+func (s *Server) config() *config.Config { return s.cfg.Load() }
+
+// Reload re-reads the config file. Events (added, removed, renamed, their
+// showtimes) and the per-IP join limit act at once; addresses, secrets, the
+// signing key and the booking URL need a restart. A file that does not
+// parse or validate is refused, logged with the key it names, counted, and
+// the previous config stays in force.
+func (s *Server) Reload() error {
+	if s.path == "" {
+		return nil
+	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	b, err := os.ReadFile(s.path)
+	if err == nil && bytes.Equal(b, s.lastRead) {
+		return nil // nothing changed, or a bad file already refused
+	}
+	s.lastRead = b
+	var cfg *config.Config
+	if err == nil {
+		cfg, err = config.Parse(b, os.LookupEnv)
+	}
+	if err != nil {
+		configReloadErrors.Inc()
+		s.log.Error("config reload refused; the previous config stays in force", "path", s.path, "err", err)
+		return err
+	}
+	old := s.cfg.Swap(cfg)
+	configReloads.Inc()
+	s.log.Info("config reloaded", "path", s.path, "events", len(cfg.Events), "before", len(old.Events))
+	exportSeries(cfg)
+	s.loadSettings(context.Background())
+	return nil
 }
 
 // App is the fiber application (for Listen, or app.Test in tests).

@@ -26,6 +26,14 @@ var (
 		Help:    "Time from join to admission, observed once per ticket when its fan first sees it admitted.",
 		Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 	}, []string{"event"})
+	configReloads = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "waitroom_config_reloads_total",
+		Help: "Config files re-read and put in force.",
+	})
+	configReloadErrors = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "waitroom_config_reload_errors_total",
+		Help: "Config edits refused (unreadable, invalid YAML or failed validation); the previous config stayed in force.",
+	})
 	etaError = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "waitroom_eta_error_seconds",
 		Help:    "Actual wait minus the ETA told at join, observed at admission (positive = we were optimistic).",
@@ -205,7 +213,7 @@ func (s *Server) leave(c *fiber.Ctx) error {
 // Redis so that every gateway replica shares it. It returns the seconds to
 // wait when the limit is reached, 0 when the join may go on.
 func (s *Server) allowJoin(ctx context.Context, ip string) (int, error) {
-	limit := *s.cfg.Gateway.JoinsPerIPPerMinute
+	limit := *s.config().Gateway.JoinsPerIPPerMinute
 	if limit == 0 {
 		return 0, nil
 	}
