@@ -194,6 +194,11 @@ func TestJoinStatusLeave(t *testing.T) {
 			t.Errorf("re-join by %s: got %d %s; want 200 with the same ticket", name, again.code, again.raw)
 		}
 	}
+	// A stale or foreign ticket in the header never hides the good cookie.
+	other := e.join("other").body["ticket"].(string)
+	if r := e.join("premiere", "X-Waitroom-Ticket", other, "Cookie", "wr_t_premiere="+ticket); r.code != http.StatusOK || r.body["ticket"] != ticket {
+		t.Errorf("re-join with a foreign header ticket and the good cookie: %d %s; want 200 with the same ticket", r.code, r.raw)
+	}
 	second := e.join("premiere")
 	if second.body["position"] != 2.0 || second.body["ahead"] != 1.0 {
 		t.Errorf("second fan: %s; want position 2, ahead 1", second.raw)
@@ -296,6 +301,16 @@ func TestAdmittedGetsAPass(t *testing.T) {
 	exp, err := time.Parse(time.RFC3339, st.body["expiresAt"].(string))
 	if err != nil || exp.Sub(claims.ExpiresAt).Abs() > time.Second {
 		t.Errorf("expiresAt %v vs pass exp %v", st.body["expiresAt"], claims.ExpiresAt)
+	}
+	if _, ok := st.body["etaSeconds"]; ok {
+		t.Errorf("admitted body carries etaSeconds: %s", st.raw)
+	}
+	// aud is the plain string "booking", as strict verifiers expect.
+	payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(token, ".")[1])
+	var raw map[string]any
+	_ = json.Unmarshal(payload, &raw)
+	if raw["aud"] != "booking" || raw["iss"] != "waitroom" || raw["evt"] != "premiere" {
+		t.Errorf("claims = %s; want aud \"booking\" (a string), iss waitroom, evt premiere", payload)
 	}
 	jwks := e.do(http.MethodGet, "/.well-known/jwks.json", nil)
 	keys, _ := jwks.body["keys"].([]any)

@@ -47,37 +47,43 @@ const (
 	ticketHeader = "X-Waitroom-Ticket"
 )
 
-type ticketJSON struct {
-	Ticket      string     `json:"ticket,omitempty"`
-	Status      string     `json:"status"`
-	Position    *int64     `json:"position,omitempty"`
-	Ahead       *int64     `json:"ahead,omitempty"`
-	ETASeconds  *int64     `json:"etaSeconds"`
-	PollAfterMs *int64     `json:"pollAfterMs,omitempty"`
-	AccessToken string     `json:"accessToken,omitempty"`
-	ExpiresAt   *time.Time `json:"expiresAt,omitempty"`
+// waitingJSON is a waiting ticket's answer; etaSeconds is null while
+// paused or before opening.
+type waitingJSON struct {
+	Ticket      string `json:"ticket,omitempty"`
+	Status      string `json:"status"`
+	Position    int64  `json:"position"`
+	Ahead       int64  `json:"ahead"`
+	ETASeconds  *int64 `json:"etaSeconds"`
+	PollAfterMs int64  `json:"pollAfterMs"`
 }
 
-func waitingJSON(ticket string, p queue.Position) ticketJSON {
-	out := ticketJSON{Ticket: ticket, Status: string(queue.Waiting), Position: &p.Position, Ahead: &p.Ahead}
+// admittedJSON is an admitted ticket's answer, with its access pass.
+type admittedJSON struct {
+	Ticket      string    `json:"ticket,omitempty"`
+	Status      string    `json:"status"`
+	AccessToken string    `json:"accessToken"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+}
+
+func waiting(ticket string, p queue.Position) waitingJSON {
+	out := waitingJSON{Ticket: ticket, Status: string(queue.Waiting), Position: p.Position, Ahead: p.Ahead,
+		PollAfterMs: p.PollAfter.Milliseconds()}
 	if p.ETA != nil {
 		secs := int64((*p.ETA + time.Second - 1) / time.Second)
 		out.ETASeconds = &secs
 	}
-	ms := p.PollAfter.Milliseconds()
-	out.PollAfterMs = &ms
 	return out
 }
 
-// admittedJSON mints the access pass for an admitted ticket and sets its cookie.
-func (s *Server) admittedJSON(c *fiber.Ctx, ev *config.Event, ticket, id string, until time.Time) (ticketJSON, error) {
+// grant mints the access pass for an admitted ticket and sets its cookie.
+func (s *Server) grant(c *fiber.Ctx, ev *config.Event, ticket, id string, until time.Time) (admittedJSON, error) {
 	tok, err := s.signer.Mint(id, ev.ID, s.now(), until)
 	if err != nil {
-		return ticketJSON{}, err
+		return admittedJSON{}, err
 	}
 	s.setCookie(c, accessCookie+ev.ID, tok, until)
-	exp := until.UTC()
-	return ticketJSON{Ticket: ticket, Status: string(queue.Admitted), AccessToken: tok, ExpiresAt: &exp}, nil
+	return admittedJSON{Ticket: ticket, Status: string(queue.Admitted), AccessToken: tok, ExpiresAt: until.UTC()}, nil
 }
 
 func (s *Server) setCookie(c *fiber.Ctx, name, value string, expires time.Time) {
@@ -99,12 +105,15 @@ func (s *Server) join(c *fiber.Ctx) error {
 		return err
 	}
 	ctx := c.UserContext()
-	existing := c.Get(ticketHeader)
-	if existing == "" {
-		existing = c.Cookies(ticketCookie + ev.ID)
-	}
-	if existing != "" && s.line.CheckTicket(ev.ID, existing) != nil {
-		existing = "" // a bad ticket gets a new place, never an error on join
+	// The fan's live ticket, from the header or the cookie: a bad one (of
+	// another event, forged, stale) never hides a good one, and is never an
+	// error on join.
+	existing := ""
+	for _, t := range []string{c.Get(ticketHeader), c.Cookies(ticketCookie + ev.ID)} {
+		if t != "" && s.line.CheckTicket(ev.ID, t) == nil {
+			existing = t
+			break
+		}
 	}
 	set := s.settingsFor(ev)
 	if existing == "" {
@@ -141,13 +150,13 @@ func (s *Server) join(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	if res.State == queue.Admitted {
-		out, err := s.admittedJSON(c, ev, res.Ticket, res.ID, res.ActiveUntil)
+		out, err := s.grant(c, ev, res.Ticket, res.ID, res.ActiveUntil)
 		if err != nil {
 			return err
 		}
 		return c.Status(code).JSON(out)
 	}
-	return c.Status(code).JSON(waitingJSON(res.Ticket, res.Position))
+	return c.Status(code).JSON(waiting(res.Ticket, res.Position))
 }
 
 // ticketOf reads the event and the ticket of a ticket route. The store
@@ -174,8 +183,7 @@ func (s *Server) status(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	switch st.State {
 	case queue.Waiting:
-		out := waitingJSON("", st.Position)
-		return c.JSON(out)
+		return c.JSON(waiting("", st.Position))
 	case queue.Admitted:
 		if st.FirstAdmission && !st.JoinedAt.IsZero() {
 			wait := s.now().Sub(st.JoinedAt)
@@ -184,7 +192,7 @@ func (s *Server) status(c *fiber.Ctx) error {
 				etaError.WithLabelValues(ev.ID).Observe((wait - *st.JoinETA).Seconds())
 			}
 		}
-		out, err := s.admittedJSON(c, ev, "", st.ID, st.ActiveUntil)
+		out, err := s.grant(c, ev, "", st.ID, st.ActiveUntil)
 		if err != nil {
 			return err
 		}
