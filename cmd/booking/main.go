@@ -97,6 +97,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if !strings.Contains(cfg.Postgres.URL, "pool_max_conns") {
 		pcfg.MaxConns = 32
 	}
+	postgres.ConfigurePool(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return err

@@ -4,32 +4,27 @@ package postgres
 // hold:
 //   - Seats are always locked in seat-code order (ORDER BY seat_code FOR
 //     UPDATE inside the statement; seat_code is COLLATE "C"), blocks in code
-//     order, and one order is used everywhere: customer row, hold row, blocks,
+//     order, and one order is used everywhere: customer lock, hold row, blocks,
 //     seats. Two transactions therefore never deadlock.
 //   - "Now" is the database clock: statement_timestamp() of a statement sent
 //     after the locking one (customer and blocks for a hold; blocks and
 //     seats for a confirmation).
 //   - A hold is expired iff hold_expires_at <= now; expiry is judged in the
 //     WHERE of every statement (lazy), never left to the sweeper.
+//   - Every statement on seats, ga_blocks and ga_places names its showtime
+//     (showtime_id = $n), the partition key since migration 002: it touches
+//     one partition (TestHoldPrunes). Only the sweeper and the gauges read
+//     all partitions.
 const (
-	// $1 event, $2 customer. Locks (and creates) the customer's row: holds of
-	// one customer in one event run one at a time, so the limits are exact.
+	// $1 event, $2 customer. Takes the customer's lock until the end of the
+	// transaction: holds of one customer in one event run one at a time, so
+	// the limits are exact. A transaction-scoped advisory lock rather than a
+	// row: a refused hold then writes nothing at all (no WAL, no dead
+	// tuple), and a first hold inserts no customer row. Keyed in the two-int4
+	// space, which never meets the one-bigint keys of the migrator and the
+	// relay; two customers whose names hash alike merely wait for each other.
 	sqlLockCustomer = `
-INSERT INTO customers (event_id, customer_id) VALUES ($1, $2)
-ON CONFLICT (event_id, customer_id) DO UPDATE SET customer_id = EXCLUDED.customer_id`
-
-	// $1 event, $2 customer. Sent after sqlLockCustomer: its snapshot sees
-	// every hold the customer committed before we got the lock.
-	// Returns now, holds taken in the last minute, the oldest of them, and
-	// places held right now across the event.
-	sqlCustomerLimits = `
-SELECT statement_timestamp(),
-       count(*) FILTER (WHERE created_at > statement_timestamp() - interval '1 minute'),
-       min(created_at) FILTER (WHERE created_at > statement_timestamp() - interval '1 minute'),
-       coalesce(sum(places) FILTER (WHERE status = 'HELD' AND expires_at > statement_timestamp()), 0)
-  FROM holds
- WHERE event_id = $1 AND customer_id = $2
-   AND (created_at > statement_timestamp() - interval '1 minute' OR status = 'HELD')`
+SELECT pg_advisory_xact_lock(hashtext('booking-customer'), hashtext($1::text || '/' || $2::text))`
 
 	// $1 showtime, $2 block codes. Locks the blocks in code order.
 	sqlLockBlocks = `
@@ -38,62 +33,92 @@ SELECT code FROM ga_blocks
  ORDER BY code
    FOR UPDATE`
 
-	// $1 showtime, $2 block codes. Sent after sqlLockBlocks: places that
-	// consume capacity (BOOKED, or HELD and unexpired at this statement's
-	// start, i.e. after the locks), and that "now".
-	sqlBlockAvailability = `
-SELECT b.code,
-       b.capacity - coalesce(sum(p.places), 0),
-       statement_timestamp()
-  FROM ga_blocks b
-  LEFT JOIN ga_places p
-    ON p.showtime_id = b.showtime_id AND p.block_code = b.code
-   AND p.status IN ('HELD', 'BOOKED')
-   AND (p.status = 'BOOKED' OR p.expires_at > statement_timestamp())
- WHERE b.showtime_id = $1 AND b.code = ANY($2::text[])
- GROUP BY b.code, b.capacity
- ORDER BY b.code`
-
-	// $1 showtime, $2 sorted seat codes, $3 hold id, $4 customer, $5 expiry,
-	// $6 now (the database clock, read after the customer and block locks).
-	// THE conditional UPDATE: it locks the requested seats in code order,
-	// takes those that are AVAILABLE or whose hold lapsed by $6 (lazy expiry),
-	// and its row count decides: fewer rows than codes means the hold failed.
-	// One "now" for the lapse test and the new expiry means two holds of a
-	// seat never overlap in time, not even by the length of a lock wait; a
-	// wait can only make the hold refuse a seat that lapsed meanwhile, never
-	// take one still held (confirmation, which must not be late, reads its
-	// "now" after the seat locks instead).
-	sqlTakeSeats = `
-WITH locked AS (
+	// THE hold: one statement, sent in the same pipeline (one round trip, one
+	// implicit transaction) after sqlLockCustomer and, with GA places, after
+	// sqlLockBlocks. Its snapshot and its statement_timestamp() ("now") are
+	// therefore taken once those locks are ours: the limits and the block
+	// counts see every hold committed before, and the one "now" judges the
+	// limits, the lapses, and sets the new expiry, so two holds of a seat
+	// never overlap in time.
+	//
+	// $1 event, $2 customer, $3 showtime, $4 sorted seat codes, $5 hold id,
+	// $6 GA as JSON, $7 places asked (seats + GA), $8 amount, $9 TTL in
+	// microseconds, $10 sorted block codes, $11 places per block (same
+	// order), $12 holds per minute, $13 places a customer may hold.
+	//
+	// Decisions, each a condition of the statement, never a read followed by
+	// a write in Go:
+	//   - lim: the customer's holds in the last minute and places held now
+	//     across the event (the customer lock makes them exact);
+	//   - avail: capacity left in each asked block (blocks locked before);
+	//   - ok: limits and blocks allow the hold;
+	//   - locked: locks, in code order, the asked seats that are AVAILABLE or
+	//     lapsed, only if ok;
+	//   - taken: THE conditional UPDATE: takes them only if every asked seat
+	//     was locked, so it changes all of them or none;
+	//   - hold, places: the hold row and GA rows, only if ok and all seats
+	//     were taken.
+	// The last SELECT is one row: what Go needs to name a refusal (the limits,
+	// the seats that could be taken, the blocks), read in the same snapshot,
+	// and the new expiry, NULL unless the hold was written.
+	sqlHold = `
+WITH lim AS (
+    SELECT statement_timestamp() AS now,
+           count(*) FILTER (WHERE created_at > statement_timestamp() - interval '1 minute') AS recent,
+           min(created_at) FILTER (WHERE created_at > statement_timestamp() - interval '1 minute') AS oldest,
+           coalesce(sum(places) FILTER (WHERE status = 'HELD' AND expires_at > statement_timestamp()), 0) AS held
+      FROM holds
+     WHERE event_id = $1 AND customer_id = $2
+       AND (created_at > statement_timestamp() - interval '1 minute' OR status = 'HELD')
+), avail AS (
+    SELECT b.code, w.n AS want, b.capacity - coalesce(sum(p.places), 0) AS left_
+      FROM unnest($10::text[], $11::int[]) AS w(code, n)
+      JOIN ga_blocks b ON b.showtime_id = $3 AND b.code = w.code
+      LEFT JOIN ga_places p
+        ON p.showtime_id = $3 AND p.block_code = b.code
+       AND p.status IN ('HELD', 'BOOKED')
+       AND (p.status = 'BOOKED' OR p.expires_at > statement_timestamp())
+     GROUP BY b.code, w.n, b.capacity
+), ok AS (
+    SELECT NOT (lim.recent >= $12::int AND lim.oldest IS NOT NULL)
+           AND lim.held + $7::int <= $13::int
+           AND (SELECT count(*) FROM avail) = cardinality($10::text[])
+           AND NOT EXISTS (SELECT 1 FROM avail WHERE want > left_) AS allowed
+      FROM lim
+), locked AS (
     SELECT seat_code FROM seats
-     WHERE showtime_id = $1 AND seat_code = ANY($2::text[])
-       AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= $6))
+     WHERE showtime_id = $3 AND seat_code = ANY($4::text[])
+       AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= statement_timestamp()))
+       AND (SELECT allowed FROM ok)
      ORDER BY seat_code
        FOR UPDATE
+), taken AS (
+    UPDATE seats s
+       SET status = 'HELD', hold_id = $5, customer_id = $2,
+           hold_expires_at = statement_timestamp() + $9::bigint * interval '1 microsecond', booking_id = NULL
+      FROM locked
+     WHERE s.showtime_id = $3 AND s.seat_code = locked.seat_code
+       AND (SELECT count(*) FROM locked) = cardinality($4::text[])
+       AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= statement_timestamp()))
+    RETURNING s.seat_code
+), hold AS (
+    INSERT INTO holds (id, event_id, showtime_id, customer_id, seats, ga, places, amount_cents, created_at, expires_at)
+    SELECT $5, $1, $3, $2, $4::text[], $6::jsonb, $7::int, $8::bigint, statement_timestamp(),
+           statement_timestamp() + $9::bigint * interval '1 microsecond'
+     WHERE (SELECT allowed FROM ok)
+       AND (SELECT count(*) FROM taken) = cardinality($4::text[])
+    RETURNING expires_at
+), places AS (
+    INSERT INTO ga_places (hold_id, showtime_id, block_code, places, status, expires_at)
+    SELECT $5, $3, w.code, w.n, 'HELD', h.expires_at
+      FROM unnest($10::text[], $11::int[]) AS w(code, n), hold h
 )
-UPDATE seats s
-   SET status = 'HELD', hold_id = $3, customer_id = $4, hold_expires_at = $5, booking_id = NULL
-  FROM locked
- WHERE s.showtime_id = $1 AND s.seat_code = locked.seat_code
-   AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= $6))`
-
-	// $1 showtime, $2 seat codes. For the 409 body only, after the failed
-	// hold rolled back: which of the codes can be taken now.
-	sqlTakeableSeats = `
-SELECT seat_code FROM seats
- WHERE showtime_id = $1 AND seat_code = ANY($2::text[])
-   AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= now()))`
-
-	sqlInsertHold = `
-INSERT INTO holds (id, event_id, showtime_id, customer_id, seats, ga, places, amount_cents, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
-
-	// $1 hold, $2 showtime, $3 block codes, $4 counts, $5 expiry.
-	sqlInsertGAPlaces = `
-INSERT INTO ga_places (hold_id, showtime_id, block_code, places, status, expires_at)
-SELECT $1, $2, b.code, b.places, 'HELD', $5
-  FROM unnest($3::text[], $4::int[]) AS b(code, places)`
+SELECT lim.now, lim.recent, lim.oldest, lim.held,
+       coalesce((SELECT array_agg(seat_code ORDER BY seat_code) FROM locked), '{}'),
+       (SELECT count(*) FROM avail),
+       (SELECT min(code) FROM avail WHERE want > left_),
+       (SELECT expires_at FROM hold)
+  FROM lim`
 
 	// $1 showtime. One indexed read (the primary key's prefix).
 	sqlSeatMap = `
@@ -135,7 +160,8 @@ UPDATE seats
    SET status = 'AVAILABLE', hold_id = NULL, customer_id = NULL, hold_expires_at = NULL
  WHERE showtime_id = $1 AND seat_code = ANY($2::text[]) AND hold_id = $3 AND status = 'HELD'`
 
-	sqlReleaseGA   = `UPDATE ga_places SET status = 'RELEASED' WHERE hold_id = $1 AND status = 'HELD'`
+	// $1 showtime, $2 hold.
+	sqlReleaseGA   = `UPDATE ga_places SET status = 'RELEASED' WHERE showtime_id = $1 AND hold_id = $2 AND status = 'HELD'`
 	sqlReleaseHold = `UPDATE holds SET status = 'RELEASED' WHERE id = $1`
 
 	// $1 customer, $2 key. Always one row: now (after the hold lock) and the
@@ -180,10 +206,11 @@ UPDATE seats
  WHERE showtime_id = $1 AND seat_code = ANY($2::text[])
    AND hold_id = $3 AND status = 'HELD' AND hold_expires_at > statement_timestamp()`
 
+	// $1 showtime, $2 hold, $3 booking.
 	sqlConfirmGA = `
 UPDATE ga_places
-   SET status = 'BOOKED', booking_id = $2
- WHERE hold_id = $1 AND status = 'HELD' AND expires_at > statement_timestamp()`
+   SET status = 'BOOKED', booking_id = $3
+ WHERE showtime_id = $1 AND hold_id = $2 AND status = 'HELD' AND expires_at > statement_timestamp()`
 
 	sqlBookHold = `UPDATE holds SET status = 'BOOKED' WHERE id = $1`
 
