@@ -36,11 +36,28 @@ import (
 
 func main() {
 	cfgPath := flag.String("config", "", "config file (default $WAITROOM_CONFIG or "+config.DefaultPath+")")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: booking [-config PATH] [migrate | seed | serve] [-config PATH]\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
+	// Flags may follow the command too (booking migrate -config X): an
+	// operator's script must never migrate the wrong database silently.
+	args := flag.Args()
+	if len(args) > 1 {
+		if err := flag.CommandLine.Parse(args[1:]); err != nil {
+			os.Exit(2)
+		}
+		if flag.NArg() > 0 {
+			fmt.Fprintf(os.Stderr, "booking: unexpected arguments %q\n", flag.Args())
+			os.Exit(2)
+		}
+		args = args[:1]
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "booking")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *cfgPath, flag.Args(), log); err != nil {
+	if err := run(ctx, *cfgPath, args, log); err != nil {
 		log.Error("booking failed", "err", err)
 		os.Exit(1)
 	}

@@ -104,7 +104,11 @@ type passHandler func(w http.ResponseWriter, r *http.Request, p Pass) error
 // through the table.
 func (h *Handler) withPass(next passHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		authz := r.Header.Get("Authorization")
+		tok, ok := "", len(authz) > 7 && strings.EqualFold(authz[:7], "bearer ")
+		if ok {
+			tok = strings.TrimSpace(authz[7:])
+		}
 		if !ok || tok == "" {
 			h.fail(w, r, ErrAdmissionRequired)
 			return

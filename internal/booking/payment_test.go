@@ -103,6 +103,16 @@ func TestPaymentCallbacks(t *testing.T) {
 			t.Fatalf("booking %s, %d seats, %d places booked, %d outbox rows; want CONFIRMED, 1, 2, 1", s, booked, places, outbox)
 		}
 	})
+	t.Run("a signed callback with fields the contract does not name still settles", func(t *testing.T) {
+		e := setup(t)
+		_, c := e.holdAndCheckout(fan(live, "fan"), 43, booking.HoldInput{Seats: []string{"A2"}})
+		body := []byte(`{"paymentId":"` + c.PaymentID + `","status":"SUCCEEDED","amount":1500,"currency":"EUR"}`)
+		code, out, _ := e.call(booking.Pass{}, http.MethodPost, "/api/v1/booking/payments/callback", string(body),
+			map[string]string{payment.SignatureHeader: payment.Sign([]byte(secret), body)})
+		if code != 200 || out["result"] != "confirmed" || e.bookingStatus(c.BookingID) != booking.StatusConfirmed {
+			t.Fatalf("callback with extra fields: %d %v, booking %s; want 200 confirmed", code, out, e.bookingStatus(c.BookingID))
+		}
+	})
 	t.Run("late success after the seat was re-taken is refunded, the seat stays", func(t *testing.T) {
 		e := setup(t)
 		h, c := e.holdAndCheckout(fan(live, "slow"), 43, booking.HoldInput{Seats: []string{"B7"}, GeneralAdmission: map[string]int{"BALCONY": 2}})
