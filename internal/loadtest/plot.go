@@ -25,11 +25,10 @@ type series struct {
 }
 
 var (
-	black     = color.RGBA{0, 0, 0, 255}
-	gridGray  = color.RGBA{225, 225, 225, 255}
-	plotBlue  = color.RGBA{31, 119, 180, 255}
-	plotRed   = color.RGBA{214, 39, 40, 255}
-	plotGreen = color.RGBA{44, 160, 44, 255}
+	black    = color.RGBA{0, 0, 0, 255}
+	gridGray = color.RGBA{225, 225, 225, 255}
+	plotBlue = color.RGBA{31, 119, 180, 255}
+	plotRed  = color.RGBA{214, 39, 40, 255}
 )
 
 // plot margins (pixels) around the data area: room for the tick labels.

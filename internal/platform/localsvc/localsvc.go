@@ -171,15 +171,6 @@ func tail(path string) string {
 	return string(b)
 }
 
-func dialOK(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
 // runAs makes cmd run as the named user when we are root (PostgreSQL refuses
 // to run as root) and returns that user's uid and gid.
 func runAs(cmd *exec.Cmd, name string) (uid, gid int, err error) {
