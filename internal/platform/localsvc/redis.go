@@ -3,10 +3,12 @@ package localsvc
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -43,13 +45,45 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	if opts.Port == 0 {
-		if opts.Port, err = FreePort(); err != nil {
+	if opts.Port != 0 {
+		r := &Redis{opts: opts, bin: bin, Addr: "127.0.0.1:" + strconv.Itoa(opts.Port)}
+		return r, r.start(ctx)
+	}
+	// A free port can be taken by someone else between our check and
+	// redis-server's bind (tests start many servers at once), and a cluster
+	// node also binds port+10000 for its bus: try a few ports.
+	for attempt := 0; ; attempt++ {
+		if opts.Port, err = freeRedisPort(opts.Cluster); err != nil {
 			return nil, err
 		}
+		r := &Redis{opts: opts, bin: bin, Addr: "127.0.0.1:" + strconv.Itoa(opts.Port)}
+		err = r.start(ctx)
+		if err == nil || attempt == 7 || !strings.Contains(err.Error(), "Address already in use") {
+			return r, err
+		}
 	}
-	r := &Redis{opts: opts, bin: bin, Addr: "127.0.0.1:" + strconv.Itoa(opts.Port)}
-	return r, r.start(ctx)
+}
+
+// freeRedisPort picks a free port; for a cluster node, one whose bus port
+// (port+10000) exists and is free too.
+func freeRedisPort(cluster bool) (int, error) {
+	for i := 0; i < 100; i++ {
+		p, err := FreePort()
+		if err != nil {
+			return 0, err
+		}
+		if !cluster {
+			return p, nil
+		}
+		if p+10000 > 65535 {
+			continue
+		}
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000)); err == nil {
+			l.Close()
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("localsvc: no free port pair for a cluster node")
 }
 
 func (r *Redis) start(ctx context.Context) error {
