@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -51,7 +52,8 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
 		return nil, err
 	}
-	if opts.Port == 0 {
+	autoPort := opts.Port == 0
+	if autoPort {
 		if opts.Port, err = FreePort(); err != nil {
 			return nil, err
 		}
@@ -86,7 +88,17 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 		probe := exec.Command("true")
 		pg.uid, pg.gid, _ = runAs(probe, "postgres")
 	}
-	return pg, pg.start(ctx)
+	// A free port can be taken between our check and the server's bind:
+	// try a few.
+	for attempt := 0; ; attempt++ {
+		err = pg.start(ctx)
+		if err == nil || !autoPort || attempt == 5 || !strings.Contains(err.Error(), "already in use") {
+			return pg, err
+		}
+		if pg.Port, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
 }
 
 func (pg *Postgres) start(ctx context.Context) error {
