@@ -19,6 +19,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -128,12 +129,14 @@ type Stats struct {
 type Store struct {
 	rdb    redis.UniversalClient
 	secret []byte
+	batch  *batcher  // pipelines the hot scripts (join, status, active) of concurrent requests
+	macs   sync.Pool // keyed HMAC-SHA256 states for tickets
 }
 
 // NewStore returns a Store over rdb (a single node or a Cluster client);
 // ticketSecret is the HMAC key of tickets (config auth.ticket_secret).
 func NewStore(rdb redis.UniversalClient, ticketSecret []byte) *Store {
-	return &Store{rdb: rdb, secret: append([]byte(nil), ticketSecret...)}
+	return &Store{rdb: rdb, secret: append([]byte(nil), ticketSecret...), batch: newBatcher(rdb)}
 }
 
 // Tick bounds: a tick skips at most maxSkip abandoned tickets (the rest go
@@ -168,7 +171,7 @@ func (s *Store) Join(ctx context.Context, event, existing string, set Settings) 
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
 	k := keysOf(event)
-	res, err := joinScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.seen, k.stats},
+	res, err := s.batch.run(ctx, joinScript, []string{k.wait, k.active, k.seen, k.stats},
 		set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
 		exID, exSeq, b64.EncodeToString(random[:]), lottery, mrand.Float64(),
@@ -224,7 +227,7 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 		return Status{}, err
 	}
 	k := keysOf(event)
-	res, err := statusScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.seen, k.stats},
+	res, err := s.batch.run(ctx, statusScript, []string{k.wait, k.active, k.seen, k.stats},
 		t.id(), t.seq, set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AbandonAfter.Milliseconds(), mrand.Float64(),
 		set.AccessTTL.Milliseconds(),
@@ -294,7 +297,7 @@ func (s *Store) Active(ctx context.Context, event, ticket string) (bool, error) 
 	if !idPattern.MatchString(ticket) {
 		return false, nil
 	}
-	exp, err := activeScript.Run(ctx, s.rdb, []string{keysOf(event).active}, ticket).Int64()
+	exp, err := s.batch.run(ctx, activeScript, []string{keysOf(event).active}, ticket).Int64()
 	if err != nil {
 		return false, fmt.Errorf("active: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"hash"
 	"regexp"
 	"strconv"
 	"time"
@@ -59,12 +60,21 @@ func newRandom() ([16]byte, error) {
 }
 
 func (s *Store) tag(event string, payload []byte) []byte {
-	m := hmac.New(sha256.New, s.secret)
+	// Keyed HMAC states are pooled: hmac.New hashes the key's pads again on
+	// every call, and every poll checks a ticket.
+	m, _ := s.macs.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, s.secret)
+	}
+	m.Reset()
 	m.Write([]byte("waitroom-ticket\x00"))
 	m.Write([]byte(event))
 	m.Write([]byte{0})
 	m.Write(payload)
-	return m.Sum(nil)[:tagLen]
+	var sum [sha256.Size]byte
+	out := m.Sum(sum[:0])[:tagLen]
+	s.macs.Put(m)
+	return out
 }
 
 // encode signs t for event.
