@@ -31,6 +31,9 @@ import (
 )
 
 func main() {
+	// If whatever started us (make) dies without passing on the signal,
+	// stop as if interrupted: nothing we started may outlive us.
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("service", "devstack")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
