@@ -151,11 +151,21 @@ events:
 	}
 }
 
+// masterAddr is the host:port of a shard's master.
+func masterAddr(sh redis.ClusterShard) string {
+	for _, n := range sh.Nodes {
+		if n.Role == "master" {
+			return fmt.Sprintf("%s:%d", n.IP, n.Port)
+		}
+	}
+	return ""
+}
+
 // mastersOf maps each master's address to the events whose slot it serves.
 func mastersOf(t *testing.T, rdb *redis.ClusterClient, events []string) map[string][]string {
 	t.Helper()
 	ctx := context.Background()
-	slots, err := rdb.ClusterSlots(ctx).Result()
+	shards, err := rdb.ClusterShards(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,9 +175,12 @@ func mastersOf(t *testing.T, rdb *redis.ClusterClient, events []string) map[stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range slots {
-			if int64(r.Start) <= slot && slot <= int64(r.End) {
-				out[r.Nodes[0].Addr] = append(out[r.Nodes[0].Addr], ev)
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if r.Start <= slot && slot <= r.End {
+					addr := masterAddr(sh)
+					out[addr] = append(out[addr], ev)
+				}
 			}
 		}
 	}

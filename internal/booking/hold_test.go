@@ -312,4 +312,3 @@ func TestReleaseByTheHolderOnly(t *testing.T) {
 		t.Fatalf("hold after release: %v", err)
 	}
 }
-

@@ -128,14 +128,20 @@ func TestEventsSpreadOverShards(t *testing.T) {
 	}
 
 	// Where the cluster says they are: slot -> master.
-	slots, err := rdb.ClusterSlots(ctx).Result()
+	shards, err := rdb.ClusterShards(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ownerOf := func(slot int64) string {
-		for _, r := range slots {
-			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
-				return r.Nodes[0].Addr
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if r.Start <= slot && slot <= r.End {
+					for _, n := range sh.Nodes {
+						if n.Role == "master" {
+							return fmt.Sprintf("%s:%d", n.IP, n.Port)
+						}
+					}
+				}
 			}
 		}
 		return ""
