@@ -140,6 +140,7 @@ func TestBrowserJourney(t *testing.T) {
 		t.Fatalf("position at join = %q; want a number ≥ 2 (six fans were ahead)", text(t, fan, "#position"))
 	}
 	shots.shot(fan, "waiting")
+	fitsScreen(t, fan, "the waiting room on a phone")
 	// Record every position the page shows, in sessionStorage, which
 	// survives the page's own move to the booking page.
 	run(t, fan, 5*time.Second, "watch the position", chromedp.Evaluate(`(() => {
@@ -169,6 +170,7 @@ func TestBrowserJourney(t *testing.T) {
 	}
 	t.Logf("positions shown while waiting: %v", seen)
 	shots.shot(fan, "seat-map")
+	fitsScreen(t, fan, "the seat map on a phone")
 
 	// The second fan joins now and is admitted within a few ticks.
 	rival := tab(t, browser(t)) // a second browser: its own cookies and storage
@@ -201,6 +203,10 @@ func TestBrowserJourney(t *testing.T) {
 	)
 	bookingID := text(t, fan, "#booking-id")
 	shots.shot(fan, "confirmed")
+	// The same pages on a desktop screen.
+	run(t, rival, 10*time.Second, "desktop size", chromedp.EmulateViewport(1280, 800))
+	fitsScreen(t, rival, "the seat map on a desktop")
+	shots.shot(rival, "desktop-seat-map")
 	if bookingID == "" {
 		t.Fatal("no booking id shown")
 	}
@@ -276,6 +282,19 @@ func watchConsole(ctx context.Context) {
 		c.errs = append(c.errs, msg)
 		c.mu.Unlock()
 	})
+}
+
+// fitsScreen fails the test when the page is wider than the screen (a page
+// that scrolls sideways on a phone). The seat map may scroll inside its own
+// box; the page itself must not.
+func fitsScreen(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	var over int
+	run(t, ctx, 5*time.Second, "measure "+what, chromedp.Evaluate(
+		`document.documentElement.scrollWidth - window.innerWidth`, &over))
+	if over > 1 {
+		t.Errorf("%s: the page is %d px wider than the screen", what, over)
+	}
 }
 
 // waitBookPage waits until the waiting room has moved the fan on to the
