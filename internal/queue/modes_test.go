@@ -3,6 +3,8 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -449,4 +451,37 @@ func TestClaimWindow(t *testing.T) {
 		t.Fatal("the claimed place was lost")
 	}
 	checkBooks(t, e)
+}
+
+// TestScriptsSurviveAFlushedCache: a Redis that lost its script cache (a
+// restart, SCRIPT FLUSH) still answers the pipelined scripts: the calls that
+// meet NOSCRIPT are sent again with EVAL.
+func TestScriptsSurviveAFlushedCache(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	set := open()
+	a := join(t, e.store, set)
+	if err := e.rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if st, err := e.store.Status(ctx, event, a.Ticket, set); err != nil || st.State != queue.Waiting {
+				errs <- fmt.Errorf("status after SCRIPT FLUSH: %+v, %v", st, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if b := join(t, e.store, set); b.Position.Position != 2 {
+		t.Fatalf("join after SCRIPT FLUSH: position %d; want 2", b.Position.Position)
+	}
 }
