@@ -24,7 +24,13 @@ const journeyEvents = `  - id: "premiere"
     name: "Premiere night"
     admission: {admit_per_second: 1, max_active: 10, access_ttl: "5m", abandon_after: "60s"}
     showtimes:
-      - {id: 42, title: "Premiere 19:00", starts_at: "2026-12-01T19:00:00Z", rows: 5, seats_per_row: 10, price_cents: 1500}
+      - id: 42
+        title: "Premiere 19:00"
+        starts_at: "2026-12-01T19:00:00Z"
+        rows: 5
+        seats_per_row: 10
+        price_cents: 1500
+        general_admission: [{code: "FLOOR", capacity: 20, price_cents: 900}]
 `
 
 // browser starts a headless Chromium (Debian's) with a fresh profile.
@@ -185,6 +191,10 @@ func TestBrowserJourney(t *testing.T) {
 		)
 	}
 	shots.shot(fan, "two-seats-chosen")
+	run(t, fan, 10*time.Second, "add one standing place",
+		chromedp.Click(`[data-ga-inc="FLOOR"]`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('[data-ga="FLOOR"]').value === '1'`, nil),
+	)
 	run(t, fan, 10*time.Second, "hold",
 		chromedp.Click(`#hold`, chromedp.ByQuery),
 		chromedp.Poll(`document.querySelector('main').dataset.phase === 'held'`, nil),
@@ -220,6 +230,13 @@ func TestBrowserJourney(t *testing.T) {
 	}
 	if booked != 2 {
 		t.Fatalf("C5/C6 booked rows = %d; want 2", booked)
+	}
+	var standing int
+	if err := db.QueryRow(ctx, `SELECT coalesce(sum(places), 0) FROM ga_places WHERE showtime_id = 42 AND block_code = 'FLOOR' AND status = 'BOOKED'`).Scan(&standing); err != nil {
+		t.Fatalf("read standing places: %v", err)
+	}
+	if standing != 1 {
+		t.Fatalf("FLOOR places booked = %d; want 1", standing)
 	}
 	var status string
 	if err := db.QueryRow(ctx, `SELECT status FROM bookings WHERE id::text = $1`, bookingID).Scan(&status); err != nil || status != "CONFIRMED" {
