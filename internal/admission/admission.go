@@ -7,7 +7,6 @@
 package admission
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,24 +30,14 @@ type Store interface {
 type Admitter struct {
 	store Store
 	log   *slog.Logger
-	path  string // the config file, re-read on change; "" = never reload
+	cfg   *config.Live // re-read from its file on change
 
-	cfg    atomic.Pointer[config.Config]
 	rounds atomic.Int64
-
-	reloadMu sync.Mutex // serializes reloads; guards loaded
-	loaded   []byte     // the file bytes of the config in force
-	refused  []byte     // the last file bytes refused, so a bad edit is counted once
 }
 
 // New returns an admitter serving cfg, which was loaded from path.
 func New(store Store, cfg *config.Config, path string, log *slog.Logger) *Admitter {
-	a := &Admitter{store: store, log: log, path: path}
-	a.cfg.Store(cfg)
-	if b, err := os.ReadFile(path); err == nil {
-		a.loaded = b
-	}
-	return a
+	return &Admitter{store: store, log: log, cfg: config.NewLive(path, cfg)}
 }
 
 // Config is the config in force.
@@ -56,9 +45,6 @@ func (a *Admitter) Config() *config.Config { return a.cfg.Load() }
 
 // Rounds counts completed tick rounds (every event ticked once).
 func (a *Admitter) Rounds() int64 { return a.rounds.Load() }
-
-// SettingsOf is what an event's config puts in force (queue.SettingsFor).
-func SettingsOf(ev config.Event) queue.Settings { return queue.SettingsFor(ev) }
 
 // Run ticks every event until ctx ends. The interval is read from the config
 // in force at each round, so a reloaded admitter.tick acts at once.
@@ -99,7 +85,7 @@ func (a *Admitter) TickAll(ctx context.Context) {
 func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
 	start := time.Now()
 	defer func() { tickDuration.WithLabelValues(ev.ID).Observe(time.Since(start).Seconds()) }()
-	set := SettingsOf(ev)
+	set := queue.SettingsFor(ev)
 	tickErrors.WithLabelValues(ev.ID).Add(0) // exported from the first tick, so increase() sees the first error
 	configured := set.AdmitPerSecond
 	if !set.Admitting(time.Now()) {
@@ -125,28 +111,17 @@ func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
 // which names the bad key, is logged and counted and the previous config
 // stays in force. force reloads even when the file did not change (SIGHUP).
 func (a *Admitter) Reload(force bool) error {
-	a.reloadMu.Lock()
-	defer a.reloadMu.Unlock()
-	b, err := os.ReadFile(a.path)
-	if err == nil && !force && (bytes.Equal(b, a.loaded) || bytes.Equal(b, a.refused)) {
-		return nil // a write that changed nothing, or a bad file already refused
-	}
-	var cfg *config.Config
-	if err == nil {
-		cfg, err = config.Parse(b, os.LookupEnv)
-	} else {
-		err = fmt.Errorf("config: %w", err)
-	}
+	old, cfg, err := a.cfg.Reload(force)
 	if err != nil {
-		a.refused = b
 		configReloadErrors.Inc()
-		a.log.Error("config reload refused; the previous config stays in force", "path", a.path, "err", err)
+		a.log.Error("config reload refused; the previous config stays in force", "path", a.cfg.Path(), "err", err)
 		return err
 	}
-	old := a.cfg.Swap(cfg)
-	a.loaded = b
+	if cfg == nil {
+		return nil // the file holds what is in force, or what was refused already
+	}
 	configReloads.Inc()
-	a.log.Info("config reloaded", "path", a.path, "changes", diff(old, cfg))
+	a.log.Info("config reloaded", "path", a.cfg.Path(), "changes", diff(old, cfg))
 	for _, ev := range old.Events {
 		if _, ok := cfg.Event(ev.ID); !ok {
 			forgetEvent(ev.ID)
@@ -167,7 +142,7 @@ func diff(old, cur *config.Config) []string {
 			out = append(out, fmt.Sprintf("event %s added", ev.ID))
 			continue
 		}
-		was, now := SettingsOf(*o), SettingsOf(ev)
+		was, now := queue.SettingsFor(*o), queue.SettingsFor(ev)
 		if was.Mode != now.Mode {
 			out = append(out, fmt.Sprintf("%s mode %s -> %s", ev.ID, was.Mode, now.Mode))
 		}
@@ -206,8 +181,8 @@ func sameTime(a, b *time.Time) bool {
 // Kubernetes ConfigMap swap) and on every value from hup (SIGHUP), until ctx
 // ends.
 func (a *Admitter) Watch(ctx context.Context, hup <-chan os.Signal) error {
-	if a.path == "" {
+	if a.cfg.Path() == "" {
 		return errors.New("admission: no config path to watch")
 	}
-	return config.Watch(ctx, a.path, hup, a.log, func(force bool) { _ = a.Reload(force) })
+	return config.Watch(ctx, a.cfg.Path(), hup, a.log, func(force bool) { _ = a.Reload(force) })
 }

@@ -253,7 +253,7 @@ func testOneBadEventDoesNotStopOthers(t *testing.T, b backend) {
 	// The broken event's line is not a ZSET: its script fails every tick.
 	e.rdb.Set(context.Background(), "wr:{broken}:wait", "not a zset", 0)
 	before := testutil.ToFloat64(admission.TickErrorsMetric("broken"))
-	r, err := e.store.Join(context.Background(), "fine", "", admission.SettingsOf(e.adm.Config().Events[1]))
+	r, err := e.store.Join(context.Background(), "fine", "", queue.SettingsFor(e.adm.Config().Events[1]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func testOneBadEventDoesNotStopOthers(t *testing.T, b backend) {
 	}
 }
 
-func TestSettingsOf(t *testing.T) {
+func TestSettingsFor(t *testing.T) {
 	rate, capacity := 40.0, 90
 	opens := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
@@ -289,7 +289,7 @@ func TestSettingsOf(t *testing.T) {
 			c.adm.Capacity = config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}
 			c.adm.AccessTTL = config.Duration(10 * time.Minute)
 			c.adm.AbandonAfter = config.Duration(time.Minute)
-			s := admission.SettingsOf(config.Event{ID: "x", Mode: "paused", OpensAt: c.wantOpens, Admission: c.adm})
+			s := queue.SettingsFor(config.Event{ID: "x", Mode: "paused", OpensAt: c.wantOpens, Admission: c.adm})
 			if s.AdmitPerSecond != c.wantRate || s.MaxActive != c.wantCap {
 				t.Errorf("rate, cap = %v, %d; want %v, %d", s.AdmitPerSecond, s.MaxActive, c.wantRate, c.wantCap)
 			}

@@ -5,16 +5,13 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -32,10 +29,7 @@ const maxBody = 64 << 10
 
 // Server is the gateway. Build it with New and serve App().
 type Server struct {
-	cfg      atomic.Pointer[config.Config]
-	path     string // the config file, for Reload
-	reloadMu sync.Mutex
-	lastRead []byte // the file as last read by Reload
+	cfg      *config.Live // re-read from its file on change
 	line     *queue.Store
 	rdb      redis.UniversalClient
 	signer   *pass.Signer
@@ -66,10 +60,9 @@ type Options struct {
 // New builds the gateway and its routes.
 func New(o Options) (*Server, error) {
 	s := &Server{
-		path: o.ConfigPath, line: o.Line, rdb: o.Redis, signer: o.Signer, log: o.Log, now: o.Now,
+		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, rdb: o.Redis, signer: o.Signer, log: o.Log, now: o.Now,
 		settings: map[string]queue.Settings{},
 	}
-	s.cfg.Store(o.Config)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -123,28 +116,17 @@ func (s *Server) config() *config.Config { return s.cfg.Load() }
 // parse or validate is refused, logged with the key it names, counted, and
 // the previous config stays in force.
 func (s *Server) Reload() error {
-	if s.path == "" {
-		return nil
-	}
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
-	b, err := os.ReadFile(s.path)
-	if err == nil && bytes.Equal(b, s.lastRead) {
-		return nil // nothing changed, or a bad file already refused
-	}
-	s.lastRead = b
-	var cfg *config.Config
-	if err == nil {
-		cfg, err = config.Parse(b, os.LookupEnv)
-	}
+	old, cfg, err := s.cfg.Reload(false)
 	if err != nil {
 		configReloadErrors.Inc()
-		s.log.Error("config reload refused; the previous config stays in force", "path", s.path, "err", err)
+		s.log.Error("config reload refused; the previous config stays in force", "path", s.cfg.Path(), "err", err)
 		return err
 	}
-	old := s.cfg.Swap(cfg)
+	if cfg == nil {
+		return nil // the file holds what is in force, or what was refused already
+	}
 	configReloads.Inc()
-	s.log.Info("config reloaded", "path", s.path, "events", len(cfg.Events), "before", len(old.Events))
+	s.log.Info("config reloaded", "path", s.cfg.Path(), "events", len(cfg.Events), "before", len(old.Events))
 	exportSeries(cfg)
 	s.loadSettings(context.Background())
 	return nil
