@@ -61,7 +61,7 @@ events:
 			t.Fatalf("no settings published: %v", err)
 		}
 	}
-	j, err := store.Join(context.Background(), "premiere", "", set)
+	j, err := store.Join(context.Background(), "premiere", set)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,7 +253,7 @@ func testOneBadEventDoesNotStopOthers(t *testing.T, b backend) {
 	// The broken event's line is not a ZSET: its script fails every tick.
 	e.rdb.Set(context.Background(), "wr:{broken}:wait", "not a zset", 0)
 	before := testutil.ToFloat64(admission.TickErrorsMetric("broken"))
-	r, err := e.store.Join(context.Background(), "fine", "", queue.SettingsFor(e.adm.Config().Events[1]))
+	r, err := e.store.Join(context.Background(), "fine", queue.SettingsFor(e.adm.Config().Events[1]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func testComputedRateAdmits(t *testing.T, b backend) {
 		t.Fatalf("published rate, cap = %v, %d; want 10, 5", set.AdmitPerSecond, set.MaxActive)
 	}
 	for range 20 {
-		if _, err := e.store.Join(context.Background(), "computed", "", set); err != nil {
+		if _, err := e.store.Join(context.Background(), "computed", set); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -61,7 +61,7 @@ events:
 		set.Mode = "paused" // nobody goes in before the replicas start
 		joined[ev.ID] = map[string]bool{}
 		for range fans {
-			r, err := store.Join(ctx, ev.ID, "", set)
+			r, err := store.Join(ctx, ev.ID, set)
 			if err != nil {
 				t.Fatal(err)
 			}

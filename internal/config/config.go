@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -65,6 +66,10 @@ type Gateway struct {
 	JoinsPerIPPerMinute *int `yaml:"joins_per_ip_per_minute"`
 	// ProxyTimeout bounds one proxied call to the booking core (504 past it).
 	ProxyTimeout Duration `yaml:"proxy_timeout"`
+	// TrustedProxies are the CIDRs (or single addresses) of the load
+	// balancers in front: only from them are X-Forwarded-For and
+	// X-Forwarded-Proto believed (see Fair play in DESIGN.md).
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 type Admitter struct {
@@ -79,8 +84,14 @@ type Booking struct {
 	HoldTTL         Duration `yaml:"hold_ttl"`
 	MaxSeatsPerHold int      `yaml:"max_seats_per_hold"`
 	// HoldsPerMinute caps the holds one customer may take per minute (429 past it).
-	HoldsPerMinute int     `yaml:"holds_per_minute"`
-	Payment        Payment `yaml:"payment"`
+	HoldsPerMinute int `yaml:"holds_per_minute"`
+	// HoldAttemptsPerMinute caps the hold requests one customer may make per
+	// minute, refused ones included (429 past it).
+	HoldAttemptsPerMinute int `yaml:"hold_attempts_per_minute"`
+	// ReholdCooldown keeps a seat out of a customer's reach this long after
+	// a hold of theirs on it was released or lapsed; nil = hold_ttl, 0 = off.
+	ReholdCooldown *Duration `yaml:"rehold_cooldown"`
+	Payment        Payment   `yaml:"payment"`
 }
 
 type Payment struct {
@@ -292,6 +303,13 @@ func (c *Config) setDefaults() {
 	if c.Booking.HoldsPerMinute == 0 {
 		c.Booking.HoldsPerMinute = 5
 	}
+	if c.Booking.HoldAttemptsPerMinute == 0 {
+		c.Booking.HoldAttemptsPerMinute = 20
+	}
+	if c.Booking.ReholdCooldown == nil {
+		d := c.Booking.HoldTTL
+		c.Booking.ReholdCooldown = &d
+	}
 	defD(&c.Booking.Payment.SessionTTL, 8*time.Minute)
 	defD(&c.Booking.Payment.ReconcileAfter, 15*time.Minute)
 	def(&c.Booking.Payment.Simulator.Outcome, "succeed")
@@ -356,6 +374,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Booking.HoldsPerMinute < 1 {
 		bad("booking.holds_per_minute", "must be >= 1")
+	}
+	if c.Booking.HoldAttemptsPerMinute < 1 {
+		bad("booking.hold_attempts_per_minute", "must be >= 1")
+	}
+	if *c.Booking.ReholdCooldown < 0 {
+		bad("booking.rehold_cooldown", "must be >= 0 (0 = off)")
+	}
+	for i, p := range c.Gateway.TrustedProxies {
+		if _, err := ParsePrefix(p); err != nil {
+			bad(fmt.Sprintf("gateway.trusted_proxies[%d]", i), "%q is not a CIDR or an IP address", p)
+		}
 	}
 	p := c.Booking.Payment
 	if p.SessionTTL.D() <= 0 {
@@ -527,6 +556,21 @@ func (a Admission) Cap() int {
 		return *a.MaxActive
 	}
 	return int(math.Max(1, math.Ceil(a.Rate()*a.Capacity.SessionSeconds)))
+}
+
+// ParsePrefix reads a CIDR ("10.0.0.0/8") or a single address ("10.0.0.1",
+// as a /32 or /128), as gateway.trusted_proxies takes them.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
 }
 
 // RowLetter is the letter of row i (0-based): A, B, …

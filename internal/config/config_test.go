@@ -49,6 +49,9 @@ func TestValidConfigAndDefaults(t *testing.T) {
 		{"booking.max_seats_per_hold", c.Booking.MaxSeatsPerHold, 8},
 		{"booking.payment.session_ttl", c.Booking.Payment.SessionTTL.D(), 8 * time.Minute},
 		{"booking.payment.reconcile_after", c.Booking.Payment.ReconcileAfter.D(), 15 * time.Minute},
+		{"booking.hold_attempts_per_minute", c.Booking.HoldAttemptsPerMinute, 20},
+		{"booking.rehold_cooldown defaults to hold_ttl", c.Booking.ReholdCooldown.D(), 10 * time.Minute},
+		{"gateway.trusted_proxies", len(c.Gateway.TrustedProxies), 0},
 		{"events[0].mode", c.Events[0].Mode, "queue"},
 		{"events[0].name defaults to id", c.Events[0].Name, "premiere"},
 		{"events[0].admission.access_ttl", c.Events[0].Admission.AccessTTL.D(), 10 * time.Minute},
@@ -134,6 +137,9 @@ func TestBadConfigs(t *testing.T) {
 		{"unknown top-level key", "booking:", "bookng: {}\nbooking:", "field bookng not found"},
 		{"unknown nested key (typo)", "admit_per_second: 50", "admit_per_secnd: 50", "field admit_per_secnd not found"},
 		{"bad duration", `payment: {secret: "pay-secret"}`, "hold_ttl: \"ten minutes\"\n  payment: {secret: \"pay-secret\"}", `"ten minutes" is not a duration`},
+		{"zero hold attempts", `payment: {secret: "pay-secret"}`, "hold_attempts_per_minute: -1\n  payment: {secret: \"pay-secret\"}", "booking.hold_attempts_per_minute: must be >= 1"},
+		{"negative rehold cooldown", `payment: {secret: "pay-secret"}`, "rehold_cooldown: \"-1s\"\n  payment: {secret: \"pay-secret\"}", "booking.rehold_cooldown: must be >= 0"},
+		{"bad trusted proxy", "booking:", "gateway: {trusted_proxies: [\"10.0.0.0/8\", \"not-an-ip\"]}\nbooking:", `gateway.trusted_proxies[1]: "not-an-ip" is not a CIDR or an IP address`},
 		{"tiny hold ttl", `payment: {secret: "pay-secret"}`, "hold_ttl: \"100ms\"\n  payment: {secret: \"pay-secret\", session_ttl: \"50ms\"}", "booking.hold_ttl: must be >= 1s"},
 		{"missing ticket secret", `auth: {ticket_secret: "0123456789abcdef0123"}`, "", "auth.ticket_secret: must be set"},
 		{"short ticket secret", `ticket_secret: "0123456789abcdef0123"`, `ticket_secret: "short"`, "auth.ticket_secret: must be at least 16 characters"},
@@ -202,5 +208,29 @@ func unwrapAll(err error) error {
 			return err
 		}
 		err = u.Unwrap()
+	}
+}
+
+func TestFairPlayKeys(t *testing.T) {
+	c, err := config.Parse([]byte(strings.Replace(valid, `payment: {secret: "pay-secret"}`,
+		"rehold_cooldown: \"0s\"\n  hold_attempts_per_minute: 7\n  payment: {secret: \"pay-secret\"}", 1)+
+		"gateway: {trusted_proxies: [\"10.0.0.0/8\", \"192.168.1.7\", \"fd00::/8\"]}\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Booking.ReholdCooldown.D(); got != 0 {
+		t.Errorf("rehold_cooldown \"0s\" = %v; want 0 (off), not the hold_ttl default", got)
+	}
+	if c.Booking.HoldAttemptsPerMinute != 7 {
+		t.Errorf("hold_attempts_per_minute = %d; want 7", c.Booking.HoldAttemptsPerMinute)
+	}
+	for _, p := range []struct{ in, want string }{
+		{"10.0.0.0/8", "10.0.0.0/8"}, {"10.1.2.3/8", "10.0.0.0/8"}, {"192.168.1.7", "192.168.1.7/32"},
+		{"::ffff:192.168.1.7", "192.168.1.7/32"}, {"fd00::/8", "fd00::/8"},
+	} {
+		got, err := config.ParsePrefix(p.in)
+		if err != nil || got.String() != p.want {
+			t.Errorf("ParsePrefix(%q) = %v, %v; want %s", p.in, got, err, p.want)
+		}
 	}
 }

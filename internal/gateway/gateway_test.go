@@ -30,8 +30,8 @@ import (
 
 const cfgYAML = `
 auth: {ticket_secret: "gateway-test-secret-0123"}
-gateway: {booking_url: "%s", joins_per_ip_per_minute: %d, proxy_timeout: "300ms"}
-booking: {payment: {secret: "p"}}
+gateway: {booking_url: "%s", joins_per_ip_per_minute: %d, proxy_timeout: "300ms"%s}
+booking: {%s}
 events:
   - id: "premiere"
     admission: {admit_per_second: 100, max_active: 100}
@@ -66,6 +66,7 @@ type upstream struct {
 	lastAuth atomic.Value
 	lastHdr  atomic.Value
 	delay    atomic.Int64
+	holdFor  atomic.Int64 // how long a hold it grants lasts (default 20m)
 }
 
 func newUpstream(t *testing.T) *upstream {
@@ -80,7 +81,11 @@ func newUpstream(t *testing.T) *upstream {
 		w.Header().Set("Content-Type", "application/json")
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/holds") {
 			w.WriteHeader(http.StatusCreated)
-			fmt.Fprintf(w, `{"holdId":"h1","expiresAt":%q,"seats":["A1"]}`, time.Now().Add(20*time.Minute).UTC().Format(time.RFC3339Nano))
+			d := 20 * time.Minute
+			if f := u.holdFor.Load(); f > 0 {
+				d = time.Duration(f)
+			}
+			fmt.Fprintf(w, `{"holdId":"h1","expiresAt":%q,"seats":["A1"]}`, time.Now().Add(d).UTC().Format(time.RFC3339Nano))
 			return
 		}
 		fmt.Fprintf(w, `{"path":%q}`, r.URL.Path)
@@ -89,17 +94,29 @@ func newUpstream(t *testing.T) *upstream {
 	return u
 }
 
-func setup(t *testing.T, joinsPerIP int) *env {
+func setup(t *testing.T, joinsPerIP int) *env { t.Helper(); return setupWith(t, joinsPerIP, "", "") }
+
+// setupWith is setup with extra flow-style keys for the gateway: map
+// (starting with ", ") and the booking: map's content ("" = just the
+// payment secret); opts edit the gateway's options.
+func setupWith(t *testing.T, joinsPerIP int, gatewayKeys, bookingKeys string, opts ...func(*gateway.Options)) *env {
 	t.Helper()
 	_, rdb := testenv.Redis(t)
 	up := newUpstream(t)
-	cfg, err := config.Parse([]byte(fmt.Sprintf(cfgYAML, up.URL, joinsPerIP)), nil)
+	if bookingKeys == "" {
+		bookingKeys = `payment: {secret: "p"}`
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(cfgYAML, up.URL, joinsPerIP, gatewayKeys, bookingKeys)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	line := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
-	srv, err := gateway.New(gateway.Options{Config: cfg, Redis: rdb, Line: line, Signer: pass.NewSigner(priv)})
+	o := gateway.Options{Config: cfg, Redis: rdb, Line: line, Signer: pass.NewSigner(priv)}
+	for _, f := range opts {
+		f(&o)
+	}
+	srv, err := gateway.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -37,6 +38,8 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	proxy    *proxy
+
+	proxies atomic.Pointer[proxies] // gateway.trusted_proxies, parsed; swapped on reload
 
 	settingsMu sync.RWMutex
 	settings   map[string]queue.Settings
@@ -76,6 +79,8 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.proxy = p
+	ps := proxiesOf(o.Config)
+	s.proxies.Store(&ps)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "waitroom-gateway",
 		DisableStartupMessage: true,
@@ -111,7 +116,7 @@ func exportSeries(cfg *config.Config) {
 func (s *Server) config() *config.Config { return s.cfg.Load() }
 
 // Reload re-reads the config file. Events (added, removed, renamed, their
-// showtimes) and the per-IP join limit act at once; addresses, secrets, the
+// showtimes), the per-IP join limit and the trusted proxies act at once; addresses, secrets, the
 // signing key and the booking URL need a restart. A file that does not
 // parse or validate is refused, logged with the key it names, counted, and
 // the previous config stays in force.
@@ -128,9 +133,14 @@ func (s *Server) Reload() error {
 	configReloads.Inc()
 	s.log.Info("config reloaded", "path", s.cfg.Path(), "events", len(cfg.Events), "before", len(old.Events))
 	exportSeries(cfg)
+	ps := proxiesOf(cfg)
+	s.proxies.Store(&ps)
 	s.loadSettings(context.Background())
 	return nil
 }
+
+// clientOf is the fan behind c, as the trusted proxies in force report it.
+func (s *Server) clientOf(c *fiber.Ctx) client { return s.proxies.Load().clientOf(c) }
 
 // App is the fiber application (for Listen, or app.Test in tests).
 func (s *Server) App() *fiber.App { return s.app }

@@ -40,7 +40,7 @@ func TestOnRedisCluster(t *testing.T) {
 				{"publish", func() error { return s.PublishSettings(ctx, ev, set) }},
 				{"settings", func() error { _, err := s.Settings(ctx, ev); return err }},
 				{"join+status+tick+leave", func() error {
-					r, err := s.Join(ctx, ev, "", set)
+					r, err := s.Join(ctx, ev, set)
 					if err != nil {
 						return err
 					}
@@ -56,7 +56,7 @@ func TestOnRedisCluster(t *testing.T) {
 					if _, err := s.Stats(ctx, ev); err != nil {
 						return err
 					}
-					if _, _, err := s.Extend(ctx, ev, r.ID, time.Now()); err != nil {
+					if _, _, err := s.Extend(ctx, ev, r.ID, time.Now(), time.Minute); err != nil {
 						return err
 					}
 					if err := s.Complete(ctx, ev, r.ID); err != nil {
@@ -91,7 +91,7 @@ func TestEventsSpreadOverShards(t *testing.T) {
 		if err := s.PublishSettings(ctx, events[i], set); err != nil {
 			t.Fatal(err)
 		}
-		r, err := s.Join(ctx, events[i], "", set)
+		r, err := s.Join(ctx, events[i], set)
 		if err != nil {
 			t.Fatalf("join %s: %v", events[i], err)
 		}

@@ -103,7 +103,7 @@ func BenchmarkJoin(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := e.store.Join(context.Background(), event, "", set); err != nil {
+			if _, err := e.store.Join(context.Background(), event, set); err != nil {
 				b.Error(err)
 				return
 			}

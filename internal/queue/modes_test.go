@@ -42,7 +42,7 @@ func TestJoinWindows(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := setup(t)
-			r, err := e.store.Join(context.Background(), event, "", c.set)
+			r, err := e.store.Join(context.Background(), event, c.set)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("join = %v; want %v", err, c.want)
 			}
@@ -237,9 +237,10 @@ func TestPassthrough(t *testing.T) {
 	if c, _ := e.store.Counts(ctx, event); c.Active != 1 || c.Waiting != 0 {
 		t.Errorf("counts = %+v; want 1 active", c)
 	}
+	// The join itself claimed the place: the fan holds its pass already.
 	st := status(t, e.store, r.Ticket, set)
-	if st.State != queue.Admitted || !st.FirstAdmission {
-		t.Errorf("status = %+v; want admitted, first admission", st)
+	if st.State != queue.Admitted || st.FirstAdmission {
+		t.Errorf("status = %+v; want admitted, already claimed", st)
 	}
 
 	// Fans already waiting when the mode turns to passthrough go in at once,
@@ -274,7 +275,7 @@ func TestClosedWhileWaiting(t *testing.T) {
 	if st := status(t, e.store, r.Ticket, set); st.State != queue.Closed {
 		t.Errorf("past closes_at: state %v; want closed", st.State)
 	}
-	if _, err := e.store.Join(context.Background(), event, r.Ticket, set); !errors.Is(err, queue.ErrClosed) {
+	if _, err := e.store.Join(context.Background(), event, set); !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("join = %v; want ErrClosed", err)
 	}
 }
@@ -359,7 +360,7 @@ func testExtendAndComplete(t *testing.T, e env) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, ok, err := e.store.Extend(ctx, event, r.ID, c.until)
+			got, ok, err := e.store.Extend(ctx, event, r.ID, c.until, time.Hour)
 			if err != nil || !ok || !got.Equal(c.want) {
 				t.Errorf("Extend = %v, %v, %v; want %v, true", got, ok, err, c.want)
 			}
@@ -371,7 +372,7 @@ func testExtendAndComplete(t *testing.T, e env) {
 	if ok, _ := e.store.Active(ctx, event, r.ID); ok {
 		t.Error("active after Complete")
 	}
-	if _, ok, _ := e.store.Extend(ctx, event, r.ID, time.Now().Add(time.Hour)); ok {
+	if _, ok, _ := e.store.Extend(ctx, event, r.ID, time.Now().Add(time.Hour), time.Hour); ok {
 		t.Error("Extend of a completed ticket reported active")
 	}
 }

@@ -70,12 +70,11 @@ type Position struct {
 	PollAfter time.Duration
 }
 
-// JoinResult is the answer to a join.
+// JoinResult is the answer to a join: always a new place.
 type JoinResult struct {
-	Ticket  string // the opaque, signed ticket to hand to the fan
-	ID      string // the ticket's id (the Redis member; the access JWT's sub)
-	Resumed bool   // the fan already had a live ticket: same place, HTTP 200
-	State   State  // Waiting, or Admitted in passthrough mode
+	Ticket string // the opaque, signed ticket to hand to the fan
+	ID     string // the ticket's id (the Redis member; the access JWT's sub)
+	State  State  // Waiting, or Admitted (and claimed) in passthrough mode
 	Position
 	ActiveUntil time.Time // when State == Admitted
 }
@@ -92,8 +91,9 @@ type Status struct {
 	// carried in the signed ticket: the gateway compares it with the real
 	// wait once, when FirstAdmission is set.
 	JoinETA *time.Duration
-	// FirstAdmission is true the first time a poll sees the ticket admitted
-	// (for the join → admitted wait-time histogram).
+	// FirstAdmission is true the first time a poll (or a resuming join) sees
+	// the ticket admitted: that look claimed the place (for the join →
+	// admitted wait-time histogram).
 	FirstAdmission bool
 }
 
@@ -147,21 +147,13 @@ const (
 	passthroughBatch = 10000
 )
 
-// Join puts a fan in the line of event, or resumes the live ticket they carry
-// (existing may be ""). It returns ErrNotOpen, ErrClosed, ErrInvalidTicket is
-// never returned for existing: a bad or dead existing ticket just gets a new place.
-func (s *Store) Join(ctx context.Context, event, existing string, set Settings) (JoinResult, error) {
-	var (
-		exID, exSeq string
-		ex          ticket
-		haveEx      bool
-	)
-	if existing != "" {
-		if t, err := s.decode(event, existing); err == nil {
-			ex, haveEx = t, true
-			exID, exSeq = t.id(), strconv.FormatInt(t.seq, 10)
-		}
-	}
+// Join gives a fan a new place in the line of event: at the back after
+// opening, in the lottery before it, or admitted at once in passthrough
+// mode. It returns ErrNotOpen or ErrClosed. A fan who already carries a
+// ticket is resumed with Status, never here: a ticket that is no longer
+// waiting or active must not turn into a new place without the caller's
+// say (the per-IP join limit).
+func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResult, error) {
 	random, err := newRandom()
 	if err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", err)
@@ -174,7 +166,7 @@ func (s *Store) Join(ctx context.Context, event, existing string, set Settings) 
 	res, err := s.batch.run(ctx, joinScript, []string{k.wait, k.active, k.seen, k.stats},
 		set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
-		exID, exSeq, b64.EncodeToString(random[:]), lottery, mrand.Float64(),
+		b64.EncodeToString(random[:]), lottery, mrand.Float64(),
 	).Slice()
 	if err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", err)
@@ -186,36 +178,26 @@ func (s *Store) Join(ctx context.Context, event, existing string, set Settings) 
 	case "not_open":
 		return JoinResult{}, ErrNotOpen
 	}
-	resumed := r.int(1) == 1
-	t := ex
-	if !resumed {
-		t = ticket{seq: r.int(2), random: random, joinedAt: r.int(3)}
-	}
-	now := r.int(3)
-	out := JoinResult{Resumed: resumed}
+	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2)}
+	var out JoinResult
 	switch r.str(0) {
 	case "admitted":
 		out.State = Admitted
-		out.ActiveUntil = msToTime(r.int(4))
+		out.ActiveUntil = msToTime(r.int(3))
 	case "waiting":
 		out.State = Waiting
-		out.Position = position(r.int(4), r.int(5), r.float(6), now, set)
-		if !resumed && out.ETA != nil {
+		out.Position = position(r.int(3), r.int(4), r.float(5), t.joinedAt, set)
+		if out.ETA != nil {
 			ms := out.ETA.Milliseconds()
 			t.joinETA = &ms
 		}
 	default:
 		return JoinResult{}, fmt.Errorf("join: unexpected reply %v", res)
 	}
-	if resumed && haveEx {
-		out.Ticket = existing
-	} else {
-		out.Ticket = s.encode(event, t)
-	}
-	out.ID = t.id()
 	if r.err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", r.err)
 	}
+	out.Ticket, out.ID = s.encode(event, t), t.id()
 	return out, nil
 }
 
@@ -305,13 +287,16 @@ func (s *Store) Active(ctx context.Context, event, ticket string) (bool, error) 
 }
 
 // Extend moves an active ticket's expiry to until if that is later than it
-// is now; never shortens it. Reports the expiry in force afterwards, and false
-// when the ticket is not active.
-func (s *Store) Extend(ctx context.Context, event, ticket string, until time.Time) (time.Time, bool, error) {
+// is now; never shortens it, and never moves it past the ticket's ceiling:
+// its claim time + window (access_ttl + hold_ttl: see extendScript).
+// Reports the expiry in force afterwards, and false when the ticket is not
+// active.
+func (s *Store) Extend(ctx context.Context, event, ticket string, until time.Time, window time.Duration) (time.Time, bool, error) {
 	if !idPattern.MatchString(ticket) {
 		return time.Time{}, false, nil
 	}
-	exp, err := extendScript.Run(ctx, s.rdb, []string{keysOf(event).active}, ticket, until.UnixMilli()).Int64()
+	k := keysOf(event)
+	exp, err := extendScript.Run(ctx, s.rdb, []string{k.active, k.seen}, ticket, until.UnixMilli(), window.Milliseconds()).Int64()
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("extend: %w", err)
 	}
