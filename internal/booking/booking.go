@@ -108,6 +108,12 @@ type HoldRequest struct {
 	TTL            time.Duration
 	MaxPlaces      int // per customer across the event, held at once
 	HoldsPerMinute int
+	// AttemptsPerMinute bounds the customer's hold requests, refused ones
+	// included (the holds taken and the refusals of the last minute).
+	AttemptsPerMinute int
+	// Cooldown keeps the seats of the customer's released or lapsed holds
+	// out of their reach this long (0 = off).
+	Cooldown time.Duration
 }
 
 // Places is the number of seats and GA places asked for.
@@ -184,6 +190,14 @@ type OutboxEvent struct {
 	CreatedAt time.Time
 }
 
+// Due is a payment the reconciler has to see to: a stale payment or an
+// unacknowledged refund, in the order it became due. The zero Due is before
+// every other: lists start after it.
+type Due struct {
+	PaymentID string
+	At        time.Time
+}
+
 // Stats are read at scrape time for the gauges.
 type Stats struct {
 	OutboxPending int64
@@ -207,8 +221,8 @@ type Store interface {
 
 	// Jobs.
 	Sweep(ctx context.Context, batch int) (int, error)
-	StalePayments(ctx context.Context, olderThan time.Duration, limit int) ([]string, error)
-	PendingRefunds(ctx context.Context, limit int) ([]string, error)
+	StalePayments(ctx context.Context, olderThan time.Duration, after Due, limit int) ([]Due, error)
+	PendingRefunds(ctx context.Context, after Due, limit int) ([]Due, error)
 	RelayOutbox(ctx context.Context, limit int, publish func(context.Context, []OutboxEvent) error) (int, error)
 	Stats(ctx context.Context) (Stats, error)
 	Ping(ctx context.Context) error

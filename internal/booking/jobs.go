@@ -86,39 +86,67 @@ type Reconciler struct {
 	Log     *slog.Logger
 }
 
-// ReconcileOnce makes one pass.
+// reconcilePage is how many payments the reconciler reads at a time.
+const reconcilePage = 100
+
+// ReconcileOnce makes one pass: every payment left PENDING past the reconcile
+// age and every refund the provider has not acknowledged, oldest first, page
+// after page. However many the provider keeps answering PENDING or failing,
+// each pass reaches every one of them: none is starved.
 func (r *Reconciler) ReconcileOnce(ctx context.Context) error {
 	s := r.Service
-	ids, err := s.store.StalePayments(ctx, s.set.ReconcileAfter, 100)
-	if err != nil {
-		dbErrorsTotal.WithLabelValues("reconcile").Inc()
-		return err
-	}
-	for _, id := range ids {
-		st, err := s.pay.Status(ctx, id)
+	err := eachDue(ctx, func(after Due) ([]Due, error) {
+		return s.store.StalePayments(ctx, s.set.ReconcileAfter, after, reconcilePage)
+	}, func(d Due) {
+		st, err := s.pay.Status(ctx, d.PaymentID)
 		if errors.Is(err, payment.ErrUnknownPayment) {
 			st, err = payment.Failed, nil // the provider never took money for it
 		}
 		if err != nil {
-			r.Log.Warn("reconcile: provider status", "paymentId", id, "err", err)
-			continue
+			r.Log.Warn("reconcile: provider status", "paymentId", d.PaymentID, "err", err)
+			return
 		}
 		if st == payment.Pending {
-			continue
+			return
 		}
-		if _, err := s.Settle(ctx, id, st); err != nil {
-			r.Log.Error("reconcile: settle", "paymentId", id, "err", err)
+		if _, err := s.Settle(ctx, d.PaymentID, st); err != nil {
+			r.Log.Error("reconcile: settle", "paymentId", d.PaymentID, "err", err)
 		}
-	}
-	refunds, err := s.store.PendingRefunds(ctx, 100)
+	})
 	if err != nil {
 		dbErrorsTotal.WithLabelValues("reconcile").Inc()
 		return err
 	}
-	for _, id := range refunds {
-		s.refund(ctx, id)
+	err = eachDue(ctx, func(after Due) ([]Due, error) {
+		return s.store.PendingRefunds(ctx, after, reconcilePage)
+	}, func(d Due) { s.refund(ctx, d.PaymentID) })
+	if err != nil {
+		dbErrorsTotal.WithLabelValues("reconcile").Inc()
+		return err
 	}
 	return nil
+}
+
+// eachDue calls do for every Due that list returns, page by page, until a
+// page comes back short or ctx ends.
+func eachDue(ctx context.Context, list func(after Due) ([]Due, error), do func(Due)) error {
+	var after Due
+	for {
+		page, err := list(after)
+		if err != nil {
+			return err
+		}
+		for _, d := range page {
+			if ctx.Err() != nil {
+				return nil
+			}
+			do(d)
+		}
+		if len(page) < reconcilePage {
+			return nil
+		}
+		after = page[len(page)-1]
+	}
 }
 
 // Run reconciles on every tick until ctx ends.

@@ -116,14 +116,16 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, 
 	ga, _ := json.Marshal(r.GA)
 
 	var (
-		now       time.Time
-		recent    int
-		oldest    *time.Time
-		held      int
-		takeable  []string
-		blocks    int
-		full      *string
-		expiresAt *time.Time
+		now           time.Time
+		recent        int
+		oldest        *time.Time
+		held          int
+		refused       int
+		oldestRefusal *time.Time
+		takeable      []string
+		blocks        int
+		full          *string
+		expiresAt     *time.Time
 	)
 	b := &pgx.Batch{}
 	b.Queue(sqlLockCustomer, r.Event, r.Customer)
@@ -131,8 +133,9 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, 
 		b.Queue(sqlLockBlocks, r.ShowtimeID, codes)
 	}
 	b.Queue(sqlHold, r.Event, r.Customer, r.ShowtimeID, seats, r.HoldID, ga, r.Places(), r.AmountCents,
-		r.TTL.Microseconds(), codes, counts, r.HoldsPerMinute, r.MaxPlaces).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&now, &recent, &oldest, &held, &takeable, &blocks, &full, &expiresAt)
+		r.TTL.Microseconds(), codes, counts, r.HoldsPerMinute, r.MaxPlaces, r.Cooldown.Microseconds(),
+		r.AttemptsPerMinute).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&now, &recent, &oldest, &held, &refused, &oldestRefusal, &takeable, &blocks, &full, &expiresAt)
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return booking.Hold{}, fmt.Errorf("hold: %w", err)
@@ -149,6 +152,17 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, 
 	case recent >= r.HoldsPerMinute && oldest != nil:
 		wait := oldest.Add(time.Minute).Sub(now)
 		return booking.Hold{}, &booking.DetailError{Err: booking.ErrRateLimited, RetryAfter: max(wait, time.Second)}
+	case recent+refused >= r.AttemptsPerMinute:
+		// The attempt that leaves the minute first lets the next one in.
+		first := oldestRefusal
+		if first == nil || (oldest != nil && oldest.Before(*first)) {
+			first = oldest
+		}
+		wait := time.Second
+		if first != nil {
+			wait = max(first.Add(time.Minute).Sub(now), time.Second)
+		}
+		return booking.Hold{}, &booking.DetailError{Err: booking.ErrRateLimited, RetryAfter: wait}
 	case held+r.Places() > r.MaxPlaces:
 		return booking.Hold{}, fmt.Errorf("hold: %d places held, %d asked, %d allowed: %w", held, r.Places(), r.MaxPlaces, booking.ErrTooManySeats)
 	case blocks != len(codes):
@@ -156,8 +170,9 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, 
 	case full != nil:
 		return booking.Hold{}, &booking.DetailError{Err: booking.ErrSoldOut, Block: *full}
 	}
-	// The seats the conditional UPDATE could not take: a report read in the
-	// statement that decided, never a decision of its own.
+	// The seats the conditional UPDATE could not take (held by someone, sold,
+	// or cooling down for this customer): a report read in the statement
+	// that decided, never a decision of its own.
 	var taken []string
 	for _, c := range seats {
 		if !slices.Contains(takeable, c) {
@@ -329,6 +344,19 @@ func (s *Store) Settle(ctx context.Context, paymentID string, status payment.Sta
 	if err != nil {
 		return out, fmt.Errorf("settle: %w", err)
 	}
+	if pStatus == string(payment.Failed) && status == payment.Succeeded {
+		// A success after the failure: the provider did take the money.
+		// Nothing is confirmed (the fan was told it failed, and may have
+		// paid again since); the money goes back, as for a late success.
+		b := &pgx.Batch{}
+		b.Queue(sqlSucceededAfterFailure, paymentID)
+		b.Queue(sqlRecordRefund, paymentID, out.BookingID, amount)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return out, fmt.Errorf("settle: refund: %w", err)
+		}
+		out.Outcome = booking.LateRefunded
+		return out, tx.Commit(ctx)
+	}
 	if pStatus != string(payment.Pending) {
 		out.Outcome = booking.Duplicate
 		return out, nil
@@ -472,22 +500,24 @@ func (s *Store) Sweep(ctx context.Context, batch int) (int, error) {
 	return total, nil
 }
 
-// StalePayments lists payments still PENDING after olderThan.
-func (s *Store) StalePayments(ctx context.Context, olderThan time.Duration, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, sqlStalePayments, olderThan.Seconds(), limit)
+// StalePayments lists up to limit payments still PENDING after olderThan,
+// oldest first, after the one given (the zero Due: from the start).
+func (s *Store) StalePayments(ctx context.Context, olderThan time.Duration, after booking.Due, limit int) ([]booking.Due, error) {
+	rows, err := s.pool.Query(ctx, sqlStalePayments, olderThan.Seconds(), after.At, after.PaymentID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("stale payments: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[booking.Due])
 }
 
-// PendingRefunds lists refunds the provider has not acknowledged yet.
-func (s *Store) PendingRefunds(ctx context.Context, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, sqlPendingRefunds, limit)
+// PendingRefunds lists up to limit refunds the provider has not acknowledged
+// yet, oldest first, after the one given.
+func (s *Store) PendingRefunds(ctx context.Context, after booking.Due, limit int) ([]booking.Due, error) {
+	rows, err := s.pool.Query(ctx, sqlPendingRefunds, after.At, after.PaymentID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending refunds: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[booking.Due])
 }
 
 // RelayOutbox hands up to limit unpublished rows, oldest first, to publish,
