@@ -7,7 +7,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/booking/postgres"
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 func TestMigrateTwiceChangesNothing(t *testing.T) {
