@@ -42,13 +42,11 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	rdb, err := queue.NewClient(cfg.Redis.URL)
+	store, err := queue.Open(cfg.Redis.URL, "admitter", []byte(cfg.Auth.TicketSecret))
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	rdb.AddHook(metrics.RedisHook("admitter"))
-	store := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
+	defer store.Close()
 	adm := admission.New(store, cfg, cfgPath, log)
 
 	mux := http.NewServeMux()
@@ -59,7 +57,7 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		pctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := rdb.Ping(pctx).Err(); err != nil {
+		if err := store.Ping(pctx); err != nil {
 			http.Error(w, "redis unreachable: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}

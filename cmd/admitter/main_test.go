@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // TestRun starts the admitter as main does, checks its endpoints and that it

@@ -122,12 +122,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer pool.Close()
 	store := postgres.New(pool)
 
-	rdb, err := queue.NewClient(cfg.Redis.URL)
+	line, err := queue.Open(cfg.Redis.URL, "booking", []byte(cfg.Auth.TicketSecret))
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	rdb.AddHook(metrics.RedisHook("booking"))
+	defer line.Close()
 
 	verifier, err := newVerifier(cfg)
 	if err != nil {
@@ -169,7 +168,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		(&booking.Reconciler{Service: svc, Log: log}).Run(ctx, booking.RealTicker, max(every, time.Second))
 	})
 	start(func(ctx context.Context) {
-		relay := &booking.Relay{Store: store, Redis: rdb, Releaser: queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret)), Batch: 100, Log: log}
+		relay := &booking.Relay{Store: store, Line: line, Batch: 100, Log: log}
 		relay.Run(ctx, booking.RealTicker, 250*time.Millisecond)
 	})
 

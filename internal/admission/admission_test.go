@@ -17,8 +17,8 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // yamlConfig is a valid config whose events section is events.

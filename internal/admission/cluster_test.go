@@ -14,8 +14,8 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // TestReplicasAcrossShards runs three admitter replicas, each with its own

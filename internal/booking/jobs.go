@@ -4,20 +4,17 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/queue"
 )
 
-// Stream is the Redis stream confirmed bookings are published to.
-const Stream = "booking-events"
-
-// Releaser frees a fan's active place in the waiting room once their booking
-// is confirmed. *queue.Store satisfies it.
-type Releaser interface {
+// Line is the waiting room's side of a confirmed booking: the Redis stream
+// booking-events, and the fan's active place, freed at once. *queue.Store
+// satisfies it.
+type Line interface {
+	PublishBookings(ctx context.Context, events []queue.BookingEvent) error
 	Complete(ctx context.Context, event, ticketID string) error
 }
 
@@ -159,11 +156,10 @@ func (r *Reconciler) Run(ctx context.Context, tick Ticker, every time.Duration) 
 // Rows are marked published only after both, in the transaction that read
 // them: a relay that dies mid-batch publishes the batch again.
 type Relay struct {
-	Store    Store
-	Redis    redis.Cmdable
-	Releaser Releaser // may be nil
-	Batch    int
-	Log      *slog.Logger
+	Store Store
+	Line  Line
+	Batch int
+	Log   *slog.Logger
 }
 
 // RelayOnce publishes until the outbox is empty (or another relay holds it).
@@ -181,23 +177,17 @@ func (r *Relay) RelayOnce(ctx context.Context) error {
 }
 
 func (r *Relay) publish(ctx context.Context, events []OutboxEvent) error {
-	// One pipeline on one connection keeps the batch in order.
-	pipe := r.Redis.Pipeline()
-	for _, e := range events {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: Stream, Values: []any{
-			"bookingId", e.BookingID, "type", e.Type, "outboxId", strconv.FormatInt(e.ID, 10), "payload", string(e.Payload),
-		}})
+	out := make([]queue.BookingEvent, len(events))
+	for i, e := range events {
+		out[i] = queue.BookingEvent{BookingID: e.BookingID, Type: e.Type, OutboxID: e.ID, Payload: e.Payload}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := r.Line.PublishBookings(ctx, out); err != nil {
 		return err
-	}
-	if r.Releaser == nil {
-		return nil
 	}
 	for _, e := range events {
 		// The ticket's active entry lapses by itself anyway: a failure here
 		// costs the fan's place a few minutes, not a lost event.
-		if err := r.Releaser.Complete(ctx, e.Event, e.Customer); err != nil {
+		if err := r.Line.Complete(ctx, e.Event, e.Customer); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

@@ -24,8 +24,9 @@ import (
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/pass"
-	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 const cfgYAML = `
@@ -50,6 +51,7 @@ events:
 
 type env struct {
 	t        *testing.T
+	redis    *localsvc.Redis
 	srv      *gateway.Server
 	line     *queue.Store
 	rdb      redis.UniversalClient
@@ -101,7 +103,7 @@ func setup(t *testing.T, joinsPerIP int) *env { t.Helper(); return setupWith(t, 
 // payment secret); opts edit the gateway's options.
 func setupWith(t *testing.T, joinsPerIP int, gatewayKeys, bookingKeys string, opts ...func(*gateway.Options)) *env {
 	t.Helper()
-	_, rdb := testenv.Redis(t)
+	rs, rdb := testenv.Redis(t)
 	up := newUpstream(t)
 	if bookingKeys == "" {
 		bookingKeys = `payment: {secret: "p"}`
@@ -112,7 +114,7 @@ func setupWith(t *testing.T, joinsPerIP int, gatewayKeys, bookingKeys string, op
 	}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	line := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
-	o := gateway.Options{Config: cfg, Redis: rdb, Line: line, Signer: pass.NewSigner(priv)}
+	o := gateway.Options{Config: cfg, Line: line, Signer: pass.NewSigner(priv)}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -120,7 +122,7 @@ func setupWith(t *testing.T, joinsPerIP int, gatewayKeys, bookingKeys string, op
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, srv: srv, line: line, rdb: rdb, cfg: cfg, priv: priv, upstream: up}
+	return &env{t: t, redis: rs, srv: srv, line: line, rdb: rdb, cfg: cfg, priv: priv, upstream: up}
 }
 
 type resp struct {
@@ -553,5 +555,23 @@ func TestPagesAndProbes(t *testing.T) {
 	}
 	if bytes.Contains(m.raw, []byte(`route="/api/v1/events/premiere`)) {
 		t.Error("metrics labelled by raw path")
+	}
+}
+
+// Redis gone: the queue routes answer 503 with Retry-After (never 500), and
+// readiness says so.
+func TestRedisDownIs503(t *testing.T) {
+	e := setup(t, 0)
+	tk := e.join("premiere").body["ticket"].(string)
+	e.redis.Kill()
+	for name, r := range map[string]resp{
+		"join":   e.join("premiere"),
+		"status": e.do(http.MethodGet, "/api/v1/events/premiere/tickets/"+tk, nil),
+		"event":  e.do(http.MethodGet, "/api/v1/events/premiere", nil),
+		"readyz": e.do(http.MethodGet, "/readyz", nil),
+	} {
+		if r.code != http.StatusServiceUnavailable || r.hdr.Get("Retry-After") == "" {
+			t.Errorf("%s with Redis down: %d %s (Retry-After %q); want 503 with Retry-After", name, r.code, r.raw, r.hdr.Get("Retry-After"))
+		}
 	}
 }

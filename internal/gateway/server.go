@@ -6,18 +6,14 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/pass"
@@ -32,7 +28,6 @@ const maxBody = 64 << 10
 type Server struct {
 	cfg      *config.Live // re-read from its file on change
 	line     *queue.Store
-	rdb      redis.UniversalClient
 	signer   *pass.Signer
 	verifier *pass.Verifier
 	log      *slog.Logger
@@ -53,7 +48,6 @@ type Options struct {
 	Config *config.Config
 	// ConfigPath is the file Reload re-reads ("" = no reloads).
 	ConfigPath string
-	Redis      redis.UniversalClient
 	Line       *queue.Store
 	Signer     *pass.Signer
 	Log        *slog.Logger
@@ -63,7 +57,7 @@ type Options struct {
 // New builds the gateway and its routes.
 func New(o Options) (*Server, error) {
 	s := &Server{
-		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, rdb: o.Redis, signer: o.Signer, log: o.Log, now: o.Now,
+		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, signer: o.Signer, log: o.Log, now: o.Now,
 		settings: map[string]queue.Settings{},
 	}
 	if s.now == nil {
@@ -184,7 +178,7 @@ func securityHeaders(c *fiber.Ctx) error {
 func (s *Server) readyz(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
 	defer cancel()
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
+	if err := s.line.Ping(ctx); err != nil {
 		c.Set(fiber.HeaderRetryAfter, "2")
 		return c.Status(fiber.StatusServiceUnavailable).SendString("redis unreachable")
 	}
@@ -195,28 +189,4 @@ func (s *Server) jwks(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "application/jwk-set+json")
 	c.Set(fiber.HeaderCacheControl, "public, max-age=300")
 	return c.Send(s.signer.JWKS())
-}
-
-// isUnavailable tells a Redis outage (503, retry) from a bug (500).
-func isUnavailable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, redis.ErrClosed) ||
-		errors.Is(err, redis.ErrPoolTimeout) {
-		return true
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	var oe *net.OpError
-	if errors.As(err, &oe) {
-		return true
-	}
-	msg := err.Error()
-	for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "connection refused", "connection reset", "broken pipe", "i/o timeout"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
 }

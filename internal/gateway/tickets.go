@@ -1,10 +1,7 @@
 package gateway
 
 import (
-	"context"
 	"errors"
-	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -141,10 +138,12 @@ func (s *Server) join(c *fiber.Ctx) error {
 		// Expired: the other candidate may still be live; if not, this fan
 		// gets a new place like anyone else.
 	}
-	if retry, err := s.allowJoin(ctx, s.clientOf(c).addr); err != nil {
+	// A new place: counted against the fan's address, in every replica.
+	limit := *s.config().Gateway.JoinsPerIPPerMinute
+	if wait, err := s.line.AllowJoin(ctx, s.clientOf(c).addr, limit, s.now()); err != nil {
 		return err
-	} else if retry > 0 {
-		return rateLimited(retry)
+	} else if wait > 0 {
+		return rateLimited(int((wait + time.Second - 1) / time.Second))
 	}
 	res, err := s.line.Join(ctx, ev.ID, set)
 	switch {
@@ -246,27 +245,4 @@ func (s *Server) leave(c *fiber.Ctx) error {
 	s.clearCookie(c, ticketCookie+ev.ID)
 	s.clearCookie(c, accessCookie+ev.ID)
 	return c.SendStatus(fiber.StatusNoContent)
-}
-
-// allowJoin is the per-IP join limit, a fixed one-minute window counted in
-// Redis so that every gateway replica shares it. It returns the seconds to
-// wait when the limit is reached, 0 when the join may go on.
-func (s *Server) allowJoin(ctx context.Context, ip netip.Addr) (int, error) {
-	limit := *s.config().Gateway.JoinsPerIPPerMinute
-	if limit == 0 {
-		return 0, nil
-	}
-	now := s.now()
-	window := now.Unix() / 60
-	key := "wr:joinlimit:{" + ip.String() + "}:" + strconv.FormatInt(window, 10)
-	pipe := s.rdb.Pipeline()
-	incr := pipe.Incr(ctx, key)
-	pipe.Expire(ctx, key, 2*time.Minute)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, err
-	}
-	if incr.Val() > int64(limit) {
-		return int(60 - now.Unix()%60), nil
-	}
-	return 0, nil
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/testsupport/stack"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
 // placed is a ticket and the position it was given at join.

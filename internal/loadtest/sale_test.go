@@ -22,8 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
-	"github.com/waitroom/waitroom/internal/testsupport/stack"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
 // The sale: fans arrive within arrivalWindow for one 15 × 20 showtime,

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // TestOnRedisCluster runs every store operation through the client that
@@ -20,15 +20,11 @@ import (
 func TestOnRedisCluster(t *testing.T) {
 	c, _ := testenv.Cluster(t)
 	ctx := context.Background()
-	rdb, err := queue.NewClient(c.Seeds())
+	s, err := queue.Open(c.Seeds(), "test", secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rdb.Close()
-	if _, ok := rdb.(*redis.ClusterClient); !ok {
-		t.Fatalf("NewClient(%q) = %T; want a cluster client", c.Seeds(), rdb)
-	}
-	s := queue.NewStore(rdb, secret)
+	defer s.Close()
 	set := open()
 	set.AdmitPerSecond = 1000
 	for i, ev := range []string{"premiere", "live-20", "x"} {

@@ -2,12 +2,14 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // Every Join is a new place: the store never turns a ticket the fan sends
@@ -100,5 +102,30 @@ func testExtendNeverPassesTheCeiling(t *testing.T, e env) {
 	}
 	if inRedis.Before(before.Add(window - time.Second)) {
 		t.Fatalf("window ends at %v; want about claim + %v (%v): the ceiling must not cut honest holds short", inRedis, window, before.Add(window))
+	}
+}
+
+// Every error of a Redis that is gone is ErrUnavailable (the edge answers
+// 503 and the fan retries), from the one translation in redis.go.
+func TestRedisDownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	srv, rdb := testenv.Redis(t)
+	s := queue.NewStore(rdb, secret)
+	ctx := context.Background()
+	set := open()
+	r := join(t, s, set)
+	srv.Kill()
+	checks := map[string]error{}
+	_, checks["join"] = s.Join(ctx, event, set)
+	_, checks["status"] = s.Status(ctx, event, r.Ticket, set)
+	checks["leave"] = s.Leave(ctx, event, r.Ticket)
+	_, checks["active"] = s.Active(ctx, event, r.ID)
+	_, checks["counts"] = s.Counts(ctx, event)
+	_, checks["tick"] = s.Tick(ctx, event, set)
+	checks["ping"] = s.Ping(ctx)
+	for op, err := range checks {
+		if !errors.Is(err, queue.ErrUnavailable) {
+			t.Errorf("%s with Redis gone: %v; want ErrUnavailable", op, err)
+		}
 	}
 }

@@ -125,18 +125,34 @@ type Stats struct {
 	Rate float64
 }
 
-// Store runs the queue scripts on a single Redis or a Redis Cluster.
+// Store runs the queue scripts on a single Redis or a Redis Cluster. Every
+// Redis key and command of waitroom goes through it.
 type Store struct {
-	rdb    redis.UniversalClient
+	rdb    rediser
 	secret []byte
 	batch  *batcher  // pipelines the hot scripts (join, status, active) of concurrent requests
 	macs   sync.Pool // keyed HMAC-SHA256 states for tickets
+	close  func() error
 }
 
-// NewStore returns a Store over rdb (a single node or a Cluster client);
-// ticketSecret is the HMAC key of tickets (config auth.ticket_secret).
-func NewStore(rdb redis.UniversalClient, ticketSecret []byte) *Store {
+// NewStore returns a Store over rdb (a *redis.Client or *redis.ClusterClient
+// the caller owns); ticketSecret is the HMAC key of tickets (config
+// auth.ticket_secret). Processes use Open.
+func NewStore(rdb rediser, ticketSecret []byte) *Store {
 	return &Store{rdb: rdb, secret: append([]byte(nil), ticketSecret...), batch: newBatcher(rdb)}
+}
+
+// Close closes the client Open made (a no-op for NewStore's).
+func (s *Store) Close() error {
+	if s.close == nil {
+		return nil
+	}
+	return s.close()
+}
+
+// Ping reports whether Redis answers (readiness).
+func (s *Store) Ping(ctx context.Context) error {
+	return interpretError("ping", s.rdb.Ping(ctx).Err())
 }
 
 // Tick bounds: a tick skips at most maxSkip abandoned tickets (the rest go
@@ -169,7 +185,7 @@ func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResul
 		b64.EncodeToString(random[:]), lottery, mrand.Float64(),
 	).Slice()
 	if err != nil {
-		return JoinResult{}, fmt.Errorf("join: %w", err)
+		return JoinResult{}, interpretError("join", err)
 	}
 	r := reply(res)
 	switch r.str(0) {
@@ -215,7 +231,7 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 		set.AccessTTL.Milliseconds(),
 	).Slice()
 	if err != nil {
-		return Status{}, fmt.Errorf("status: %w", err)
+		return Status{}, interpretError("status", err)
 	}
 	out := Status{ID: t.id(), JoinedAt: msToTime(t.joinedAt)}
 	if t.joinETA != nil {
@@ -265,7 +281,7 @@ func (s *Store) Leave(ctx context.Context, event, ticket string) error {
 	}
 	k := keysOf(event)
 	if err := leaveScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.stats}, t.id()).Err(); err != nil {
-		return fmt.Errorf("leave: %w", err)
+		return interpretError("leave", err)
 	}
 	return nil
 }
@@ -281,7 +297,7 @@ func (s *Store) Active(ctx context.Context, event, ticket string) (bool, error) 
 	}
 	exp, err := s.batch.run(ctx, activeScript, []string{keysOf(event).active}, ticket).Int64()
 	if err != nil {
-		return false, fmt.Errorf("active: %w", err)
+		return false, interpretError("active", err)
 	}
 	return exp > 0, nil
 }
@@ -298,7 +314,7 @@ func (s *Store) Extend(ctx context.Context, event, ticket string, until time.Tim
 	k := keysOf(event)
 	exp, err := extendScript.Run(ctx, s.rdb, []string{k.active, k.seen}, ticket, until.UnixMilli(), window.Milliseconds()).Int64()
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("extend: %w", err)
+		return time.Time{}, false, interpretError("extend", err)
 	}
 	if exp == 0 {
 		return time.Time{}, false, nil
@@ -313,7 +329,7 @@ func (s *Store) Complete(ctx context.Context, event, ticket string) error {
 		return nil
 	}
 	if err := s.rdb.ZRem(ctx, keysOf(event).active, ticket).Err(); err != nil {
-		return fmt.Errorf("complete: %w", err)
+		return interpretError("complete", err)
 	}
 	return nil
 }
@@ -322,8 +338,11 @@ func (s *Store) Complete(ctx context.Context, event, ticket string) error {
 func (s *Store) Counts(ctx context.Context, event string) (Counts, error) {
 	k := keysOf(event)
 	v, err := countsScript.Run(ctx, s.rdb, []string{k.wait, k.active}).Int64Slice()
-	if err != nil || len(v) != 2 {
-		return Counts{}, fmt.Errorf("counts: %w", err)
+	if err != nil {
+		return Counts{}, interpretError("counts", err)
+	}
+	if len(v) != 2 {
+		return Counts{}, fmt.Errorf("counts: unexpected reply %v", v)
 	}
 	return Counts{Waiting: v[0], Active: v[1]}, nil
 }
@@ -332,7 +351,7 @@ func (s *Store) Counts(ctx context.Context, event string) (Counts, error) {
 func (s *Store) Stats(ctx context.Context, event string) (Stats, error) {
 	v, err := s.rdb.HMGet(ctx, keysOf(event).stats, "joined", "admitted", "abandoned", "left", "rate").Result()
 	if err != nil {
-		return Stats{}, fmt.Errorf("stats: %w", err)
+		return Stats{}, interpretError("stats", err)
 	}
 	num := func(x any) float64 {
 		str, _ := x.(string)
@@ -352,7 +371,7 @@ func (s *Store) PublishSettings(ctx context.Context, event string, set Settings)
 		return fmt.Errorf("publish settings: %w", err)
 	}
 	if err := s.rdb.Set(ctx, keysOf(event).settings, b, 0).Err(); err != nil {
-		return fmt.Errorf("publish settings: %w", err)
+		return interpretError("publish settings", err)
 	}
 	return nil
 }
@@ -365,7 +384,7 @@ func (s *Store) Settings(ctx context.Context, event string) (Settings, error) {
 		return Settings{}, ErrNoSettings
 	}
 	if err != nil {
-		return Settings{}, fmt.Errorf("settings: %w", err)
+		return Settings{}, interpretError("settings", err)
 	}
 	var set Settings
 	if err := json.Unmarshal(b, &set); err != nil {
@@ -382,7 +401,7 @@ func (s *Store) Tick(ctx context.Context, event string, set Settings) (TickResul
 		set.MaxActive, set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch,
 	).Slice()
 	if err != nil {
-		return TickResult{}, fmt.Errorf("tick: %w", err)
+		return TickResult{}, interpretError("tick", err)
 	}
 	r := reply(res)
 	out := TickResult{
