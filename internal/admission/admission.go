@@ -147,7 +147,9 @@ func diff(old, cur *config.Config) []string {
 			out = append(out, fmt.Sprintf("%s mode %s -> %s", ev.ID, was.Mode, now.Mode))
 		}
 		if was.AdmitPerSecond != now.AdmitPerSecond {
-			out = append(out, fmt.Sprintf("%s admit_per_second %g -> %g", ev.ID, was.AdmitPerSecond, now.AdmitPerSecond))
+			// Seven digits: a computed 166.666… reads 166.6667, not 166.66666666666666,
+			// and the largest rate allowed, 1000000, needs no exponent.
+			out = append(out, fmt.Sprintf("%s admit_per_second %.7g -> %.7g", ev.ID, was.AdmitPerSecond, now.AdmitPerSecond))
 		}
 		if was.MaxActive != now.MaxActive {
 			out = append(out, fmt.Sprintf("%s max_active %d -> %d", ev.ID, was.MaxActive, now.MaxActive))

@@ -280,7 +280,7 @@ func TestSettingsFor(t *testing.T) {
 		wantCap   int
 		wantOpens *time.Time
 	}{
-		{"computed rate and cap", config.Admission{}, 167, 10020, nil},
+		{"computed rate and cap", config.Admission{}, 1000.0 / 6, 10000, nil},
 		{"given rate, computed cap", config.Admission{AdmitPerSecond: &rate}, 40, 2400, nil},
 		{"given both", config.Admission{AdmitPerSecond: &rate, MaxActive: &capacity}, 40, 90, &opens},
 	}

@@ -496,6 +496,54 @@ func TestGate(t *testing.T) {
 	})
 }
 
+// TestEventRouteShowsTheDesignSizing: event "later" has no admit_per_second
+// or max_active, so both come from the default capacity model, the concert
+// design's: 1000 TPS, 3 calls, ×2 retries, 60 s. The route shows 166.67 and
+// 10,000 (not 167 and 10,020), from the config before an admitter publishes
+// and from what it publishes after, while Redis keeps the rate unrounded for
+// the token bucket.
+func TestEventRouteShowsTheDesignSizing(t *testing.T) {
+	e := setup(t, 0)
+	ev, _ := e.cfg.Event("later")
+	set := queue.SettingsFor(*ev)
+	tiny := set
+	tiny.AdmitPerSecond = 0.004
+	cases := []struct {
+		name     string
+		publish  *queue.Settings // nil: nothing published yet
+		wantRate float64
+		wantCap  float64
+	}{
+		{"from the config, before any admitter", nil, 166.67, 10000},
+		{"as an admitter published it", &set, 166.67, 10000},
+		{"a rate below two decimals is not shown as 0", &tiny, 0.004, 10000},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.publish != nil {
+				if err := e.line.PublishSettings(context.Background(), "later", *c.publish); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(1100 * time.Millisecond) // the gateway caches settings for a second
+			}
+			r := e.do(http.MethodGet, "/api/v1/events/later", nil)
+			if r.code != 200 || r.body["admitPerSecond"] != c.wantRate || r.body["maxActive"] != c.wantCap {
+				t.Errorf("event: %d %s; want admitPerSecond %v, maxActive %v", r.code, r.raw, c.wantRate, c.wantCap)
+			}
+		})
+	}
+	if err := e.line.PublishSettings(context.Background(), "later", set); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.line.Settings(context.Background(), "later")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.AdmitPerSecond != 1000.0/6 {
+		t.Errorf("rate in Redis %.17g; want 1000/6 unrounded", got.AdmitPerSecond)
+	}
+}
+
 func TestEventRouteReportsSettingsInForce(t *testing.T) {
 	e := setup(t, 0)
 	r := e.do(http.MethodGet, "/api/v1/events/premiere", nil)

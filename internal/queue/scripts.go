@@ -251,9 +251,20 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 // (the script runs whole or not at all).
 //
 //  1. drop actives whose window ended;
-//  2. refill the token bucket at rate (capacity max(1, rate): one second);
-//     nothing accrues while admission is stopped (paused, closed, before
-//     opening, outside closes_at, passthrough), so resuming never bursts;
+//  2. refill the token bucket at rate, exactly, however fractional (the
+//     computed 1000/6 = 166.67/s admits 10,000 a minute, not 9,960). Its
+//     capacity is one tick's refill, counting the tick as at least one
+//     second and at most two, plus one token: the fraction of a fan a
+//     fractional rate carries to the next tick. So a line that waits gets
+//     rate × elapsed to within one fan whether ticks come every 20 ms or a
+//     little more than a second apart (an admitter's tick plus the tick's
+//     own duration), while fans arriving at an empty line get at most one
+//     tick's refill plus one at once (a second's at the usual tick), and a
+//     stalled admitter catches up with at most two seconds' worth plus one.
+//     A tick longer than two seconds (admitter.tick) therefore admits less
+//     than the rate. Nothing accrues while admission is stopped (paused,
+//     closed, before opening, outside closes_at, passthrough), so resuming
+//     never bursts;
 //  3. n = min(floor(tokens), max_active − active, waiting) in queue mode;
 //     every waiting fan (up to the batch) in passthrough;
 //  4. pop from the front; a fan whose abandon deadline passed is dropped and
@@ -290,7 +301,8 @@ local n = 0
 if queueing then
   local dt = now - ts
   if dt < 0 then dt = 0 end
-  tokens = math.min(math.max(1, rate), tokens + dt * rate / 1000)
+  local span = math.min(math.max(dt, 1000), 2000)
+  tokens = math.min(tokens + dt * rate / 1000, span * rate / 1000 + 1)
   n = math.min(math.floor(tokens), cap - active, waiting)
 else
   tokens = 0

@@ -159,13 +159,17 @@ SELECT lim.now, lim.recent, lim.oldest, lim.held, lim.refused, lim.oldest_refusa
        (SELECT expires_at FROM hold)
   FROM lim`
 
-	// $1 showtime. One indexed read (the primary key's prefix).
+	// $1 showtime. One indexed read (the primary key's prefix) of the
+	// showtime's partition. No ORDER BY: SeatMap sorts in Go. Sorting in the
+	// database cost a 50,000-seat showtime 81 of its 96 ms on the primary
+	// (past work_mem, the sort spilled to disk), and an index in map order
+	// did not help the generic plan, which sizes a showtime by the average
+	// (docs/BOOKING.md, "The seat map on 250,000 seats").
 	sqlSeatMap = `
 SELECT seat_code, row_label, seat_number,
        CASE WHEN status = 'HELD' AND hold_expires_at <= now() THEN 'AVAILABLE' ELSE status END
   FROM seats
- WHERE showtime_id = $1
- ORDER BY row_label, seat_number`
+ WHERE showtime_id = $1`
 
 	// $1 showtime.
 	sqlBlockMap = `

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,6 +75,7 @@ func (s *Store) SeatMap(ctx context.Context, showtimeID int64) (booking.SeatMap,
 	if err := rows.Err(); err != nil {
 		return m, fmt.Errorf("seat map: %w", err)
 	}
+	sortSeats(m.Seats)
 	rows, err = br.Query()
 	if err != nil {
 		return m, fmt.Errorf("seat map: %w", err)
@@ -89,6 +91,19 @@ func (s *Store) SeatMap(ctx context.Context, showtimeID int64) (booking.SeatMap,
 		return m, fmt.Errorf("seat map: %w", err)
 	}
 	return m, nil
+}
+
+// sortSeats puts a map's seats in row order, then by number (A1, A2, …, A10,
+// B1): the order the page draws, and the same on every read, so a page that
+// polls sees an unchanged map as unchanged. Rows are single letters, which
+// every collation orders alike.
+func sortSeats(seats []booking.Seat) {
+	slices.SortFunc(seats, func(a, b booking.Seat) int {
+		if c := strings.Compare(a.Row, b.Row); c != 0 {
+			return c
+		}
+		return a.Number - b.Number
+	})
 }
 
 // Hold takes r's seats and GA places together, all or nothing, in one round
