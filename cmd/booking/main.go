@@ -151,7 +151,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
-	mux.Handle("/", metrics.HTTP("booking", booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log).WithOutage(postgres.IsOutage)))
+	mux.Handle("/", metrics.HTTP("booking", booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log)))
 	srv := &http.Server{Addr: cfg.Booking.Addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
 	jobCtx, stopJobs := context.WithCancel(context.Background())

@@ -49,6 +49,9 @@ var (
 	ErrHoldNotActive     = errors.New("booking: hold already booked")
 	ErrIdempotencyReused = errors.New("booking: idempotency key used for another hold")
 	ErrBadSignature      = errors.New("booking: bad payment signature")
+	// ErrUnavailable: the database cannot serve right now (down,
+	// restarting, recovering, unreachable): 503, and the client retries.
+	ErrUnavailable = errors.New("booking: temporarily unavailable, try again shortly")
 )
 
 // DetailError carries what a client needs besides the code: the seats that

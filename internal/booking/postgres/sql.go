@@ -216,10 +216,12 @@ SELECT statement_timestamp(), b.id, b.hold_id, b.payment_id, b.payment_url, b.pa
   FROM (SELECT 1) AS one
   LEFT JOIN bookings b ON b.customer_id = $1 AND b.idempotency_key = $2`
 
+	// $1 hold. Always one row: the hold's live booking (at most one, by
+	// bookings_one_live_per_hold), or NULLs.
 	sqlLiveBooking = `
-SELECT id, payment_id, payment_url, payment_expires_at
-  FROM bookings
- WHERE hold_id = $1 AND status IN ('PENDING', 'CONFIRMED')`
+SELECT b.id, b.payment_id, b.payment_url, b.payment_expires_at
+  FROM (SELECT 1) AS one
+  LEFT JOIN bookings b ON b.hold_id = $1 AND b.status IN ('PENDING', 'CONFIRMED')`
 
 	sqlInsertBooking = `
 INSERT INTO bookings (id, hold_id, event_id, showtime_id, customer_id, idempotency_key, status,
@@ -266,12 +268,16 @@ INSERT INTO outbox (booking_id, event_type, payload, event_id, customer_id) VALU
 INSERT INTO refunds (payment_id, booking_id, amount_cents, status) VALUES ($1, $2, $3, 'REQUESTED')
 ON CONFLICT (payment_id) DO NOTHING`
 
+	// $1 payment. The provider acknowledged the refund: it is DONE and its
+	// booking (FAILED) REFUNDED, once; a second acknowledgement changes nothing.
 	sqlRefundDone = `
-UPDATE refunds SET status = 'DONE', done_at = now()
- WHERE payment_id = $1 AND status = 'REQUESTED'
-RETURNING booking_id`
-
-	sqlBookingRefunded = `UPDATE bookings SET status = 'REFUNDED', updated_at = now() WHERE id = $1 AND status = 'FAILED'`
+WITH done AS (
+    UPDATE refunds SET status = 'DONE', done_at = now()
+     WHERE payment_id = $1 AND status = 'REQUESTED'
+    RETURNING booking_id
+)
+UPDATE bookings SET status = 'REFUNDED', updated_at = now()
+ WHERE id = (SELECT booking_id FROM done) AND status = 'FAILED'`
 
 	sqlBooking = `
 SELECT b.id, b.status, h.seats, h.ga, b.showtime_id

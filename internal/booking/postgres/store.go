@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/waitroom/waitroom/internal/booking"
@@ -51,10 +50,11 @@ func ConfigurePool(cfg *pgxpool.Config) {
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Ping reports whether the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+func (s *Store) Ping(ctx context.Context) error { return interpretError(s.pool.Ping(ctx)) }
 
 // SeatMap reads a showtime's seats and blocks in one round trip.
-func (s *Store) SeatMap(ctx context.Context, showtimeID int64) (booking.SeatMap, error) {
+func (s *Store) SeatMap(ctx context.Context, showtimeID int64) (_ booking.SeatMap, err error) {
+	defer translate(&err)
 	m := booking.SeatMap{ShowtimeID: showtimeID, Seats: []booking.Seat{}, GeneralAdmission: []booking.Block{}}
 	b := &pgx.Batch{}
 	b.Queue(sqlSeatMap, showtimeID)
@@ -114,7 +114,8 @@ func sortSeats(seats []booking.Seat) {
 // once the previous one finished, so sqlHold's snapshot and "now" come after
 // the customer and block locks. sqlHold decides; Go only names the refusal
 // from what that same statement read.
-func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, error) {
+func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (_ booking.Hold, err error) {
+	defer translate(&err)
 	codes := make([]string, 0, len(r.GA))
 	for c := range r.GA {
 		codes = append(codes, c)
@@ -216,12 +217,9 @@ type holdRow struct {
 func lockHold(ctx context.Context, tx pgx.Tx, holdID, customer string) (holdRow, error) {
 	var h holdRow
 	var ga []byte
-	err := tx.QueryRow(ctx, sqlLockHold, holdID, customer).Scan(
-		&h.event, &h.showtime, &h.customer, &h.seats, &ga, &h.status, &h.expires, &h.amount)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return h, booking.ErrNotFound
-	}
-	if err != nil {
+	// No row (another customer's hold, or none): ErrNotFound, by interpretError.
+	if err := tx.QueryRow(ctx, sqlLockHold, holdID, customer).Scan(
+		&h.event, &h.showtime, &h.customer, &h.seats, &ga, &h.status, &h.expires, &h.amount); err != nil {
 		return h, err
 	}
 	if err := json.Unmarshal(ga, &h.ga); err != nil {
@@ -232,7 +230,8 @@ func lockHold(ctx context.Context, tx pgx.Tx, holdID, customer string) (holdRow,
 
 // Release gives a hold's seats and places back at once; only its holder may.
 // Releasing a hold that already lapsed or was released is a no-op.
-func (s *Store) Release(ctx context.Context, holdID, customer string) error {
+func (s *Store) Release(ctx context.Context, holdID, customer string) (err error) {
+	defer translate(&err)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
@@ -268,7 +267,8 @@ func (s *Store) Release(ctx context.Context, holdID, customer string) error {
 // Checkout creates the booking (PENDING) and its payment session under the
 // hold's row lock, so that concurrent identical requests open one session and
 // all get the same answer.
-func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open booking.OpenSession) (booking.Checkout, error) {
+func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open booking.OpenSession) (_ booking.Checkout, err error) {
+	defer translate(&err)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
@@ -298,14 +298,18 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 	if h.status != "HELD" || !h.expires.After(now) {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", booking.ErrHoldExpired)
 	}
-	var c booking.Checkout
-	err = tx.QueryRow(ctx, sqlLiveBooking, r.HoldID).Scan(&c.BookingID, &c.PaymentID, &c.PaymentURL, &c.ExpiresAt)
-	if err == nil {
-		// A payment for this hold is already open: the fan continues with it.
-		return c, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	var (
+		c                   booking.Checkout
+		liveID, livePayment *string
+		liveURL             *string
+		liveExp             *time.Time
+	)
+	if err := tx.QueryRow(ctx, sqlLiveBooking, r.HoldID).Scan(&liveID, &livePayment, &liveURL, &liveExp); err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
+	}
+	if liveID != nil {
+		// A payment for this hold is already open: the fan continues with it.
+		return booking.Checkout{BookingID: *liveID, PaymentID: *livePayment, PaymentURL: *liveURL, ExpiresAt: *liveExp}, nil
 	}
 	// The session must end before the hold does, so that a payment in time
 	// finds its seats still held.
@@ -322,10 +326,8 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 		h.amount, c.PaymentID, c.PaymentURL, c.ExpiresAt)
 	b.Queue(sqlInsertPayment, c.PaymentID, c.BookingID, h.amount)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "bookings_customer_id_idempotency_key_key" {
-			return booking.Checkout{}, booking.ErrIdempotencyReused
-		}
+		// A concurrent checkout with the same key won: ErrIdempotencyReused,
+		// by interpretError.
 		return booking.Checkout{}, fmt.Errorf("checkout: insert: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -338,7 +340,8 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 // seats and places only if they are still this hold's and unexpired ("now"
 // after the locks); otherwise the booking is FAILED and a refund recorded,
 // and nothing is taken back from whoever holds the seats now.
-func (s *Store) Settle(ctx context.Context, paymentID string, status payment.Status) (booking.Settlement, error) {
+func (s *Store) Settle(ctx context.Context, paymentID string, status payment.Status) (_ booking.Settlement, err error) {
+	defer translate(&err)
 	out := booking.Settlement{PaymentID: paymentID}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -351,13 +354,9 @@ func (s *Store) Settle(ctx context.Context, paymentID string, status payment.Sta
 		seats                                     []string
 		gaRaw                                     []byte
 	)
-	err = tx.QueryRow(ctx, sqlLockPayment, paymentID).Scan(&pStatus, &out.BookingID, &bStatus, &holdID,
-		&event, &customer, &amount, &showtime, &seats, &gaRaw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return out, fmt.Errorf("settle %s: %w", paymentID, booking.ErrNotFound)
-	}
-	if err != nil {
-		return out, fmt.Errorf("settle: %w", err)
+	if err := tx.QueryRow(ctx, sqlLockPayment, paymentID).Scan(&pStatus, &out.BookingID, &bStatus, &holdID,
+		&event, &customer, &amount, &showtime, &seats, &gaRaw); err != nil {
+		return out, fmt.Errorf("settle %s: %w", paymentID, err) // an unknown payment: ErrNotFound
 	}
 	if pStatus == string(payment.Failed) && status == payment.Succeeded {
 		// A success after the failure: the provider did take the money.
@@ -464,35 +463,23 @@ func confirm(ctx context.Context, tx pgx.Tx, holdID, bookingID string, showtime 
 
 // MarkRefunded records the provider's acknowledgement of a refund: the refund
 // is DONE and the booking REFUNDED.
-func (s *Store) MarkRefunded(ctx context.Context, paymentID string) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
+func (s *Store) MarkRefunded(ctx context.Context, paymentID string) (err error) {
+	defer translate(&err)
+	// One statement: the refund DONE and its booking REFUNDED, or nothing if
+	// it was done already.
+	if _, err := s.pool.Exec(ctx, sqlRefundDone, paymentID); err != nil {
 		return fmt.Errorf("refund: %w", err)
 	}
-	defer tx.Rollback(context.Background())
-	var bookingID string
-	err = tx.QueryRow(ctx, sqlRefundDone, paymentID).Scan(&bookingID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // already done
-	}
-	if err != nil {
-		return fmt.Errorf("refund: %w", err)
-	}
-	if _, err := tx.Exec(ctx, sqlBookingRefunded, bookingID); err != nil {
-		return fmt.Errorf("refund: %w", err)
-	}
-	return tx.Commit(ctx)
+	return nil
 }
 
 // Booking returns a booking of customer; ErrNotFound for anyone else's.
-func (s *Store) Booking(ctx context.Context, bookingID, customer string) (booking.Booking, error) {
+func (s *Store) Booking(ctx context.Context, bookingID, customer string) (_ booking.Booking, err error) {
+	defer translate(&err)
 	var b booking.Booking
 	var ga []byte
-	err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga, &b.ShowtimeID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return b, booking.ErrNotFound
-	}
-	if err != nil {
+	// Anyone else's booking is no row: ErrNotFound, by interpretError.
+	if err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga, &b.ShowtimeID); err != nil {
 		return b, fmt.Errorf("booking: %w", err)
 	}
 	if err := json.Unmarshal(ga, &b.GeneralAdmission); err != nil {
@@ -503,7 +490,8 @@ func (s *Store) Booking(ctx context.Context, bookingID, customer string) (bookin
 
 // Sweep tidies up to batch lapsed seats, places and holds per table, and
 // reports how many rows it changed.
-func (s *Store) Sweep(ctx context.Context, batch int) (int, error) {
+func (s *Store) Sweep(ctx context.Context, batch int) (_ int, err error) {
+	defer translate(&err)
 	total := 0
 	for _, q := range []string{sqlSweepSeats, sqlSweepGA, sqlSweepHolds} {
 		tag, err := s.pool.Exec(ctx, q, batch)
@@ -517,7 +505,8 @@ func (s *Store) Sweep(ctx context.Context, batch int) (int, error) {
 
 // StalePayments lists up to limit payments still PENDING after olderThan,
 // oldest first, after the one given (the zero Due: from the start).
-func (s *Store) StalePayments(ctx context.Context, olderThan time.Duration, after booking.Due, limit int) ([]booking.Due, error) {
+func (s *Store) StalePayments(ctx context.Context, olderThan time.Duration, after booking.Due, limit int) (_ []booking.Due, err error) {
+	defer translate(&err)
 	rows, err := s.pool.Query(ctx, sqlStalePayments, olderThan.Seconds(), after.At, after.PaymentID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("stale payments: %w", err)
@@ -527,7 +516,8 @@ func (s *Store) StalePayments(ctx context.Context, olderThan time.Duration, afte
 
 // PendingRefunds lists up to limit refunds the provider has not acknowledged
 // yet, oldest first, after the one given.
-func (s *Store) PendingRefunds(ctx context.Context, after booking.Due, limit int) ([]booking.Due, error) {
+func (s *Store) PendingRefunds(ctx context.Context, after booking.Due, limit int) (_ []booking.Due, err error) {
+	defer translate(&err)
 	rows, err := s.pool.Query(ctx, sqlPendingRefunds, after.At, after.PaymentID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending refunds: %w", err)
@@ -540,7 +530,8 @@ func (s *Store) PendingRefunds(ctx context.Context, after booking.Due, limit int
 // transaction: a crash anywhere publishes them again (at least once). One
 // relay runs at a time across replicas (an advisory lock), which keeps the
 // stream in outbox order.
-func (s *Store) RelayOutbox(ctx context.Context, limit int, publish func(context.Context, []booking.OutboxEvent) error) (int, error) {
+func (s *Store) RelayOutbox(ctx context.Context, limit int, publish func(context.Context, []booking.OutboxEvent) error) (_ int, err error) {
+	defer translate(&err)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: %w", err)
@@ -585,7 +576,8 @@ func (s *Store) RelayOutbox(ctx context.Context, limit int, publish func(context
 }
 
 // Stats reads what the gauges show, at scrape time.
-func (s *Store) Stats(ctx context.Context) (booking.Stats, error) {
+func (s *Store) Stats(ctx context.Context) (_ booking.Stats, err error) {
+	defer translate(&err)
 	st := booking.Stats{Seats: map[int64]map[string]int64{}, Payments: map[string]int64{}}
 	b := &pgx.Batch{}
 	b.Queue(sqlStatsOutbox).QueryRow(func(row pgx.Row) error {
