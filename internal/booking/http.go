@@ -15,6 +15,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/platform/health"
 )
 
 // Authenticate verifies an access JWT and returns who it admits. Any error
@@ -63,13 +64,12 @@ type Handler struct {
 	svc   *Service
 	auth  Authenticate
 	log   *slog.Logger
-	ready func(context.Context) error
 	mux   *http.ServeMux
 }
 
 // NewHandler builds the API. ready reports whether PostgreSQL is reachable.
 func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) error, log *slog.Logger) *Handler {
-	h := &Handler{svc: svc, auth: auth, log: log, ready: ready, mux: http.NewServeMux()}
+	h := &Handler{svc: svc, auth: auth, log: log, mux: http.NewServeMux()}
 	const p = "/api/v1/booking"
 	h.mux.HandleFunc("GET "+p+"/showtimes/{id}/seats", h.withPass(h.seatMap))
 	h.mux.HandleFunc("POST "+p+"/showtimes/{id}/holds", h.withPass(h.hold))
@@ -78,16 +78,7 @@ func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) err
 	h.mux.HandleFunc("POST "+p+"/payments/callback", h.callback)
 	h.mux.HandleFunc("GET "+p+"/payments/{paymentId}", h.withPass(h.paymentPage))
 	h.mux.HandleFunc("GET "+p+"/bookings/{id}", h.withPass(h.booking))
-	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	h.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := h.ready(r.Context()); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "postgres unreachable"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	health.Routes(h.mux, health.Check{Name: "postgres", Ping: ready})
 	h.mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such route"})
 	})

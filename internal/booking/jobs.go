@@ -18,24 +18,16 @@ type Line interface {
 	Complete(ctx context.Context, event, ticketID string) error
 }
 
-// Ticker drives a job: every tick runs one pass. Tests call the *Once
-// methods directly and need no ticker; time.NewTicker is the real one.
-type Ticker func(every time.Duration) (<-chan time.Time, func())
-
-// RealTicker is time.NewTicker.
-func RealTicker(every time.Duration) (<-chan time.Time, func()) {
+// runEvery runs one pass of a job every interval until ctx ends. Tests call
+// the *Once methods directly.
+func runEvery(ctx context.Context, every time.Duration, log *slog.Logger, name string, once func(context.Context) error) {
 	t := time.NewTicker(every)
-	return t.C, t.Stop
-}
-
-func runEvery(ctx context.Context, tick Ticker, every time.Duration, log *slog.Logger, name string, once func(context.Context) error) {
-	c, stop := tick(every)
-	defer stop()
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-c:
+		case <-t.C:
 			if err := once(ctx); err != nil && ctx.Err() == nil {
 				log.Error(name+" pass failed", "err", err)
 			}
@@ -71,8 +63,8 @@ func (w *Sweeper) SweepOnce(ctx context.Context) error {
 }
 
 // Run sweeps on every tick until ctx ends.
-func (w *Sweeper) Run(ctx context.Context, tick Ticker, every time.Duration) {
-	runEvery(ctx, tick, every, w.Log, "sweeper", w.SweepOnce)
+func (w *Sweeper) Run(ctx context.Context, every time.Duration) {
+	runEvery(ctx, every, w.Log, "sweeper", w.SweepOnce)
 }
 
 // Reconciler settles payments whose callback never came, by asking the
@@ -147,8 +139,8 @@ func eachDue(ctx context.Context, list func(after Due) ([]Due, error), do func(D
 }
 
 // Run reconciles on every tick until ctx ends.
-func (r *Reconciler) Run(ctx context.Context, tick Ticker, every time.Duration) {
-	runEvery(ctx, tick, every, r.Log, "reconciler", r.ReconcileOnce)
+func (r *Reconciler) Run(ctx context.Context, every time.Duration) {
+	runEvery(ctx, every, r.Log, "reconciler", r.ReconcileOnce)
 }
 
 // Relay publishes outbox rows to the Redis stream booking-events, at least
@@ -198,6 +190,6 @@ func (r *Relay) publish(ctx context.Context, events []OutboxEvent) error {
 }
 
 // Run relays on every tick until ctx ends.
-func (r *Relay) Run(ctx context.Context, tick Ticker, every time.Duration) {
-	runEvery(ctx, tick, every, r.Log, "outbox relay", r.RelayOnce)
+func (r *Relay) Run(ctx context.Context, every time.Duration) {
+	runEvery(ctx, every, r.Log, "outbox relay", r.RelayOnce)
 }

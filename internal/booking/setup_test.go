@@ -97,7 +97,7 @@ func setup(t testing.TB, opts ...option) *env {
 	for _, f := range opts {
 		f(&o)
 	}
-	pool, _ := testenv.Pool(t, "booking", postgres.Migrate)
+	pool, _ := testenv.Pool(t, "booking", postgres.Open, postgres.Migrate)
 	store := postgres.New(pool)
 	if _, err := store.Seed(context.Background(), cfg.Events); err != nil {
 		t.Fatalf("seed: %v", err)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -109,28 +111,20 @@ func exportSeries(cfg *config.Config) {
 // config is the config in force.
 func (s *Server) config() *config.Config { return s.cfg.Load() }
 
-// Reload re-reads the config file. Events (added, removed, renamed, their
-// showtimes), the per-IP join limit and the trusted proxies act at once; addresses, secrets, the
-// signing key and the booking URL need a restart. A file that does not
-// parse or validate is refused, logged with the key it names, counted, and
-// the previous config stays in force.
-func (s *Server) Reload() error {
-	old, cfg, err := s.cfg.Reload(false)
-	if err != nil {
-		configReloadErrors.Inc()
-		s.log.Error("config reload refused; the previous config stays in force", "path", s.cfg.Path(), "err", err)
-		return err
-	}
-	if cfg == nil {
-		return nil // the file holds what is in force, or what was refused already
-	}
-	configReloads.Inc()
+// Watch follows the config file until ctx ends (see config.Live.Watch):
+// events (added, removed, renamed, their showtimes), the per-IP join limit
+// and the trusted proxies act at once; addresses, secrets, the signing key
+// and the booking URL need a restart.
+func (s *Server) Watch(ctx context.Context, hup <-chan os.Signal) {
+	s.cfg.Watch(ctx, hup, s.log, s.applied)
+}
+
+func (s *Server) applied(old, cfg *config.Config) {
 	s.log.Info("config reloaded", "path", s.cfg.Path(), "events", len(cfg.Events), "before", len(old.Events))
 	exportSeries(cfg)
 	ps := proxiesOf(cfg)
 	s.proxies.Store(&ps)
 	s.loadSettings(context.Background())
-	return nil
 }
 
 // clientOf is the fan behind c, as the trusted proxies in force report it.
@@ -152,8 +146,8 @@ func (s *Server) routes() {
 	a.Use(securityHeaders)
 	a.Use(metrics.Fiber("gateway"))
 
-	a.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok") })
-	a.Get("/readyz", s.readyz)
+	a.Get("/healthz", adaptor.HTTPHandlerFunc(health.Live))
+	a.Get("/readyz", adaptor.HTTPHandler(health.Ready(health.Check{Name: "redis", Ping: s.line.Ping})))
 	a.Get("/metrics", adaptor.HTTPHandler(metrics.Handler()))
 	a.Get("/.well-known/jwks.json", s.jwks)
 
@@ -173,16 +167,6 @@ func securityHeaders(c *fiber.Ctx) error {
 	c.Set("X-Content-Type-Options", "nosniff")
 	c.Set("Referrer-Policy", "same-origin")
 	return c.Next()
-}
-
-func (s *Server) readyz(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
-	defer cancel()
-	if err := s.line.Ping(ctx); err != nil {
-		c.Set(fiber.HeaderRetryAfter, "2")
-		return c.Status(fiber.StatusServiceUnavailable).SendString("redis unreachable")
-	}
-	return c.SendString("ready")
 }
 
 func (s *Server) jwks(c *fiber.Ctx) error {

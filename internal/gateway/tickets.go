@@ -23,14 +23,6 @@ var (
 		Help:    "Time from join to admission, observed once per ticket when its fan first sees it admitted.",
 		Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 	}, []string{"event"})
-	configReloads = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "waitroom_config_reloads_total",
-		Help: "Config files re-read and put in force.",
-	})
-	configReloadErrors = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "waitroom_config_reload_errors_total",
-		Help: "Config edits refused (unreadable, invalid YAML or failed validation); the previous config stayed in force.",
-	})
 	etaError = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "waitroom_eta_error_seconds",
 		Help:    "Actual wait minus the ETA told at join, observed at admission (positive = we were optimistic).",

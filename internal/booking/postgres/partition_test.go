@@ -100,7 +100,7 @@ func dump(t *testing.T, pool *pgxpool.Pool) string {
 // its showtime, and the holds, payments and releases started before go on.
 func TestMigratePartitionsExistingData(t *testing.T) {
 	ctx := context.Background()
-	pool, url := testenv.Pool(t, "booking_001", func(ctx context.Context, url string) error {
+	pool, url := testenv.Pool(t, "booking_001", Open, func(ctx context.Context, url string) error {
 		return migrateUpTo(ctx, url, "001_booking")
 	})
 	var kind string
@@ -225,7 +225,7 @@ SELECT string_agg(showtime_id || ':' || places || '=' || status, ' ' ORDER BY sh
 // start). EXPLAIN (FORMAT JSON) on the real database.
 func TestHoldPrunes(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := testenv.Pool(t, "booking", Migrate)
+	pool, _ := testenv.Pool(t, "booking", Open, Migrate)
 	store := New(pool)
 	if _, err := store.Seed(ctx, showtimes(1, 2, 3, 4, 5, 6, 7, 8)); err != nil {
 		t.Fatal(err)
@@ -397,7 +397,7 @@ func slicesContains(s []string, v string) bool {
 // an error anywhere undoes everything.
 func TestPipelineIsOneTransaction(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := testenv.Pool(t, "booking", Migrate)
+	pool, _ := testenv.Pool(t, "booking", Open, Migrate)
 	var x1, x2, x3 string
 	b := &pgx.Batch{}
 	b.Queue(sqlLockCustomer, "live", "ann")
@@ -424,27 +424,27 @@ func TestPipelineIsOneTransaction(t *testing.T) {
 	}
 }
 
-// ConfigurePool gives every connection generic plans, unless the URL chose.
-func TestConfigurePool(t *testing.T) {
+// Open gives every connection generic plans and 32 connections, unless the
+// URL chose.
+func TestOpen(t *testing.T) {
 	url := testenv.Database(t, "booking", Migrate)
-	for _, c := range []struct{ url, want string }{
-		{url, "force_generic_plan"},
-		{url + "&plan_cache_mode=auto", "auto"},
+	for _, c := range []struct {
+		url, want string
+		conns     int32
+	}{
+		{url, "force_generic_plan", 32},
+		{url + "&plan_cache_mode=auto&pool_max_conns=5", "auto", 5},
 	} {
-		cfg, err := pgxpool.ParseConfig(c.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ConfigurePool(cfg)
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		pool, err := Open(context.Background(), c.url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got string
 		err = pool.QueryRow(context.Background(), `SHOW plan_cache_mode`).Scan(&got)
+		conns := pool.Config().MaxConns
 		pool.Close()
-		if err != nil || got != c.want {
-			t.Errorf("%s: plan_cache_mode = %q, %v; want %q", c.url, got, err, c.want)
+		if err != nil || got != c.want || conns != c.conns {
+			t.Errorf("%s: plan_cache_mode = %q, %v, %d connections; want %q, %d", c.url, got, err, conns, c.want, c.conns)
 		}
 	}
 }

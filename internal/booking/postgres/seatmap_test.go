@@ -59,18 +59,12 @@ SELECT st, chr(65 + r) || n, chr(65 + r), n,
 
 // bigSeatDB is a migrated database seeded as above with showtimes small
 // showtimes and the stadium, on a pool built as `booking serve` builds it
-// (ConfigurePool: generic plans).
+// (Open: generic plans).
 func bigSeatDB(tb testing.TB, showtimes int) (*pgxpool.Pool, *Store) {
 	tb.Helper()
 	ctx := context.Background()
 	url := testenv.Database(tb, "booking", Migrate)
-	pcfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	pcfg.MaxConns = 8
-	ConfigurePool(pcfg)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	pool, err := Open(ctx, url+"&pool_max_conns=8") // testenv's URLs carry ?sslmode=disable
 	if err != nil {
 		tb.Fatal(err)
 	}

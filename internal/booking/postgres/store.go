@@ -31,19 +31,41 @@ type Store struct {
 
 var _ booking.Store = (*Store)(nil)
 
-// ConfigurePool sets what the store expects of every connection of cfg:
-// plan_cache_mode=force_generic_plan, unless the URL sets plan_cache_mode
-// itself. Since 002 the hot statements read partitioned tables; PostgreSQL's
-// plan cache then prices a generic plan as if it scanned every partition and
-// keeps planning a custom plan per execution, which costs more than the hold
-// itself (0.7 ms of planning for 0.3 ms of execution, measured). The generic
-// plan prunes to the showtime's partition when it starts (TestHoldPrunes) and
-// is planned once per connection. Every statement of the store looks rows up
-// by key, so no statement needs a plan fitted to its values.
-func ConfigurePool(cfg *pgxpool.Config) {
+// maxConns is the pool's size unless the URL's pool_max_conns says
+// otherwise: pgxpool's default (max(4, CPUs)) starves a sale's holds.
+const maxConns = 32
+
+// Open connects to the database at url (config postgres.url) as the booking
+// core and every test use it, so that tests run under production's plan
+// cache mode:
+//   - at most 32 connections, unless the URL sets pool_max_conns;
+//   - plan_cache_mode=force_generic_plan, unless the URL sets it. Since 002
+//     the hot statements read partitioned tables; PostgreSQL's plan cache
+//     then prices a generic plan as if it scanned every partition and keeps
+//     planning a custom plan per execution, which costs more than the hold
+//     itself (0.7 ms of planning for 0.3 ms of execution, measured). The
+//     generic plan prunes to the showtime's partition when it starts
+//     (TestHoldPrunes) and is planned once per connection. Every statement
+//     of the store looks rows up by key, so none needs a plan fitted to its
+//     values.
+//
+// It does not wait for the database: the first statement connects.
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres url: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = maxConns
+	}
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return pool, nil
 }
 
 // New returns a store on pool.

@@ -37,6 +37,18 @@ var (
 	}, []string{"service"})
 )
 
+// The config reload pair, the same in every process that follows its file.
+var (
+	ConfigReloads = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "waitroom_config_reloads_total",
+		Help: "Config file edits re-read and put in force.",
+	})
+	ConfigReloadErrors = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "waitroom_config_reload_errors_total",
+		Help: "Config file edits refused (unreadable, invalid YAML or failed validation); the previous config stayed in force.",
+	})
+)
+
 // Handler serves the default registry.
 func Handler() http.Handler { return promhttp.Handler() }
 
