@@ -61,10 +61,10 @@ var errorTable = []struct {
 
 // Handler is the booking API under /api/v1/booking, with /healthz and /readyz.
 type Handler struct {
-	svc   *Service
-	auth  Authenticate
-	log   *slog.Logger
-	mux   *http.ServeMux
+	svc  *Service
+	auth Authenticate
+	log  *slog.Logger
+	mux  *http.ServeMux
 }
 
 // NewHandler builds the API. ready reports whether PostgreSQL is reachable.
