@@ -135,7 +135,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}, nil, log)
 	defer sim.Close()
 
-	svc := booking.NewService(store, sim, cfg, set, log)
+	events := make([]string, len(cfg.Events))
+	for i, ev := range cfg.Events {
+		events[i] = ev.ID
+	}
+	inv := booking.NewInventory(line, store, events, log)
+	svc := booking.NewService(store, sim, cfg, set, log).WithInventory(inv)
 	prometheus.MustRegister(booking.NewCollector(store))
 
 	mux := http.NewServeMux()
@@ -152,6 +157,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	start(func(ctx context.Context) {
 		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, 5*time.Second)
 	})
+	start(inv.Run)
 	start(func(ctx context.Context) {
 		every := min(cfg.Booking.Payment.ReconcileAfter.D()/4, 30*time.Second)
 		(&booking.Reconciler{Service: svc, Log: log}).Run(ctx, max(every, time.Second))

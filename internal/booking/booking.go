@@ -180,6 +180,8 @@ type Settlement struct {
 	Outcome   Outcome
 	BookingID string
 	PaymentID string
+	Event     string
+	HoldID    string
 }
 
 // OutboxEvent is one row of the outbox, to publish.
@@ -227,6 +229,10 @@ type Store interface {
 	StalePayments(ctx context.Context, olderThan time.Duration, after Due, limit int) ([]Due, error)
 	PendingRefunds(ctx context.Context, after Due, limit int) ([]Due, error)
 	RelayOutbox(ctx context.Context, limit int, publish func(context.Context, []OutboxEvent) error) (int, error)
+	InventorySnapshot(ctx context.Context, event string) (InventorySnapshot, error)
+	// LapsedHolds lists up to limit holds whose expiry passed after since
+	// while HELD, oldest first, and the database's now.
+	LapsedHolds(ctx context.Context, since time.Time, limit int) ([]Lapsed, time.Time, error)
 	Stats(ctx context.Context) (Stats, error)
 	Ping(ctx context.Context) error
 }

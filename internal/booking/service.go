@@ -54,12 +54,20 @@ type Service struct {
 	cfg   *config.Config
 	set   Settings
 	log   *slog.Logger
+	inv   *Inventory // nil: the waiting room is not told what is left
 }
 
 // NewService returns a service; cfg supplies the catalog (which event owns a
 // showtime, its geometry, blocks and prices).
 func NewService(store Store, pay payment.Provider, cfg *config.Config, set Settings, log *slog.Logger) *Service {
 	return &Service{store: store, pay: pay, cfg: cfg, set: set, log: log}
+}
+
+// WithInventory has the service tell inv of every hold, release and
+// payment, and returns the service.
+func (s *Service) WithInventory(inv *Inventory) *Service {
+	s.inv = inv
+	return s
 }
 
 // NewID returns a random UUID (version 4).
@@ -165,13 +173,25 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 	if places > s.set.MaxSeatsPerHold {
 		return Hold{}, fmt.Errorf("hold: %d places asked, at most %d: %w", places, s.set.MaxSeatsPerHold, ErrTooManySeats)
 	}
+	// The waiting room counts the places out before the hold is decided
+	// (so it never shows a place the database may already have given
+	// away), and gets them back if the hold was refused. A hold that failed
+	// for another reason (the database went away mid-statement) may have
+	// been written: the next sync decides.
+	id := NewID()
+	if s.inv != nil {
+		s.inv.reserve(ctx, p.Event, id, p.Customer, places)
+	}
 	h, err := s.store.Hold(ctx, HoldRequest{
-		HoldID: NewID(), Event: p.Event, ShowtimeID: showtimeID, Customer: p.Customer,
+		HoldID: id, Event: p.Event, ShowtimeID: showtimeID, Customer: p.Customer,
 		Seats: seats, GA: in.GeneralAdmission, AmountCents: amount, TTL: s.set.HoldTTL,
 		MaxPlaces: s.set.MaxSeatsPerHold, HoldsPerMinute: s.set.HoldsPerMinute,
 		AttemptsPerMinute: s.set.HoldAttemptsPerMinute, Cooldown: s.set.ReholdCooldown,
 	})
 	if err != nil {
+		if s.inv != nil && isDomain(err) {
+			s.inv.released(ctx, p.Event, id)
+		}
 		return Hold{}, s.dbErr("hold", err)
 	}
 	if h.Seats == nil {
@@ -204,7 +224,13 @@ func (s *Service) Release(ctx context.Context, p Pass, holdID string) error {
 	if !uuidPattern.MatchString(holdID) {
 		return ErrNotFound
 	}
-	return s.dbErr("release", s.store.Release(ctx, holdID, p.Customer))
+	if err := s.store.Release(ctx, holdID, p.Customer); err != nil {
+		return s.dbErr("release", err)
+	}
+	if s.inv != nil {
+		s.inv.released(ctx, p.Event, holdID)
+	}
+	return nil
 }
 
 // Checkout opens (or finds again, by key) the payment of a hold.
@@ -218,7 +244,13 @@ func (s *Service) Checkout(ctx context.Context, p Pass, holdID, key string) (Che
 	c, err := s.store.Checkout(ctx, CheckoutRequest{
 		HoldID: holdID, Customer: p.Customer, IdempotencyKey: key, SessionTTL: s.set.SessionTTL,
 	}, s.pay.CreateSession)
-	return c, s.dbErr("checkout", err)
+	if err != nil {
+		return c, s.dbErr("checkout", err)
+	}
+	if s.inv != nil {
+		s.inv.opened(ctx, p.Event, c.PaymentID)
+	}
+	return c, nil
 }
 
 // validKey reports whether key is an Idempotency-Key the contract allows:
@@ -260,6 +292,14 @@ func (s *Service) Settle(ctx context.Context, paymentID string, st payment.Statu
 	}
 	confirmationsTotal.WithLabelValues(string(out.Outcome)).Inc()
 	s.log.Info("payment settled", "paymentId", paymentID, "bookingId", out.BookingID, "status", st, "outcome", out.Outcome)
+	if s.inv != nil {
+		switch out.Outcome {
+		case Confirmed:
+			s.inv.booked(ctx, out.Event, out.HoldID, paymentID)
+		default: // failed, late (its places lapsed), or a repeat
+			s.inv.settled(ctx, out.Event, paymentID)
+		}
+	}
 	if out.Outcome == LateRefunded {
 		s.refund(ctx, paymentID)
 	}

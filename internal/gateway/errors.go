@@ -26,6 +26,7 @@ var (
 	errUnknownEvent      = &apiError{Status: fiber.StatusNotFound, Code: "unknown_event", Message: "no such event"}
 	errInvalidTicket     = &apiError{Status: fiber.StatusBadRequest, Code: "invalid_ticket", Message: "the ticket is malformed, forged or of another event"}
 	errEventClosed       = &apiError{Status: fiber.StatusConflict, Code: "event_closed", Message: "this sale is closed"}
+	errSoldOut           = &apiError{Status: fiber.StatusConflict, Code: "sold_out", Message: "every place of this sale is sold"}
 	errAdmissionRequired = &apiError{Status: fiber.StatusUnauthorized, Code: "admission_required", Message: "admission required"}
 	errUnavailable       = &apiError{Status: fiber.StatusServiceUnavailable, Code: "unavailable", Message: "temporarily unavailable, try again shortly", RetryAfter: 2}
 	errBookingDown       = &apiError{Status: fiber.StatusServiceUnavailable, Code: "booking_unavailable", Message: "the booking service is unavailable, try again shortly", RetryAfter: 2}
@@ -50,6 +51,8 @@ func toAPI(err error) *apiError {
 		return errInvalidTicket
 	case errors.Is(err, queue.ErrClosed):
 		return errEventClosed
+	case errors.Is(err, queue.ErrSoldOut):
+		return errSoldOut
 	case errors.Is(err, queue.ErrUnavailable):
 		return errUnavailable
 	}

@@ -61,10 +61,12 @@ func (s *Server) settingsFor(ev *config.Event) queue.Settings {
 }
 
 // state is the event's state as the API reports it.
-func state(set queue.Settings, now time.Time) string {
+func state(set queue.Settings, inv queue.Inventory, now time.Time) string {
 	switch {
 	case set.Mode == config.ModeClosed || (set.ClosesAt != nil && !now.Before(*set.ClosesAt)):
 		return "closed"
+	case inv.SoldOut():
+		return "soldout"
 	case set.Mode == config.ModePaused:
 		return "paused"
 	case set.Mode == config.ModePassthrough:
@@ -89,6 +91,8 @@ type eventJSON struct {
 	Active         int64          `json:"active"`
 	MaxActive      int            `json:"maxActive"`
 	AdmitPerSecond float64        `json:"admitPerSecond"`
+	Available      *int64         `json:"available"` // null until the booking core publishes the inventory
+	Held           *int64         `json:"held"`
 	OpensAt        *time.Time     `json:"opensAt"`
 	ClosesAt       *time.Time     `json:"closesAt,omitempty"`
 	Showtimes      []showtimeJSON `json:"showtimes"`
@@ -101,11 +105,15 @@ func (s *Server) eventInfo(ctx context.Context, ev *config.Event) (eventJSON, er
 		return eventJSON{}, err
 	}
 	out := eventJSON{
-		ID: ev.ID, Name: ev.Name, State: state(set, s.now()),
+		ID: ev.ID, Name: ev.Name, State: state(set, counts.Inventory, s.now()),
 		Waiting: counts.Waiting, Active: counts.Active,
 		MaxActive: set.MaxActive, AdmitPerSecond: displayRate(set.AdmitPerSecond),
 		OpensAt: set.OpensAt, ClosesAt: set.ClosesAt,
 		Showtimes: make([]showtimeJSON, 0, len(ev.Showtimes)),
+	}
+	if inv := counts.Inventory; inv.Known {
+		available, held := max(inv.Available, 0), inv.Held
+		out.Available, out.Held = &available, &held
 	}
 	for _, st := range ev.Showtimes {
 		out.Showtimes = append(out.Showtimes, showtimeJSON{ID: st.ID, Title: st.Title, StartsAt: st.StartsAt})

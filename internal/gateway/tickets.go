@@ -37,7 +37,8 @@ const (
 )
 
 // waitingJSON is a waiting ticket's answer; etaSeconds is null while
-// paused or before opening.
+// paused or before opening; available (places left) is absent until the
+// booking core publishes the event's inventory.
 type waitingJSON struct {
 	Ticket      string `json:"ticket,omitempty"`
 	Status      string `json:"status"`
@@ -45,6 +46,7 @@ type waitingJSON struct {
 	Ahead       int64  `json:"ahead"`
 	ETASeconds  *int64 `json:"etaSeconds"`
 	PollAfterMs int64  `json:"pollAfterMs"`
+	Available   *int64 `json:"available,omitempty"`
 }
 
 // admittedJSON is an admitted ticket's answer, with its access pass.
@@ -57,7 +59,12 @@ type admittedJSON struct {
 
 func waiting(ticket string, p queue.Position) waitingJSON {
 	out := waitingJSON{Ticket: ticket, Status: string(queue.Waiting), Position: p.Position, Ahead: p.Ahead,
-		PollAfterMs: p.PollAfter.Milliseconds()}
+		PollAfterMs: p.PollAfter.Milliseconds(), Available: p.Available}
+	if out.Available != nil && *out.Available < 0 {
+		// Reservations of holds in flight may take it below 0 for an instant.
+		zero := int64(0)
+		out.Available = &zero
+	}
 	if p.ETA != nil {
 		secs := int64((*p.ETA + time.Second - 1) / time.Second)
 		out.ETASeconds = &secs
@@ -126,6 +133,8 @@ func (s *Server) join(c *fiber.Ctx) error {
 			return c.JSON(out)
 		case queue.Closed:
 			return errEventClosed
+		case queue.SoldOut:
+			return errSoldOut
 		}
 		// Expired: the other candidate may still be live; if not, this fan
 		// gets a new place like anyone else.
@@ -219,6 +228,9 @@ func (s *Server) status(c *fiber.Ctx) error {
 			return err
 		}
 		return c.JSON(out)
+	case queue.SoldOut:
+		// The wait is over: the page says so and stops polling.
+		return c.JSON(fiber.Map{"status": string(queue.SoldOut)})
 	default: // Expired, Closed
 		s.clearCookie(c, accessCookie+ev.ID)
 		return c.Status(fiber.StatusGone).JSON(fiber.Map{"status": string(st.State)})

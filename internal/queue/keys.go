@@ -13,6 +13,12 @@ type keys struct {
 	stats    string // HASH seq, joined, admitted, abandoned, left, rate, rate_ts, rate_cfg
 	bucket   string // HASH tokens, ts: the admission token bucket
 	settings string // JSON Settings published by the admitter
+
+	// The inventory the booking core publishes (inventory.go).
+	inventory string // HASH available, held, pending, engaged, updatedAt (the contract's name)
+	places    string // HASH hold id → "<ticket> <places> <reserved at ms>"
+	holders   string // HASH ticket id → live holds
+	payments  string // HASH payment id → opened at ms
 }
 
 // keysOf and the functions below are the one place key names are built.
@@ -25,6 +31,11 @@ func keysOf(event string) keys {
 		stats:    p + "stats",
 		bucket:   p + "bucket",
 		settings: p + "settings",
+
+		inventory: p + "inventory",
+		places:    p + "places",
+		holders:   p + "holders",
+		payments:  p + "payments",
 	}
 }
 

@@ -36,6 +36,9 @@ var (
 	ErrClosed = errors.New("queue: event closed")
 	// ErrNoSettings: no admitter has published settings for the event yet.
 	ErrNoSettings = errors.New("queue: no settings published")
+	// ErrSoldOut: every place of the event is sold (see Inventory): no new
+	// place in line.
+	ErrSoldOut = errors.New("queue: sold out")
 )
 
 // State of a ticket.
@@ -46,6 +49,7 @@ const (
 	Admitted State = "admitted"
 	Expired  State = "expired" // left, access window ended, or abandoned
 	Closed   State = "closed"  // the event closed while the ticket waited
+	SoldOut  State = "soldout" // every place sold while the ticket waited
 )
 
 // Settings are the admission settings in force for one event, published to
@@ -68,6 +72,9 @@ type Position struct {
 	// ETA is nil while paused or before opening.
 	ETA       *time.Duration
 	PollAfter time.Duration
+	// Available is the places left to hold (nil until the booking core
+	// publishes the event's inventory).
+	Available *int64
 }
 
 // JoinResult is the answer to a join: always a new place.
@@ -101,6 +108,7 @@ type Status struct {
 type Counts struct {
 	Waiting int64
 	Active  int64 // ZCOUNT active now +inf
+	Inventory
 }
 
 // TickResult is what one admission tick did for one event.
@@ -112,6 +120,9 @@ type TickResult struct {
 	Active    int64 // after the tick
 	// Rate is the measured admission rate (fans/s) ETAs are computed from.
 	Rate float64
+	// Room is how many more idle fans the places available allowed before
+	// this tick (-1: the inventory is unknown, no bound).
+	Room int64
 }
 
 // Stats are the event's lifetime counters. Every ticket ever issued is in
@@ -179,7 +190,7 @@ func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResul
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
 	k := keysOf(event)
-	res, err := s.batch.run(ctx, joinScript, []string{k.wait, k.active, k.seen, k.stats},
+	res, err := s.batch.run(ctx, joinScript, []string{k.wait, k.active, k.seen, k.stats, k.inventory},
 		set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
 		b64.EncodeToString(random[:]), lottery, mrand.Float64(),
@@ -193,6 +204,8 @@ func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResul
 		return JoinResult{}, ErrClosed
 	case "not_open":
 		return JoinResult{}, ErrNotOpen
+	case "sold_out":
+		return JoinResult{}, ErrSoldOut
 	}
 	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2)}
 	var out JoinResult
@@ -202,7 +215,7 @@ func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResul
 		out.ActiveUntil = msToTime(r.int(3))
 	case "waiting":
 		out.State = Waiting
-		out.Position = position(r.int(3), r.int(4), r.float(5), t.joinedAt, set)
+		out.Position = position(r.int(3), r.int(4), r.float(5), r.int(6), t.joinedAt, set)
 		if out.ETA != nil {
 			ms := out.ETA.Milliseconds()
 			t.joinETA = &ms
@@ -225,7 +238,7 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 		return Status{}, err
 	}
 	k := keysOf(event)
-	res, err := s.batch.run(ctx, statusScript, []string{k.wait, k.active, k.seen, k.stats},
+	res, err := s.batch.run(ctx, statusScript, []string{k.wait, k.active, k.seen, k.stats, k.inventory},
 		t.id(), t.seq, set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AbandonAfter.Milliseconds(), mrand.Float64(),
 		set.AccessTTL.Milliseconds(),
@@ -244,13 +257,15 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 		out.State = Expired
 	case "closed":
 		out.State = Closed
+	case "soldout":
+		out.State = SoldOut
 	case "admitted":
 		out.State = Admitted
 		out.ActiveUntil = msToTime(r.int(2))
 		out.FirstAdmission = r.int(3) == 1
 	case "waiting":
 		out.State = Waiting
-		out.Position = position(r.int(2), r.int(3), r.float(4), r.int(1), set)
+		out.Position = position(r.int(2), r.int(3), r.float(4), r.int(5), r.int(1), set)
 	default:
 		return Status{}, fmt.Errorf("status: unexpected reply %v", res)
 	}
@@ -263,8 +278,12 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 // position is what a waiting fan is told. The ETA is the time for the line
 // in front (and the fan) to be admitted at the measured rate; there is none
 // while paused, before opening, or while nothing is being admitted.
-func position(rank, pollMs int64, rate float64, nowMs int64, set Settings) Position {
+// available < 0: the inventory is unknown.
+func position(rank, pollMs int64, rate float64, available, nowMs int64, set Settings) Position {
 	p := Position{Position: rank + 1, Ahead: rank, PollAfter: time.Duration(pollMs) * time.Millisecond}
+	if available >= 0 {
+		p.Available = &available
+	}
 	before := set.OpensAt != nil && nowMs < set.OpensAt.UnixMilli()
 	if set.Mode != "paused" && !before && rate > 0 {
 		eta := time.Duration(float64(p.Position) / rate * float64(time.Second)).Round(time.Millisecond)
@@ -280,7 +299,7 @@ func (s *Store) Leave(ctx context.Context, event, ticket string) error {
 		return err
 	}
 	k := keysOf(event)
-	if err := leaveScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.stats}, t.id()).Err(); err != nil {
+	if err := leaveScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.stats, k.inventory, k.holders}, t.id()).Err(); err != nil {
 		return interpretError("leave", err)
 	}
 	return nil
@@ -328,7 +347,8 @@ func (s *Store) Complete(ctx context.Context, event, ticket string) error {
 	if !idPattern.MatchString(ticket) {
 		return nil
 	}
-	if err := s.rdb.ZRem(ctx, keysOf(event).active, ticket).Err(); err != nil {
+	k := keysOf(event)
+	if err := completeScript.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders}, ticket).Err(); err != nil {
 		return interpretError("complete", err)
 	}
 	return nil
@@ -337,14 +357,19 @@ func (s *Store) Complete(ctx context.Context, event, ticket string) error {
 // Counts reads the waiting and active counts of event.
 func (s *Store) Counts(ctx context.Context, event string) (Counts, error) {
 	k := keysOf(event)
-	v, err := countsScript.Run(ctx, s.rdb, []string{k.wait, k.active}).Int64Slice()
+	v, err := countsScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.inventory}).Slice()
 	if err != nil {
 		return Counts{}, interpretError("counts", err)
 	}
-	if len(v) != 2 {
-		return Counts{}, fmt.Errorf("counts: unexpected reply %v", v)
+	r := reply(v)
+	c := Counts{Waiting: r.int(0), Active: r.int(1)}
+	if len(v) == 6 {
+		c.Inventory = inventoryOf(v[2:])
 	}
-	return Counts{Waiting: v[0], Active: v[1]}, nil
+	if r.err != nil {
+		return Counts{}, fmt.Errorf("counts: %w", r.err)
+	}
+	return c, nil
 }
 
 // Stats reads the event's counters and measured rate.
@@ -396,7 +421,7 @@ func (s *Store) Settings(ctx context.Context, event string) (Settings, error) {
 // Tick runs one atomic admission step for event (admitter only).
 func (s *Store) Tick(ctx context.Context, event string, set Settings) (TickResult, error) {
 	k := keysOf(event)
-	res, err := tickScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.seen, k.stats, k.bucket},
+	res, err := tickScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.seen, k.stats, k.bucket, k.inventory, k.holders},
 		set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
 		set.MaxActive, set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch,
 	).Slice()
@@ -406,7 +431,7 @@ func (s *Store) Tick(ctx context.Context, event string, set Settings) (TickResul
 	r := reply(res)
 	out := TickResult{
 		Admitted: r.int(0), Abandoned: r.int(1), Expired: r.int(2),
-		Waiting: r.int(3), Active: r.int(4), Rate: r.float(5),
+		Waiting: r.int(3), Active: r.int(4), Rate: r.float(5), Room: r.int(6),
 	}
 	if r.err != nil {
 		return TickResult{}, fmt.Errorf("tick: %w", r.err)

@@ -29,6 +29,7 @@ type rediser interface {
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+	Time(ctx context.Context) *redis.TimeCmd
 	Ping(ctx context.Context) *redis.StatusCmd
 }
 

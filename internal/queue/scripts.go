@@ -100,22 +100,25 @@ end
 // ticket is resumed by statusScript instead, so that a join can never turn
 // a dead ticket into a place for free: see Store.Join).
 //
-// KEYS: 1 wait, 2 active, 3 seen, 4 stats
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
 // 7 abandon_after ms, 8 random part of the new id (base64url), 9 lottery
 // score (a negative integer, as a string), 10 jitter u in [0,1)
 // Returns one of
 //
-//	{"closed"} | {"not_open"}
-//	{"waiting", seq, now ms, rank (0 = next), pollAfter ms, rate}
+//	{"closed"} | {"not_open"} | {"sold_out"}
+//	{"waiting", seq, now ms, rank (0 = next), pollAfter ms, rate, available or -1}
 //	{"admitted", seq, now ms, active expiry ms}
-var joinScript = redis.NewScript(prelude + `
+var joinScript = redis.NewScript(prelude + invPrelude + `
 local now, now_s = clock()
 local mode = ARGV[1]
 local pre, opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if mode == 'closed' or (closes and now >= closes) then return {'closed'} end
 if (pre and now < pre) or (not pre and opens and now < opens) then return {'not_open'} end
+local known, avail = inv_read(KEYS[5])
+if inv_soldout(KEYS[5]) then return {'sold_out'} end
+if not known then avail = -1 end
 local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
@@ -140,7 +143,7 @@ local rank = redis.call('ZRANK', KEYS[1], id)
 local r = rate_for_eta(KEYS[4], ARGV[5])
 local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[10]))
 redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, deadline(now, poll, abandon))
-return {'waiting', seq, now, rank, poll, r}
+return {'waiting', seq, now, rank, poll, r, avail}
 `)
 
 // statusScript reports where a ticket stands and records that its fan is
@@ -151,16 +154,19 @@ return {'waiting', seq, now, rank, poll, r}
 // only until the fan's abandon deadline, now runs its full access_ttl from
 // this moment.
 //
-// KEYS: 1 wait, 2 active, 3 seen, 4 stats
+// A waiting ticket of an event sold out is told so (its fan stops
+// waiting); an admitted one is still admitted (its page says so).
+//
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory
 // ARGV: 1 ticket id, 2 its seq, 3 mode, 4 opens_at ms or "",
 // 5 closes_at ms or "", 6 configured rate, 7 abandon_after ms, 8 jitter u,
 // 9 access_ttl ms
 // Returns one of
 //
-//	{"expired"} | {"closed"}
+//	{"expired"} | {"closed"} | {"soldout"}
 //	{"admitted", now ms, expiry ms, first 0|1}
-//	{"waiting", now ms, rank, pollAfter ms, rate}
-var statusScript = redis.NewScript(prelude + `
+//	{"waiting", now ms, rank, pollAfter ms, rate, available or -1}
+var statusScript = redis.NewScript(prelude + invPrelude + `
 local now, now_s = clock()
 local id, slot = ARGV[1], '#' .. ARGV[2]
 local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
@@ -173,27 +179,44 @@ local rank = redis.call('ZRANK', KEYS[1], id)
 if not rank then return {'expired'} end
 local opens, closes = tonumber(ARGV[4]), tonumber(ARGV[5])
 if ARGV[3] == 'closed' or (closes and now >= closes) then return {'closed'} end
+local known, avail = inv_read(KEYS[5])
+if inv_soldout(KEYS[5]) then return {'soldout'} end
+if not known then avail = -1 end
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
 local r = rate_for_eta(KEYS[4], ARGV[6])
 local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[8]))
 redis.call('BITFIELD', KEYS[3], 'SET', 'u32', slot, deadline(now, poll, tonumber(ARGV[7])))
-return {'waiting', now, rank, poll, r}
+return {'waiting', now, rank, poll, r, avail}
 `)
 
 // leaveScript takes a ticket out of the line, or gives its active place back.
 //
-// KEYS: 1 wait, 2 active, 3 stats
+// KEYS: 1 wait, 2 active, 3 stats, 4 inventory, 5 holders
 // ARGV: 1 ticket id
 // Returns 1 if it was waiting (counted as left), 2 if it was active, 0 if
 // neither.
-var leaveScript = redis.NewScript(`
+var leaveScript = redis.NewScript(invPrelude + `
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('HINCRBY', KEYS[3], 'left', 1)
   return 1
 end
-if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then return 2 end
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
+  inv_leaves(KEYS[4], KEYS[5], ARGV[1])
+  return 2
+end
 return 0
+`)
+
+// completeScript frees an active place at once (the fan's booking is done).
+//
+// KEYS: 1 active, 2 inventory, 3 holders
+// ARGV: 1 ticket id
+// Returns 1 if it was active, else 0.
+var completeScript = redis.NewScript(invPrelude + `
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+inv_leaves(KEYS[2], KEYS[3], ARGV[1])
+return 1
 `)
 
 // activeScript reports whether a ticket is active and unexpired.
@@ -237,13 +260,17 @@ end
 return exp
 `)
 
-// countsScript reads the line's length and the live actives.
+// countsScript reads the line's length, the live actives and the
+// inventory, at one instant.
 //
-// KEYS: 1 wait, 2 active
-// Returns {waiting, active}: ZCARD wait, ZCOUNT active (now +inf.
+// KEYS: 1 wait, 2 active, 3 inventory
+// Returns {waiting, active, available, held, pending, updatedAt}: ZCARD
+// wait, ZCOUNT active (now +inf, and the inventory's fields (false when the
+// booking core has not published it).
 var countsScript = redis.NewScript(prelude + `
 local now = clock()
-return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')}
+local inv = redis.call('HMGET', KEYS[3], 'available', 'held', 'pending', 'updatedAt')
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf'), inv[1], inv[2], inv[3], inv[4]}
 `)
 
 // tickScript is one admission step for one event, atomic: any number of
@@ -266,7 +293,12 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 //     closed, before opening, outside closes_at, passthrough), so resuming
 //     never bursts;
 //  3. n = min(floor(tokens), max_active − active, waiting) in queue mode;
-//     every waiting fan (up to the batch) in passthrough;
+//     every waiting fan (up to the batch) in passthrough. Once the booking
+//     core publishes the event's inventory, n is also at most available −
+//     (active − engaged): the places that can be held now less the admitted
+//     fans who hold nothing yet, so an admitted fan always has a place it
+//     could hold; in passthrough nobody is let in once the event is sold
+//     out (see inventory.go for why the figures are never too high);
 //  4. pop from the front; a fan whose abandon deadline passed is dropped and
 //     counted abandoned (at most max_skip per tick, to bound the script);
 //     the others go to active with expiry now + access_ttl, but no later
@@ -278,18 +310,26 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 //     stayed non-empty (so an empty line does not read as a slow admitter),
 //     and reset to the configured rate when that changes.
 //
-// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 bucket
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 bucket, 6 inventory, 7 holders
 // ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 rate (/s),
 // 5 max_active, 6 access_ttl ms, 7 max_skip, 8 passthrough batch
-// Returns {admitted, abandoned, expired, waiting, active, measured rate}.
-var tickScript = redis.NewScript(prelude + `
+// Returns {admitted, abandoned, expired, waiting, active, measured rate,
+// room (places for more idle fans; -1 when the inventory is unknown)}.
+var tickScript = redis.NewScript(prelude + invPrelude + `
 local now, now_s = clock()
 local mode = ARGV[1]
 local opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3])
 local rate, cap, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local max_skip, batch = tonumber(ARGV[7]), tonumber(ARGV[8])
 
-local expired = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+if #gone > 0 then
+  if redis.call('EXISTS', KEYS[7]) == 1 then
+    for _, m in ipairs(gone) do inv_leaves(KEYS[6], KEYS[7], m) end
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+end
+local expired = #gone
 local active = redis.call('ZCARD', KEYS[2])
 local waiting = redis.call('ZCARD', KEYS[1])
 local open = (not opens or now >= opens) and (not closes or now < closes)
@@ -308,9 +348,20 @@ else
   tokens = 0
   if open and mode == 'passthrough' then n = math.min(waiting, batch) end
 end
+local known, avail, held, pending, engaged = inv_read(KEYS[6])
+local room = -1
+if known then
+  room = math.max(0, avail - (active - engaged))
+  if queueing then
+    n = math.min(n, room)
+  elseif avail <= 0 and held <= 0 and pending <= 0 then
+    n = 0
+  end
+end
 
 local admitted, abandoned = 0, 0
 local exp = now + ttl
+local holding = known and redis.call('EXISTS', KEYS[7]) == 1
 while admitted < n and abandoned < max_skip do
   local popped = redis.call('ZPOPMIN', KEYS[1], n - admitted)
   if #popped == 0 then break end
@@ -326,6 +377,9 @@ while admitted < n and abandoned < max_skip do
       if dl > 1 and dl * 1000 < e then e = dl * 1000 end
       redis.call('ZADD', KEYS[2], e, m)
       redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, 1)
+      if holding and tonumber(redis.call('HGET', KEYS[7], m) or '0') > 0 then
+        redis.call('HINCRBY', KEYS[6], 'engaged', 1) -- cannot happen today: kept exact anyway
+      end
       admitted = admitted + 1
     end
   end
@@ -350,5 +404,5 @@ else
   redis.call('HSET', KEYS[4], 'rate', measured, 'rate_cfg', ARGV[4])
   redis.call('HDEL', KEYS[4], 'rate_ts')
 end
-return {admitted, abandoned, expired, waiting, redis.call('ZCARD', KEYS[2]), tostring(measured)}
+return {admitted, abandoned, expired, waiting, redis.call('ZCARD', KEYS[2]), tostring(measured), room}
 `)

@@ -361,6 +361,43 @@ SELECT id, booking_id, event_type, payload, event_id, customer_id, created_at
  LIMIT $1`
 	sqlOutboxPublished = `UPDATE outbox SET published_at = now() WHERE id = ANY($1::bigint[])`
 
+	// The inventory (queue/inventory.go), in one repeatable-read snapshot.
+	// $1 event. Places that can be held now: seats AVAILABLE or held but
+	// lapsed, and what each block has left.
+	sqlInventoryFree = `
+SELECT (SELECT count(*)
+          FROM showtimes st JOIN seats s ON s.showtime_id = st.id
+         WHERE st.event_id = $1
+           AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= now())))
+     + (SELECT coalesce(sum(greatest(b.capacity - coalesce(u.used, 0), 0)), 0)
+          FROM showtimes st JOIN ga_blocks b ON b.showtime_id = st.id
+          LEFT JOIN LATERAL (
+               SELECT sum(p.places) AS used FROM ga_places p
+                WHERE p.showtime_id = b.showtime_id AND p.block_code = b.code
+                  AND (p.status = 'BOOKED' OR (p.status = 'HELD' AND p.expires_at > now()))) u ON true
+         WHERE st.event_id = $1)`
+
+	// $1 event. The holds that count now.
+	sqlInventoryHolds = `
+SELECT id::text, customer_id, places FROM holds
+ WHERE event_id = $1 AND status = 'HELD' AND expires_at > now()`
+
+	// $1 event. The payments open.
+	sqlInventoryPayments = `
+SELECT p.payment_id FROM payments p JOIN bookings b ON b.id = p.booking_id
+ WHERE b.event_id = $1 AND p.status = 'PENDING'`
+
+	sqlNow = `SELECT now()`
+
+	// $1 since, $2 limit. Holds that lapsed after since and are still HELD
+	// (the sweeper marks them EXPIRED a few seconds later; a lapse missed
+	// meanwhile is repaired by the next inventory sync).
+	sqlLapsedHolds = `
+SELECT event_id, id::text, expires_at FROM holds
+ WHERE status = 'HELD' AND expires_at > $1 AND expires_at <= now()
+ ORDER BY expires_at
+ LIMIT $2`
+
 	sqlStatsOutbox = `SELECT count(*), min(created_at), now() FROM outbox WHERE published_at IS NULL`
 	sqlStatsSeats  = `
 SELECT showtime_id,

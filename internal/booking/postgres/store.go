@@ -380,6 +380,7 @@ func (s *Store) Settle(ctx context.Context, paymentID string, status payment.Sta
 		&event, &customer, &amount, &showtime, &seats, &gaRaw); err != nil {
 		return out, fmt.Errorf("settle %s: %w", paymentID, err) // an unknown payment: ErrNotFound
 	}
+	out.Event, out.HoldID = event, holdID
 	if pStatus == string(payment.Failed) && status == payment.Succeeded {
 		// A success after the failure: the provider did take the money.
 		// Nothing is confirmed (the fan was told it failed, and may have
@@ -595,6 +596,54 @@ func (s *Store) RelayOutbox(ctx context.Context, limit int, publish func(context
 		return 0, fmt.Errorf("outbox: %w", err)
 	}
 	return len(events), nil
+}
+
+// InventorySnapshot reads an event's places at one instant (one repeatable
+// read transaction): the places free to hold, the live holds, the open
+// payments.
+func (s *Store) InventorySnapshot(ctx context.Context, event string) (_ booking.InventorySnapshot, err error) {
+	defer translate(&err)
+	snap := booking.InventorySnapshot{Holds: []booking.LiveHold{}, Payments: []string{}}
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, sqlInventoryFree, event).Scan(&snap.Free); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, sqlInventoryHolds, event)
+		if err != nil {
+			return err
+		}
+		if snap.Holds, err = pgx.CollectRows(rows, pgx.RowToStructByPos[booking.LiveHold]); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, sqlInventoryPayments, event)
+		if err != nil {
+			return err
+		}
+		snap.Payments, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return snap, fmt.Errorf("inventory snapshot %s: %w", event, err)
+	}
+	return snap, nil
+}
+
+// LapsedHolds lists up to limit holds whose expiry passed after since while
+// they were HELD, oldest first, and the database's now.
+func (s *Store) LapsedHolds(ctx context.Context, since time.Time, limit int) (_ []booking.Lapsed, now time.Time, err error) {
+	defer translate(&err)
+	var out []booking.Lapsed
+	b := &pgx.Batch{}
+	b.Queue(sqlNow).QueryRow(func(row pgx.Row) error { return row.Scan(&now) })
+	b.Queue(sqlLapsedHolds, since, limit).Query(func(rows pgx.Rows) error {
+		var err error
+		out, err = pgx.CollectRows(rows, pgx.RowToStructByPos[booking.Lapsed])
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, now, fmt.Errorf("lapsed holds: %w", err)
+	}
+	return out, now, nil
 }
 
 // Stats reads what the gauges show, at scrape time.

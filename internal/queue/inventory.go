@@ -1,0 +1,327 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The line knows what is left (DESIGN.md, "Inventory"). The booking core,
+// the source of truth, keeps per event in Redis:
+//
+//   - inventory (HASH, the contract's wr:{e}:inventory): available (places
+//     that can be held now), held (places in live holds), pending (payments
+//     open), updatedAt (ms), and engaged: how many tickets in the active set
+//     hold something;
+//   - places (HASH hold id → "<ticket> <places> <reserved at ms>"): every
+//     live hold the inventory counts;
+//   - holders (HASH ticket → live holds): who holds something;
+//   - payments (HASH payment id → opened at ms): the payments open.
+//
+// so that the tick can read, in the same script that admits, both the places
+// available and the admitted fans who hold nothing yet (ZCARD active −
+// engaged), and never admit more idle fans than places. For that bound to
+// be exact while the numbers are in flight, Redis must never show more
+// places, or fewer idle fans, than PostgreSQL has: a hold is reserved here
+// BEFORE its statement runs (and given back if it was refused); a release,
+// a lapse and a confirmation are told AFTER they committed; a ticket leaving
+// the active set (completion, leave, window over) leaves engaged in the same
+// script. Every change is keyed by its hold or payment id, so repeating one
+// changes nothing. SyncInventory rebuilds it all from a PostgreSQL snapshot
+// (at the booking core's start, after a Redis flush, and every few seconds
+// to repair what a crash between the two stores left).
+
+// Inventory is what the booking core publishes for an event.
+type Inventory struct {
+	Known     bool // false until the booking core published the event
+	Available int64
+	Held      int64
+	Pending   int64
+	UpdatedAt time.Time
+}
+
+// SoldOut reports whether every place is sold: nothing available, held or
+// waiting on a payment.
+func (i Inventory) SoldOut() bool {
+	return i.Known && i.Available <= 0 && i.Held <= 0 && i.Pending <= 0
+}
+
+// LiveHold is one hold of a PostgreSQL snapshot.
+type LiveHold struct {
+	HoldID string
+	Ticket string // the customer: the ticket id
+	Places int
+}
+
+// Snapshot is an event's inventory as PostgreSQL had it at one instant.
+type Snapshot struct {
+	Free     int64 // places AVAILABLE or held but lapsed
+	Holds    []LiveHold
+	Payments []string // PENDING payment ids
+}
+
+// inFlight is how long a reservation may wait for its hold's statement: a
+// reservation younger than that at a sync's start, and absent from its
+// snapshot, may belong to a hold still being decided, and is kept. It
+// exceeds every timeout a hold runs under (the gateway gives up after 10 s).
+const inFlight = 15 * time.Second
+
+// Reserve counts a hold's places out of the event's inventory before the
+// hold's statement runs (the conservative order: Redis never shows a place
+// PostgreSQL may already have given away). It reports whether the event's
+// inventory was there: false means Redis lost it (a flush) and the caller
+// should sync. Reserving a hold id twice changes nothing.
+func (s *Store) Reserve(ctx context.Context, event, holdID, ticket string, places int) (bool, error) {
+	k := keysOf(event)
+	n, err := reserveScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active}, holdID, ticket, places).Int()
+	if err != nil {
+		return false, interpretError("reserve", err)
+	}
+	return n >= 0, nil
+}
+
+// Release gives a hold's places back to the inventory: the hold was
+// refused, released, or lapsed (told after PostgreSQL committed it).
+// Releasing an unknown or already released hold changes nothing.
+func (s *Store) Release(ctx context.Context, event, holdID string) error {
+	return s.giveBack(ctx, "release", event, holdID, 0)
+}
+
+// Booked moves a confirmed hold's places from held to sold (told after the
+// confirmation committed), and frees its fan's active place at once.
+func (s *Store) Booked(ctx context.Context, event, holdID string) error {
+	return s.giveBack(ctx, "booked", event, holdID, 1)
+}
+
+func (s *Store) giveBack(ctx context.Context, op, event, holdID string, booked int) error {
+	k := keysOf(event)
+	err := giveScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active}, holdID, booked).Err()
+	return interpretError(op, err)
+}
+
+// PaymentOpened and PaymentSettled keep the count of open payments (a
+// sale with a payment pending is not sold out: it may still fail).
+func (s *Store) PaymentOpened(ctx context.Context, event, paymentID string) error {
+	k := keysOf(event)
+	err := paymentScript.Run(ctx, s.rdb, []string{k.inventory, k.payments}, paymentID, 1).Err()
+	return interpretError("payment opened", err)
+}
+
+func (s *Store) PaymentSettled(ctx context.Context, event, paymentID string) error {
+	k := keysOf(event)
+	err := paymentScript.Run(ctx, s.rdb, []string{k.inventory, k.payments}, paymentID, 0).Err()
+	return interpretError("payment settled", err)
+}
+
+// SyncMark is the instant (Redis TIME, ms) a sync starts from: take it
+// before reading the snapshot.
+func (s *Store) SyncMark(ctx context.Context) (int64, error) {
+	t, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return 0, interpretError("sync mark", err)
+	}
+	return t.UnixMilli(), nil
+}
+
+// SyncInventory replaces the event's inventory by snap, read from
+// PostgreSQL after mark (SyncMark): every live hold of the snapshot is
+// counted, every reservation absent from it is dropped unless it is younger
+// than mark − inFlight (its hold may be committing now), and available is
+// the snapshot's free places less those kept reservations. A sync that
+// races holds and releases errs only on the safe side (fewer places), and
+// the next one corrects it.
+func (s *Store) SyncInventory(ctx context.Context, event string, mark int64, snap Snapshot) error {
+	k := keysOf(event)
+	args := make([]any, 0, 4+3*len(snap.Holds)+len(snap.Payments))
+	args = append(args, mark-inFlight.Milliseconds(), snap.Free, len(snap.Holds), len(snap.Payments))
+	for _, h := range snap.Holds {
+		args = append(args, h.HoldID, h.Ticket, h.Places)
+	}
+	for _, p := range snap.Payments {
+		args = append(args, p)
+	}
+	err := syncScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active, k.payments}, args...).Err()
+	return interpretError("sync inventory", err)
+}
+
+// InventoryOf reads what the booking core published for event.
+func (s *Store) InventoryOf(ctx context.Context, event string) (Inventory, error) {
+	v, err := s.rdb.HMGet(ctx, keysOf(event).inventory, "available", "held", "pending", "updatedAt").Result()
+	if err != nil {
+		return Inventory{}, interpretError("inventory", err)
+	}
+	return inventoryOf(v), nil
+}
+
+// inventoryOf reads an HMGET of available, held, pending, updatedAt.
+func inventoryOf(v []any) Inventory {
+	num := func(x any) int64 {
+		s, _ := x.(string)
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return n
+	}
+	if len(v) < 4 || v[0] == nil {
+		return Inventory{}
+	}
+	return Inventory{Known: true, Available: num(v[0]), Held: num(v[1]), Pending: num(v[2]), UpdatedAt: time.UnixMilli(num(v[3]))}
+}
+
+// invPrelude: the inventory's shared steps (after prelude). KEYS are passed
+// by name: inv (inventory), places, holders, active.
+const invPrelude = `
+-- a ticket that leaves the active set while it holds something is no longer
+-- engaged: every script that removes from active calls this.
+local function inv_leaves(inv, holders, ticket)
+  local n = tonumber(redis.call('HGET', holders, ticket))
+  if n and n > 0 then redis.call('HINCRBY', inv, 'engaged', -1) end
+end
+
+-- the event's inventory: known, available, held, pending, engaged
+local function inv_read(inv)
+  local v = redis.call('HMGET', inv, 'available', 'held', 'pending', 'engaged')
+  if not v[1] then return false, 0, 0, 0, 0 end
+  return true, tonumber(v[1]), tonumber(v[2]) or 0, tonumber(v[3]) or 0, tonumber(v[4]) or 0
+end
+
+local function inv_soldout(inv)
+  local known, avail, held, pending = inv_read(inv)
+  return known and avail <= 0 and held <= 0 and pending <= 0
+end
+`
+
+// reserveScript counts a hold's places out before its statement runs.
+//
+// KEYS: 1 inventory, 2 places, 3 holders, 4 active
+// ARGV: 1 hold id, 2 ticket id, 3 places
+// Returns 1 (reserved), 0 (already reserved), -1 (no inventory: sync first;
+// nothing written).
+var reserveScript = redis.NewScript(prelude + invPrelude + `
+if redis.call('HEXISTS', KEYS[1], 'available') == 0 then return -1 end
+local now = clock()
+local places = tonumber(ARGV[3])
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2] .. ' ' .. places .. ' ' .. now) == 0 then return 0 end
+redis.call('HINCRBY', KEYS[1], 'available', -places)
+redis.call('HINCRBY', KEYS[1], 'held', places)
+if redis.call('HINCRBY', KEYS[3], ARGV[2], 1) == 1 and redis.call('ZSCORE', KEYS[4], ARGV[2]) then
+  redis.call('HINCRBY', KEYS[1], 'engaged', 1)
+end
+redis.call('HSET', KEYS[1], 'updatedAt', now)
+return 1
+`)
+
+// giveScript ends a hold the inventory counts: its places go back
+// (refused, released, lapsed) or are sold (booked, which also frees the
+// fan's active place: the booking is done).
+//
+// KEYS: 1 inventory, 2 places, 3 holders, 4 active
+// ARGV: 1 hold id, 2 booked 0|1
+// Returns 1, or 0 when the hold was not counted (nothing changes).
+var giveScript = redis.NewScript(prelude + invPrelude + `
+local v = redis.call('HGET', KEYS[2], ARGV[1])
+if not v then return 0 end
+local now = clock()
+local ticket, places = string.match(v, '^(%S+) (%d+)')
+places = tonumber(places)
+redis.call('HDEL', KEYS[2], ARGV[1])
+if ARGV[2] == '0' then redis.call('HINCRBY', KEYS[1], 'available', places) end
+redis.call('HINCRBY', KEYS[1], 'held', -places)
+local active = redis.call('ZSCORE', KEYS[4], ticket)
+if ARGV[2] == '1' and active then
+  inv_leaves(KEYS[1], KEYS[3], ticket)
+  redis.call('ZREM', KEYS[4], ticket)
+  active = false
+end
+if redis.call('HINCRBY', KEYS[3], ticket, -1) <= 0 then
+  redis.call('HDEL', KEYS[3], ticket)
+  if active then redis.call('HINCRBY', KEYS[1], 'engaged', -1) end
+end
+redis.call('HSET', KEYS[1], 'updatedAt', now)
+return 1
+`)
+
+// paymentScript keeps the set of open payments and its count.
+//
+// KEYS: 1 inventory, 2 payments
+// ARGV: 1 payment id, 2 opened 1 | settled 0
+// Returns the payments open.
+var paymentScript = redis.NewScript(prelude + `
+if redis.call('HEXISTS', KEYS[1], 'available') == 0 then return -1 end
+local now = clock()
+if ARGV[2] == '1' then
+  redis.call('HSETNX', KEYS[2], ARGV[1], now)
+else
+  redis.call('HDEL', KEYS[2], ARGV[1])
+end
+local n = redis.call('HLEN', KEYS[2])
+redis.call('HSET', KEYS[1], 'pending', n, 'updatedAt', now)
+return n
+`)
+
+// syncScript rebuilds an event's inventory from a PostgreSQL snapshot.
+//
+// KEYS: 1 inventory, 2 places, 3 holders, 4 active, 5 payments
+// ARGV: 1 keep reservations (and payments) made at or after this (ms), 2 free places,
+// 3 live holds h, 4 pending payments p, then h × (hold id, ticket, places),
+// then p payment ids
+// Returns {available, held, pending, engaged}.
+var syncScript = redis.NewScript(prelude + `
+local now = clock()
+local keep_after, free = tonumber(ARGV[1]), tonumber(ARGV[2])
+local h, p = tonumber(ARGV[3]), tonumber(ARGV[4])
+local snap = {}
+for i = 0, h - 1 do
+  local b = 5 + 3 * i
+  snap[ARGV[b]] = ARGV[b + 1] .. ' ' .. ARGV[b + 2]
+end
+-- reservations not in the snapshot: kept only if their hold may be in flight
+local flying = 0
+local cur = redis.call('HGETALL', KEYS[2])
+for i = 1, #cur, 2 do
+  local id, v = cur[i], cur[i + 1]
+  if not snap[id] then
+    local ticket, places, at = string.match(v, '^(%S+) (%d+) (%d+)')
+    if tonumber(at) >= keep_after then
+      flying = flying + tonumber(places)
+    else
+      redis.call('HDEL', KEYS[2], id)
+    end
+  end
+end
+for id, v in pairs(snap) do
+  if redis.call('HEXISTS', KEYS[2], id) == 0 then redis.call('HSET', KEYS[2], id, v .. ' ' .. now) end
+end
+-- who holds what, from what is now counted
+redis.call('DEL', KEYS[3])
+local held, engaged = 0, 0
+cur = redis.call('HGETALL', KEYS[2])
+for i = 1, #cur, 2 do
+  local ticket, places = string.match(cur[i + 1], '^(%S+) (%d+)')
+  held = held + tonumber(places)
+  if redis.call('HINCRBY', KEYS[3], ticket, 1) == 1 and redis.call('ZSCORE', KEYS[4], ticket) then
+    engaged = engaged + 1
+  end
+end
+-- open payments: the snapshot's, and any opened since the mark
+local pays = {}
+for i = 5 + 3 * h, 4 + 3 * h + p do pays[ARGV[i]] = true end
+cur = redis.call('HGETALL', KEYS[5])
+for i = 1, #cur, 2 do
+  if not pays[cur[i]] and tonumber(cur[i + 1]) < keep_after then redis.call('HDEL', KEYS[5], cur[i]) end
+end
+for id in pairs(pays) do redis.call('HSETNX', KEYS[5], id, now) end
+local pending = redis.call('HLEN', KEYS[5])
+local available = free - flying
+redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'pending', pending, 'engaged', engaged, 'updatedAt', now)
+return {available, held, pending, engaged}
+`)
+
+// String is for logs.
+func (i Inventory) String() string {
+	if !i.Known {
+		return "inventory unknown"
+	}
+	return fmt.Sprintf("%d available, %d held, %d pending", i.Available, i.Held, i.Pending)
+}
