@@ -26,6 +26,7 @@ import (
 
 // Showtime 42 (event premiere): 10 rows × 30 = 300 reserved seats.
 // Showtime 43 (event live): 5 × 30 seats plus FLOOR (250) and BALCONY (40).
+// Showtime 44 (event tiny): 2 × 5 seats plus PIT (4): a sale that sells out.
 const testConfig = `
 auth: {ticket_secret: "test-ticket-secret-0123456789"}
 booking:
@@ -48,6 +49,15 @@ events:
         general_admission:
           - {code: "FLOOR", capacity: 250, price_cents: 4500}
           - {code: "BALCONY", capacity: 40, price_cents: 3000}
+  - id: "tiny"
+    showtimes:
+      - id: 44
+        title: "Tiny"
+        starts_at: "2026-12-03T20:00:00Z"
+        rows: 2
+        seats_per_row: 5
+        price_cents: 1000
+        general_admission: [{code: "PIT", capacity: 4, price_cents: 500}]
 `
 
 var (
