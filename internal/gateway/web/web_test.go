@@ -37,6 +37,7 @@ func TestFilesExist(t *testing.T) {
 	for _, name := range []string{
 		IndexPage, RoomPage, BookPage,
 		"app.css", "api.js", "ui.js", "index.js", "room.js", "book.js", "timer.js", "favicon.svg",
+		"places.js", "pass.js", "seatmap.js", "checkout.js",
 	} {
 		t.Run(name, func(t *testing.T) {
 			body, ok := files[name]
@@ -70,7 +71,7 @@ func TestHooks(t *testing.T) {
 			`id="release"`, `id="booking-id"`, `id="booking-status"`, `id="selected-count"`, `id="again"`,
 			`id="access-left"`, `id="back-to-line"`,
 		}},
-		{"book.js", []string{`id: 'seatmap'`, `dataset: { seat: code }`, `dataset: { ga: b.code }`, `gaInc: b.code`, `gaDec: b.code`}},
+		{"seatmap.js", []string{`id: 'seatmap'`, `dataset: { seat: code }`, `dataset: { ga: b.code }`, `gaInc: b.code`, `gaDec: b.code`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
