@@ -79,8 +79,12 @@ type Booking struct {
 	HoldTTL         Duration `yaml:"hold_ttl"`
 	MaxSeatsPerHold int      `yaml:"max_seats_per_hold"`
 	// HoldsPerMinute caps the holds one customer may take per minute (429 past it).
-	HoldsPerMinute int     `yaml:"holds_per_minute"`
-	Payment        Payment `yaml:"payment"`
+	HoldsPerMinute int `yaml:"holds_per_minute"`
+	// Currency is the ISO 4217 code every *_cents amount is in, counted in
+	// its minor unit: cents of USD, but whole yen or won (JPY and KRW have
+	// no minor unit, so price_cents: 1500 is ¥1,500).
+	Currency string  `yaml:"currency"`
+	Payment  Payment `yaml:"payment"`
 }
 
 type Payment struct {
@@ -106,8 +110,10 @@ type Event struct {
 	PrequeueOpensAt *time.Time `yaml:"prequeue_opens_at"`
 	OpensAt         *time.Time `yaml:"opens_at"`
 	ClosesAt        *time.Time `yaml:"closes_at"`
-	Admission       Admission  `yaml:"admission"`
-	Showtimes       []Showtime `yaml:"showtimes"`
+	// Venue is where the event takes place, shown on the fans' pages.
+	Venue     string     `yaml:"venue"`
+	Admission Admission  `yaml:"admission"`
+	Showtimes []Showtime `yaml:"showtimes"`
 }
 
 type Admission struct {
@@ -292,6 +298,7 @@ func (c *Config) setDefaults() {
 	if c.Booking.HoldsPerMinute == 0 {
 		c.Booking.HoldsPerMinute = 5
 	}
+	def(&c.Booking.Currency, "USD")
 	defD(&c.Booking.Payment.SessionTTL, 8*time.Minute)
 	defD(&c.Booking.Payment.ReconcileAfter, 15*time.Minute)
 	def(&c.Booking.Payment.Simulator.Outcome, "succeed")
@@ -320,6 +327,8 @@ func (c *Config) setDefaults() {
 var (
 	eventIDPattern = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
 	gaCodePattern  = regexp.MustCompile(`^[A-Z0-9-]{1,32}$`)
+	// ISO 4217 codes are three capital letters.
+	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
 )
 
 // MaxRows is how many rows a showtime may have: rows are lettered A..Z.
@@ -356,6 +365,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Booking.HoldsPerMinute < 1 {
 		bad("booking.holds_per_minute", "must be >= 1")
+	}
+	if !currencyPattern.MatchString(c.Booking.Currency) {
+		bad("booking.currency", "%q must be an ISO 4217 code such as USD, EUR or JPY", c.Booking.Currency)
 	}
 	p := c.Booking.Payment
 	if p.SessionTTL.D() <= 0 {

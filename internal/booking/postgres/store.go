@@ -142,7 +142,7 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, 
 		if gaOut == nil {
 			gaOut = map[string]int{}
 		}
-		return booking.Hold{ID: r.HoldID, ExpiresAt: *expiresAt, Seats: r.Seats, GeneralAdmission: gaOut}, nil
+		return booking.Hold{ID: r.HoldID, ExpiresAt: *expiresAt, Seats: r.Seats, GeneralAdmission: gaOut, AmountCents: r.AmountCents}, nil
 	}
 	// Refused: name why, in the order the statement's conditions read.
 	switch {
@@ -445,7 +445,7 @@ func (s *Store) MarkRefunded(ctx context.Context, paymentID string) error {
 func (s *Store) Booking(ctx context.Context, bookingID, customer string) (booking.Booking, error) {
 	var b booking.Booking
 	var ga []byte
-	err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga, &b.ShowtimeID)
+	err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga, &b.ShowtimeID, &b.AmountCents)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return b, booking.ErrNotFound
 	}
