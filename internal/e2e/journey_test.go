@@ -211,7 +211,8 @@ func TestBrowserJourney(t *testing.T) {
 		chromedp.Click(`#pay`, chromedp.ByQuery),
 		chromedp.Poll(`(() => { const b = document.querySelector('#booking-status'); return b && /CONFIRMED/.test(b.textContent + ' ' + (b.dataset.status || '')); })()`, nil),
 	)
-	bookingID := text(t, fan, "#booking-id")
+	var bookingID string
+	run(t, fan, 5*time.Second, "read the booking id", chromedp.AttributeValue("#booking-id", "data-id", &bookingID, nil, chromedp.ByQuery))
 	shots.shot(fan, "confirmed")
 	// The same pages on a desktop screen.
 	run(t, rival, 10*time.Second, "desktop size", chromedp.EmulateViewport(1280, 800))

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/gateway/web"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -37,6 +38,8 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	proxy    *proxy
+
+	pages *web.Pages // the fans' pages, rendered per request
 
 	settingsMu sync.RWMutex
 	settings   map[string]queue.Settings
@@ -76,6 +79,9 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.proxy = p
+	if s.pages, err = web.NewPages(); err != nil {
+		return nil, err
+	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "waitroom-gateway",
 		DisableStartupMessage: true,

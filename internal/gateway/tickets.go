@@ -185,13 +185,7 @@ func (s *Server) status(c *fiber.Ctx) error {
 	case queue.Waiting:
 		return c.JSON(waiting("", st.Position))
 	case queue.Admitted:
-		if st.FirstAdmission && !st.JoinedAt.IsZero() {
-			wait := s.now().Sub(st.JoinedAt)
-			waitSeconds.WithLabelValues(ev.ID).Observe(wait.Seconds())
-			if st.JoinETA != nil {
-				etaError.WithLabelValues(ev.ID).Observe((wait - *st.JoinETA).Seconds())
-			}
-		}
+		s.observeAdmission(ev, st)
 		out, err := s.grant(c, ev, "", st.ID, st.ActiveUntil)
 		if err != nil {
 			return err
@@ -200,6 +194,19 @@ func (s *Server) status(c *fiber.Ctx) error {
 	default: // Expired, Closed
 		s.clearCookie(c, accessCookie+ev.ID)
 		return c.Status(fiber.StatusGone).JSON(fiber.Map{"status": string(st.State)})
+	}
+}
+
+// observeAdmission records the wait, once per ticket: on the first poll (by
+// the API or the waiting room's page) that sees it admitted.
+func (s *Server) observeAdmission(ev *config.Event, st queue.Status) {
+	if !st.FirstAdmission || st.JoinedAt.IsZero() {
+		return
+	}
+	wait := s.now().Sub(st.JoinedAt)
+	waitSeconds.WithLabelValues(ev.ID).Observe(wait.Seconds())
+	if st.JoinETA != nil {
+		etaError.WithLabelValues(ev.ID).Observe((wait - *st.JoinETA).Seconds())
 	}
 }
 

@@ -9,10 +9,18 @@
 // CONFIRMED or FAILED. The access token comes from sessionStorage (stored by
 // the waiting room); the gateway's cookie works too.
 //
+// The server renders the page in the fan's language with the event, its
+// venue and showtimes (<option data-title data-starts-at>) and the currency
+// (main[data-currency]); prices come with each seat map answer.
+//
 // Stable hooks for end-to-end tests (the map's own are in seatmap.js):
 //   main[data-phase]          loading|choose|held|paying|done|ended (checkout.js's states)
 //   #event-name               the event's name
+//   #showtime-line            the showtime shown: #st-title, #st-when (event's time zone), #st-venue
 //   #showtime                 <select> of showtimes (#showtime-picker hidden when only one)
+//   #seat-price               "Seats: $15.00 each"
+//   #selection-total          what the choice costs
+//   #held-total, #pay         what the hold costs; "Pay $39.00"
 //   #selected-count           "3 of 8 places chosen"; data-count="3"
 //   #hold, #clear             hold the chosen places / clear the choice
 //   #countdown                time left on the hold, m:ss; data-remaining-ms
@@ -20,15 +28,17 @@
 //   #message                  what just happened: "Someone just took F5 and F6 — pick
 //                             other seats", "Your hold expired…", "Sold out…",
 //                             "Your admission ended — back to the line"; data-kind="info|error"
-//   #booking-id               the booking id after checkout
-//   #booking-status           PENDING|CONFIRMED|FAILED|REFUNDED (also data-status)
+//   #booking-id               the booking's short reference; data-id = its id
+//   #booking-status           the status in words; data-status=PENDING|CONFIRMED|FAILED|REFUNDED
+//   #receipt                  what was bought: #receipt-event, -when, -where, -places, -total
 //   #again                    choose again after a failed payment
 //   #access-left              time left of the admission
 //   #back-to-line, #back-link shown when the admission ended
 
-import { api, Waiter, retryAfterMs, backoffMs, eventFromPath, NetworkError } from './api.js';
-import { $, h, setText, show, mmss, clock } from './ui.js';
-import { MAX_PLACES, describe } from './places.js';
+import { api, Waiter, retryAfterMs, eventFromPath, NetworkError } from './api.js';
+import { $, setText, show, mmss } from './ui.js';
+import { t, price, when } from './i18n.js';
+import { MAX_PLACES, describe, reference } from './places.js';
 import { Pass } from './pass.js';
 import { SeatMap } from './seatmap.js';
 import { BookingFlow } from './checkout.js';
@@ -41,6 +51,10 @@ const ui = {
   accessLeft: $('access-left'),
   picker: $('showtime-picker'),
   showtime: $('showtime'),
+  stTitle: document.getElementById('st-title'),
+  stWhen: document.getElementById('st-when'),
+  stPast: document.getElementById('st-past'),
+  seatPrice: $('seat-price'),
   message: $('message'),
   backToLine: $('back-to-line'),
   backLink: $('back-link'),
@@ -51,20 +65,28 @@ const ui = {
   legend: $('legend'),
   mapScroll: $('map-scroll'),
   ga: $('ga'),
+  selectionBox: $('selection-box'),
   selectedCount: $('selected-count'),
   selection: $('selection'),
+  selectionTotal: $('selection-total'),
   hold: $('hold'),
   clear: $('clear'),
   held: $('held'),
   heldTitle: $('held-title'),
   countdown: $('countdown'),
   heldSummary: $('held-summary'),
+  heldTotal: $('held-total'),
   pay: $('pay'),
   release: $('release'),
   result: $('result'),
   resultTitle: $('result-title'),
   bookingId: $('booking-id'),
   bookingStatus: $('booking-status'),
+  receipt: $('receipt'),
+  receiptEvent: $('receipt-event'),
+  receiptWhen: $('receipt-when'),
+  receiptPlaces: $('receipt-places'),
+  receiptTotal: $('receipt-total'),
   resultDetail: $('result-detail'),
   again: $('again'),
 };
@@ -74,9 +96,11 @@ const enc = event ? encodeURIComponent(event) : '';
 const waiter = new Waiter();
 const pass = new Pass(event);
 
+const currency = ui.main.dataset.currency || '';
+
 // The page's own state: which showtime is shown, and the seat map refresh.
 const page = {
-  showtimes: [],
+  showtimes: [], // [{id, title, startsAt, past}] from the server's <option>s
   showtimeId: null,
   loading: false,
   refreshTimer: 0,
@@ -116,10 +140,12 @@ function renderPhase(p) {
   show(ui.result, p === 'paying' || p === 'done');
   const choosing = p === 'choose';
   show(ui.hold.parentElement, choosing);
+  // While places are held, the choice is the hold: no "0 of 8 chosen".
+  show(ui.selectionBox, choosing);
   ui.showtime.disabled = !choosing;
   ui.pay.disabled = p !== 'held';
   ui.release.disabled = p !== 'held';
-  setText(ui.chooseTitle, choosing ? `Pick up to ${MAX_PLACES} places` : 'Your places on the map');
+  setText(ui.chooseTitle, choosing ? t('book.choose.title', { n: MAX_PLACES }) : t('book.choose.heldTitle'));
   show(ui.mapHelp, choosing);
   map.setMode(choosing, flow.heldSeats(page.showtimeId));
   renderSelection();
@@ -134,36 +160,37 @@ function changed(state, ev, detail) {
   if (ev !== 'pending' && ev !== 'booked') renderPhase(state);
   switch (ev) {
     case 'start':
-      if (detail.lapsed) say('Your hold expired — pick your seats again.', 'error');
+      if (detail.lapsed) say(t('book.expired'), 'error');
       break;
     case 'held': {
-      const what = describe(flow.hold.seats, flow.hold.generalAdmission);
-      setText(ui.heldSummary, what);
-      say(`Held: ${what}. Pay before the timer runs out.`);
+      const what = renderHeld();
+      say(t('book.say.held', { what }));
       ui.heldTitle.focus();
       ui.held.scrollIntoView({ block: 'nearest' });
       break;
     }
     case 'resumeHold':
-      setText(ui.heldSummary, describe(flow.hold.seats, flow.hold.generalAdmission));
+      renderHeld();
       break;
     case 'pay':
-      showBooking(null, 'Starting payment…');
+      showBooking(null, t('book.result.starting'));
+      renderReceipt(flow.hold);
       break;
     case 'resumeBooking':
     case 'booked':
     case 'pending':
-      showBooking('PENDING', 'Processing payment…');
-      if (ev === 'pending' && ui.message.dataset.kind === 'net') say('Processing payment…');
+      showBooking('PENDING', t('book.result.processing'));
+      renderReceipt({ ...flow.booking, ...(detail.booking || {}) });
+      if (ev === 'pending' && ui.message.dataset.kind === 'net') say(t('book.result.processing'));
       break;
     case 'expired':
-      say('Your hold expired — pick your seats again.', 'error');
+      say(t('book.expired'), 'error');
       break;
     case 'settled':
       finished(detail);
       break;
     case 'unknown':
-      showBooking(ui.bookingStatus.dataset.status || 'PENDING', 'Payment status unknown');
+      showBooking(ui.bookingStatus.dataset.status || 'PENDING', t('book.result.unknown'));
       setText(ui.resultDetail, detail.words);
       say(detail.words, 'error');
       break;
@@ -179,32 +206,62 @@ function changed(state, ev, detail) {
   }
 }
 
-function showBooking(status, title) {
-  if (title) setText(ui.resultTitle, title);
-  setText(ui.bookingId, flow.booking ? flow.booking.bookingId : '');
-  ui.bookingStatus.dataset.status = status || '';
-  setText(ui.bookingStatus, status || '');
+// renderHeld draws the hold: its places, what they cost, and Pay with the
+// amount on it; it returns the places in words.
+function renderHeld() {
+  const hold = flow.hold;
+  const what = describe(hold.seats, hold.generalAdmission);
+  setText(ui.heldSummary, what);
+  const amount = Number.isFinite(hold.amountCents) ? price(hold.amountCents, currency) : '';
+  setText(ui.heldTotal, amount);
+  show(ui.heldTotal.parentElement, Boolean(amount));
+  setText(ui.pay, amount ? t('book.pay', { amount }) : t('book.payPlain'));
+  return what;
 }
 
-function finished({ status, what, bookingId }) {
+function showBooking(status, title) {
+  if (title) setText(ui.resultTitle, title);
+  const id = flow.booking ? flow.booking.bookingId : '';
+  setText(ui.bookingId, id ? reference(id) : '');
+  ui.bookingId.dataset.id = id;
+  show(ui.bookingId.closest('div'), Boolean(id));
+  ui.bookingStatus.dataset.status = status || '';
+  setText(ui.bookingStatus, status ? t(`book.status.${status}`) : '');
+}
+
+// renderReceipt says what is being bought: the event, the showtime and
+// when, the places, the amount. b is a hold or a booking (the answer's
+// title, startsAt and amountCents win over what the page knew).
+function renderReceipt(b) {
+  if (!b) return;
+  const st = page.showtimes.find((x) => x.id === String(b.showtimeId)) || {};
+  const title = b.title || st.title || '';
+  setText(ui.receiptEvent, title ? `${ui.name.textContent} · ${title}` : ui.name.textContent);
+  setText(ui.receiptWhen, when(b.startsAt || st.startsAt) || '');
+  setText(ui.receiptPlaces, describe(b.seats, b.generalAdmission));
+  setText(ui.receiptTotal, Number.isFinite(b.amountCents) ? price(b.amountCents, currency) : '');
+}
+
+function finished({ status, booking }) {
   clearTimeout(page.refreshTimer);
   showBooking(status);
+  renderReceipt(booking);
   show(ui.again, status !== 'CONFIRMED');
   switch (status) {
     case 'CONFIRMED':
-      setText(ui.resultTitle, "You're booked!");
-      setText(ui.resultDetail, `${what}. Keep your booking number: ${bookingId}.`);
-      say(`Booking ${bookingId} is confirmed.`);
+      setText(ui.resultTitle, t('book.result.confirmed'));
+      setText(ui.resultDetail, t('book.detail.confirmed'));
+      say(t('book.say.confirmed'));
       break;
     case 'REFUNDED':
-      setText(ui.resultTitle, 'Payment refunded');
-      setText(ui.resultDetail, 'Your payment came in after your hold had run out, so it has been refunded and the places were released.');
-      say('Your payment arrived too late and has been refunded.', 'error');
+      setText(ui.resultTitle, t('book.result.refunded'));
+      setText(ui.resultDetail, t('book.detail.refunded'));
+      say(t('book.say.refunded'), 'error');
       break;
     default:
-      setText(ui.resultTitle, 'Payment failed');
-      setText(ui.resultDetail, "The payment didn't go through, so your places were released.");
-      say("The payment didn't go through. Your places were released.", 'error');
+      setText(ui.resultTitle, t('book.result.failed'));
+      setText(ui.resultDetail, t('book.detail.failed'));
+      say(t('book.say.failed'), 'error');
   }
   ui.resultTitle.focus();
 }
@@ -214,12 +271,7 @@ function admissionEnded(hadToken) {
   show(ui.accessLeft, false);
   ui.backLink.href = `/e/${enc}`;
   show(ui.backToLine, true);
-  say(
-    hadToken
-      ? 'Your admission ended — back to the line.'
-      : 'Booking opens when it is your turn in the waiting room — taking you to the line.',
-    'error',
-  );
+  say(hadToken ? t('book.ended.admission') : t('book.ended.notYet'), 'error');
   setTimeout(() => location.assign(`/e/${enc}`), 5000);
 }
 
@@ -232,13 +284,18 @@ function fail(words) {
 function renderSelection() {
   const n = map.total();
   ui.selectedCount.dataset.count = String(n);
-  setText(ui.selectedCount, `${n} of ${MAX_PLACES} places chosen`);
+  setText(ui.selectedCount, t('book.chosen', { n, max: MAX_PLACES }));
   const { seats, ga } = map.choice();
   setText(ui.selection, describe(seats, ga));
+  const prices = map.prices;
+  const total = n && prices.known() ? price(prices.total(seats, ga), prices.currency) : '';
+  setText(ui.selectionTotal, total);
+  show(ui.selectionTotal.parentElement, Boolean(total));
+  setText(ui.seatPrice, prices.known() && map.seats.size ? t('book.seatPrice', { price: price(prices.seat, prices.currency) }) : '');
   const choosing = flow.state === 'choose';
   ui.hold.disabled = !choosing || n === 0 || flow.busy;
   ui.clear.disabled = !choosing || n === 0;
-  setText(ui.hold, n ? `Hold ${n} place${n === 1 ? '' : 's'}` : 'Hold these places');
+  setText(ui.hold, n ? t('book.hold', { n }) : t('book.holdPlain'));
 }
 
 // ---------- loading the map ----------
@@ -261,10 +318,10 @@ async function loadSeats() {
         flow.end();
         return false;
       case 403:
-        say('This showtime is not part of this event.', 'error');
+        say(t('book.wrongShowtime'), 'error');
         return true;
       case 404:
-        say("We can't find this showtime.", 'error');
+        say(t('book.noShowtime'), 'error');
         return true;
       case 429:
         scheduleRefresh(retryAfterMs(r));
@@ -273,7 +330,7 @@ async function loadSeats() {
         throw new NetworkError(`HTTP ${r.status}`);
     }
   } catch {
-    say('Reconnecting…', 'net');
+    say(t('book.reconnecting'), 'net');
     ui.message.dataset.kind = 'net';
     return true;
   } finally {
@@ -310,11 +367,13 @@ function tick() {
       ui.countdown.classList.toggle('urgent', left <= 60000);
     }
   }
-  if (pass.expiresAt && p !== 'ended' && p !== 'done') {
+  // While places are held the hold's own clock is the one that matters
+  // (the admission is stretched to cover it): one timer, not two.
+  if (pass.expiresAt && (p === 'loading' || p === 'choose')) {
     const left = Date.parse(pass.expiresAt) - Date.now();
     if (Number.isFinite(left)) {
       show(ui.accessLeft, true);
-      setText(ui.accessLeft, left > 0 ? `Your turn to book ends in ${mmss(left)}.` : 'Your turn to book has ended.');
+      setText(ui.accessLeft, left > 0 ? t('book.accessLeft', { time: mmss(left) }) : t('book.accessEnded'));
       ui.accessLeft.classList.toggle('urgent', left <= 60000);
     }
   } else {
@@ -324,35 +383,32 @@ function tick() {
 
 // ---------- start ----------
 
-function fillShowtimes() {
-  ui.showtime.replaceChildren(
-    ...page.showtimes.map((st) => {
-      const when = clock(st.startsAt);
-      const words = st.title ? (when && !String(st.title).includes(when) ? `${st.title} (${when})` : st.title) : when || `Showtime ${st.id}`;
-      return h('option', { value: String(st.id) }, words);
-    }),
-  );
-  ui.showtime.value = String(page.showtimeId);
-  show(ui.picker, page.showtimes.length > 1);
+// readShowtimes takes the showtimes the server rendered into the picker.
+function readShowtimes() {
+  return [...ui.showtime.options].map((o) => ({
+    id: o.value,
+    title: o.dataset.title || '',
+    startsAt: o.dataset.startsAt || '',
+    past: o.dataset.past === 'true',
+  }));
 }
 
-function showtimeTitle(id) {
-  const st = page.showtimes.find((x) => String(x.id) === String(id));
-  return st && st.title ? st.title : '';
+function showtimeOf(id) {
+  return page.showtimes.find((x) => x.id === String(id)) || null;
 }
 
-async function loadEvent() {
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      const r = await api('GET', `/api/v1/events/${enc}`);
-      if (r.ok) return r.data;
-      if (r.status === 404) return null;
-    } catch {
-      // fall through to the retry
-    }
-    say('Reconnecting…', 'net');
-    await waiter.sleep(backoffMs(attempt));
+// renderShowtime says which showtime the map is for, and when, in the
+// event's time zone; a showtime that has begun says so.
+function renderShowtime() {
+  const st = showtimeOf(page.showtimeId);
+  if (!st) return;
+  ui.showtime.value = st.id;
+  if (ui.stTitle) setText(ui.stTitle, st.title);
+  if (ui.stWhen) {
+    ui.stWhen.setAttribute('datetime', st.startsAt);
+    setText(ui.stWhen, when(st.startsAt) || '');
   }
+  if (ui.stPast) show(ui.stPast, st.past);
 }
 
 function wire() {
@@ -373,7 +429,8 @@ function wire() {
   ui.showtime.addEventListener('change', async () => {
     if (flow.state !== 'choose') return;
     page.showtimeId = ui.showtime.value;
-    map.switchTo(page.showtimeId, showtimeTitle(page.showtimeId));
+    map.switchTo(page.showtimeId, (showtimeOf(page.showtimeId) || {}).title);
+    renderShowtime();
     flow.invalidate();
     const url = new URL(location.href);
     url.searchParams.set('showtime', page.showtimeId);
@@ -387,7 +444,7 @@ function wire() {
 
 async function main() {
   if (!event) {
-    fail("This link doesn't name an event.");
+    fail(t('book.fail.noEvent'));
     return;
   }
   ui.backLink.href = `/e/${enc}`;
@@ -398,31 +455,21 @@ async function main() {
     tick();
   }, 1000);
 
-  const info = await loadEvent();
-  if (!info) {
-    fail("We can't find this event.");
-    return;
-  }
-  if (info.name) {
-    setText(ui.name, info.name);
-    document.title = `${info.name} · choose your seats`;
-  }
-  page.showtimes = Array.isArray(info.showtimes) ? info.showtimes : [];
-
+  page.showtimes = readShowtimes();
   const wanted = new URL(location.href).searchParams.get('showtime');
-  const ids = page.showtimes.map((x) => String(x.id));
+  const ids = page.showtimes.map((x) => x.id);
   page.showtimeId =
     (flow.booking && String(flow.booking.showtimeId)) ||
     (flow.hold && String(flow.hold.showtimeId)) ||
-    (wanted && (ids.includes(wanted) || !ids.length) ? wanted : null) ||
+    (wanted && ids.includes(wanted) ? wanted : null) ||
     ids[0] ||
     null;
   if (!page.showtimeId) {
-    fail('There are no showtimes on sale for this event.');
+    fail(t('book.fail.noShowtime'));
     return;
   }
-  map.switchTo(page.showtimeId, showtimeTitle(page.showtimeId));
-  fillShowtimes();
+  map.switchTo(page.showtimeId, (showtimeOf(page.showtimeId) || {}).title);
+  renderShowtime();
   flow.resume();
   tick();
   if (await loadSeats()) {

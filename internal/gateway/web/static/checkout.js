@@ -13,14 +13,16 @@
 // BookingFlow holds what the machine is about (the hold, the booking, their
 // idempotency key) and does the requests; it renders nothing. It tells
 // book.js through hooks: changed(state, event, detail) after every
-// transition, busy() when a hold request starts or ends, say(text, kind) for
+// transition (and with event "pending" while a booking is still being paid),
+// busy() when a hold request starts or ends, say(text, kind) for
 // words, reload() to fetch the seat map again, conflict({seats, block}) when
 // someone was faster.
 //
 // No DOM ids.
 
 import { api, store, retryAfterMs, backoffMs, serverSkewMs, newKey, NetworkError } from './api.js';
-import { MAX_PLACES, describe, takenWords } from './places.js';
+import { t } from './i18n.js';
+import { MAX_PLACES, takenWords } from './places.js';
 
 const BOOKING_POLL_MS = 1500;
 
@@ -42,10 +44,10 @@ export class BookingFlow {
     this.waiter = waiter;
     this.hooks = hooks;
     this.state = 'loading';
-    // hold: {holdId, expiresAt, seats, generalAdmission, showtimeId, idemKey, skew}
+    // hold: {holdId, expiresAt, seats, generalAdmission, showtimeId, amountCents, idemKey, skew}
     this.hold = store.hold.get(event);
     if (this.hold) this.hold.showtimeId = String(this.hold.showtimeId);
-    // booking: {bookingId, showtimeId, seats, generalAdmission}
+    // booking: {bookingId, showtimeId, seats, generalAdmission, amountCents}
     this.booking = store.booking.get(event);
     this.busy = false; // a hold request is in flight (or we were told to wait)
     this.warned = false; // the one-minute warning was given for this hold
@@ -116,7 +118,7 @@ export class BookingFlow {
     if (!Number.isFinite(left)) return;
     if (left <= 60000 && left > 0 && !this.warned) {
       this.warned = true;
-      this.hooks.say('One minute left to pay before your hold ends.');
+      this.hooks.say(t('book.minuteLeft'));
     }
     // While paying, the server decides what a late payment means; only an
     // unpaid hold is dropped here.
@@ -139,7 +141,7 @@ export class BookingFlow {
     this.busy = true;
     this.gen += 1;
     this.hooks.busy();
-    this.hooks.say('Holding your places…');
+    this.hooks.say(t('book.holding'));
     let r;
     try {
       r = await api('POST', `/api/v1/booking/showtimes/${encodeURIComponent(showtimeId)}/holds`, {
@@ -151,7 +153,7 @@ export class BookingFlow {
       // simply lapses at its expiry.
       this.busy = false;
       this.hooks.busy();
-      this.hooks.say("We couldn't reach the booking service. Check your connection and try again.", 'error');
+      this.hooks.say(t('book.offline'), 'error');
       return;
     } finally {
       this.gen += 1;
@@ -170,6 +172,7 @@ export class BookingFlow {
           seats: Array.isArray(d.seats) ? d.seats : seats,
           generalAdmission: d.generalAdmission && typeof d.generalAdmission === 'object' ? d.generalAdmission : ga,
           showtimeId: String(showtimeId),
+          amountCents: Number.isFinite(d.amountCents) ? d.amountCents : null,
           idemKey: newKey(),
           skew: serverSkewMs(r),
         };
@@ -181,7 +184,7 @@ export class BookingFlow {
         if (d.error === 'sold_out') {
           const block = d.block || '';
           this.hooks.conflict({ block });
-          this.hooks.say(block ? `Sold out: no places left in ${block}.` : 'Sold out.', 'error');
+          this.hooks.say(block ? t('book.soldOutBlock', { code: block }) : t('book.soldOut'), 'error');
         } else {
           const taken = Array.isArray(d.seats) && d.seats.length ? d.seats : seats;
           this.hooks.conflict({ seats: taken });
@@ -191,11 +194,11 @@ export class BookingFlow {
         await this.hooks.reload();
         return;
       case 422:
-        this.hooks.say(d.message || `You can hold up to ${MAX_PLACES} places at once.`, 'error');
+        this.hooks.say(t('book.tooMany', { n: MAX_PLACES }), 'error');
         break;
       case 429: {
         const ms = retryAfterMs(r);
-        this.hooks.say(`Lots of people are booking right now. Try again in ${Math.ceil(ms / 1000)} seconds.`, 'error');
+        this.hooks.say(t('book.busy', { n: Math.ceil(ms / 1000) }), 'error');
         this.busy = true;
         setTimeout(() => {
           this.busy = false;
@@ -207,10 +210,10 @@ export class BookingFlow {
         this.end();
         return;
       case 403:
-        this.hooks.say('This showtime is not part of this event.', 'error');
+        this.hooks.say(t('book.wrongShowtime'), 'error');
         break;
       default:
-        this.hooks.say(d.message || "That didn't work. Please try again.", 'error');
+        this.hooks.say(t('book.failed'), 'error');
     }
     this.hooks.busy();
   }
@@ -222,10 +225,7 @@ export class BookingFlow {
     try {
       r = await api('DELETE', `/api/v1/booking/holds/${encodeURIComponent(this.hold.holdId)}`, { token: this.pass.token });
     } catch {
-      this.hooks.say(
-        "We couldn't reach the booking service to release. Try again; otherwise it ends by itself when the timer runs out.",
-        'error',
-      );
+      this.hooks.say(t('book.releaseOffline'), 'error');
       return false;
     }
     if (r.status === 401) {
@@ -233,12 +233,12 @@ export class BookingFlow {
       return true;
     }
     if (r.status !== 204 && r.status !== 404 && r.status !== 410 && !r.ok) {
-      this.hooks.say(r.data.message || "That didn't work. Please try again.", 'error');
+      this.hooks.say(t('book.failed'), 'error');
       return false;
     }
     this.dropHold();
     this.send('released');
-    this.hooks.say('Released. Those places are free for others now.');
+    this.hooks.say(t('book.released'));
     await this.hooks.reload();
     return true;
   }
@@ -266,10 +266,11 @@ export class BookingFlow {
           showtimeId: h0.showtimeId,
           seats: h0.seats,
           generalAdmission: h0.generalAdmission,
+          amountCents: h0.amountCents,
         };
         store.booking.set(this.event, this.booking);
         this.send('booked');
-        this.hooks.say('Processing payment…');
+        this.hooks.say(t('book.result.processing'));
         this.pollBooking();
         return;
       }
@@ -283,7 +284,7 @@ export class BookingFlow {
       }
       if (r && r.status >= 400 && r.status < 500 && r.status !== 429) {
         this.send('notStarted');
-        this.hooks.say(r.data.message || "We couldn't start the payment.", 'error');
+        this.hooks.say(t('book.payNotStarted'), 'error');
         return;
       }
       // No answer, 429 or 5xx: retry with the same Idempotency-Key, which
@@ -291,10 +292,10 @@ export class BookingFlow {
       attempt += 1;
       if (attempt > 6) {
         this.send('notStarted');
-        this.hooks.say("We couldn't start the payment. Press Pay again — you won't be charged twice.", 'error');
+        this.hooks.say(t('book.payRetry'), 'error');
         return;
       }
-      this.hooks.say('Reconnecting…', 'net');
+      this.hooks.say(t('book.reconnecting'), 'net');
       await this.waiter.sleep(r && r.status === 429 ? retryAfterMs(r) : backoffMs(attempt));
     }
   }
@@ -317,12 +318,12 @@ export class BookingFlow {
             this.settle(st, r.data);
             return;
           }
-          this.hooks.changed(this.state, 'pending', {});
+          this.hooks.changed(this.state, 'pending', { booking: r.data });
         } else if (r.status === 401) {
-          this.unknown('Your turn to book ended before we could check the payment. If it went through, your booking stands.');
+          this.unknown(t('book.unknown.ended'));
           return;
         } else if (r.status === 404) {
-          this.unknown("We can't find this booking.");
+          this.unknown(t('book.unknown.missing'));
           return;
         } else if (r.status === 429) {
           delay = retryAfterMs(r);
@@ -332,18 +333,19 @@ export class BookingFlow {
       } catch {
         fails += 1;
         delay = backoffMs(fails);
-        this.hooks.say('Reconnecting…', 'net');
+        this.hooks.say(t('book.reconnecting'), 'net');
       }
       await this.waiter.sleep(delay);
     }
   }
 
   settle(status, d) {
-    const seats = Array.isArray(d.seats) ? d.seats : this.booking.seats;
-    const what = describe(seats, this.booking.generalAdmission);
+    const booking = { ...this.booking, ...d };
+    if (!Array.isArray(d.seats)) booking.seats = this.booking.seats;
+    if (!d.generalAdmission) booking.generalAdmission = this.booking.generalAdmission;
     this.dropHold();
     if (status !== 'CONFIRMED') store.booking.clear(this.event);
-    this.send('settled', { status, what, bookingId: this.booking.bookingId });
+    this.send('settled', { status, booking });
   }
 
   unknown(words) {

@@ -14,13 +14,14 @@
 // Stable hooks for end-to-end tests:
 //   #seatmap                  the <svg>; data-showtime="<id>"
 //   [data-seat="F5"]          a seat (<g>): data-state="available|mine|held|sold",
-//                             role=checkbox, aria-checked, aria-label "Row F seat 5, available";
+//                             role=checkbox, aria-checked, aria-label "Row F, seat 5, available";
 //                             click, or focus + Enter/Space, toggles it
 //   [data-ga="FLOOR"]         a general-admission count <input type=number>
 //   [data-ga-inc="FLOOR"], [data-ga-dec="FLOOR"]   its + and − buttons
 
 import { h, s, show, setText } from './ui.js';
-import { MAX_PLACES, rowOrder, seatOrder, takenWords } from './places.js';
+import { t, count, price } from './i18n.js';
+import { MAX_PLACES, Prices, rowOrder, seatOrder, takenWords } from './places.js';
 
 const CELL = 30;
 const SEAT = 24;
@@ -34,12 +35,6 @@ const MARKS = {
   sold: 'M7 7 L17 17 M17 7 L7 17',
 };
 
-const STATE_LABEL = {
-  available: 'available',
-  mine: 'selected',
-  held: 'held by someone else',
-  sold: 'sold',
-};
 
 function seatShape(view) {
   return [
@@ -67,6 +62,7 @@ export class SeatMap {
     this.focusCode = null;
     this.choosing = false;
     this.heldSeats = []; // seats of the fan's hold on this showtime
+    this.prices = new Prices();
   }
 
   // ---------- the choice ----------
@@ -131,6 +127,7 @@ export class SeatMap {
 
   // apply takes a GET /showtimes/{id}/seats answer.
   apply(d) {
+    this.prices = new Prices(d);
     const seats = Array.isArray(d.seats) ? d.seats : [];
     this.seats = new Map(seats.map((x) => [x.code, x]));
     const byRow = new Map();
@@ -169,7 +166,7 @@ export class SeatMap {
         if (n > b.available) {
           if (b.available > 0) this.gaCount.set(b.code, b.available);
           else this.gaCount.delete(b.code);
-          notes.push(b.available > 0 ? `Only ${b.available} left in ${b.code}.` : `${b.code} just sold out.`);
+          notes.push(b.available > 0 ? t('map.onlyLeft', { n: b.available, code: b.code }) : t('map.soldOutNow', { code: b.code }));
         }
       }
       if (notes.length) this.onNote(notes.join(' '), 'error');
@@ -192,21 +189,21 @@ export class SeatMap {
 
   seatLabel(code, view) {
     const seat = this.seats.get(code);
-    let state = STATE_LABEL[view];
-    if (view === 'mine' && !this.choosing) state = 'held for you';
-    return `Row ${seat.row} seat ${seat.number}, ${state}`;
+    const state = view === 'mine' && !this.choosing ? 'heldForYou' : view;
+    return t('map.seatLabel', { row: seat.row, number: seat.number, state: t(`map.seat.${state}`) });
   }
 
   buildMap() {
     const maxNum = Math.max(1, ...[...this.seats.values()].map((x) => x.number));
     const width = LABEL_W * 2 + maxNum * CELL;
     const height = TOP + this.rows.length * CELL + 6;
-    const stageWord = this.ga.length ? 'STAGE' : 'SCREEN';
+    const stage = this.ga.length ? 'stage' : 'screen';
+    const stageWord = t(`map.${stage}`);
     const svg = s('svg', {
       id: 'seatmap',
       viewBox: `0 0 ${width} ${height}`,
       role: 'group',
-      'aria-label': `Seat map${this.title ? ` for ${this.title}` : ''}. The ${stageWord.toLowerCase()} is at the top; rows run from ${this.rows[0] ? this.rows[0].row : ''} nearest it.`,
+      'aria-label': t(`map.label.${stage}`, { title: this.title, row: this.rows[0] ? this.rows[0].row : '' }),
       dataset: { showtime: String(this.showtimeId) },
     });
     // Keep seats at least ~24 CSS px on a phone (the map then scrolls
@@ -235,7 +232,7 @@ export class SeatMap {
 
     this.rows.forEach((r, i) => {
       const y = TOP + i * CELL;
-      const g = s('g', { class: 'row', role: 'group', 'aria-label': `Row ${r.row}` });
+      const g = s('g', { class: 'row', role: 'group', 'aria-label': t('map.row', { row: r.row }) });
       g.append(
         s('text', { class: 'row-label', x: LABEL_W / 2, y: y + CELL / 2 + 4.5, 'text-anchor': 'middle', 'aria-hidden': 'true' }, r.row),
         s('text', { class: 'row-label', x: width - LABEL_W / 2, y: y + CELL / 2 + 4.5, 'text-anchor': 'middle', 'aria-hidden': 'true' }, r.row),
@@ -261,10 +258,10 @@ export class SeatMap {
       svg.append(g);
     });
     this.el.scroll.replaceChildren(svg);
-    // On a narrow screen the map scrolls sideways: start at its middle, under
-    // the screen/stage, and say that there is more to either side.
+    // On a narrow screen the map scrolls sideways: start at its left edge,
+    // where the row letters are, and say that there is more to the right.
     const overflow = this.el.scroll.scrollWidth - this.el.scroll.clientWidth;
-    this.el.scroll.scrollLeft = overflow > 0 ? overflow / 2 : 0;
+    this.el.scroll.scrollLeft = 0;
     show(this.el.scrollHint, overflow > 8);
   }
 
@@ -347,7 +344,7 @@ export class SeatMap {
     if (!seat) return;
     this.focusCode = code;
     if (!this.choosing) {
-      this.onNote('Release your hold first to change seats.');
+      this.onNote(t('map.releaseFirst'));
       return;
     }
     const view = this.seatView(code);
@@ -355,12 +352,12 @@ export class SeatMap {
       this.selected.delete(code);
     } else if (view === 'available') {
       if (this.total() >= MAX_PLACES) {
-        this.onNote(`You can choose up to ${MAX_PLACES} places.`, 'error');
+        this.onNote(t('map.max', { n: MAX_PLACES }), 'error');
         return;
       }
       this.selected.add(code);
     } else {
-      this.onNote(`${code} is ${view === 'held' ? 'held by someone else' : 'sold'}.`);
+      this.onNote(t(view === 'held' ? 'map.seatHeld' : 'map.seatSold', { seat: code }));
       return;
     }
     this.render();
@@ -371,17 +368,23 @@ export class SeatMap {
 
   buildGA() {
     this.el.ga.replaceChildren(
-      h('h3', {}, 'Standing / general admission'),
+      h('h3', {}, t('map.ga.title')),
       ...this.ga.map((b) => {
         const labelId = `ga-label-${b.code}`;
         return h(
           'div',
           { class: 'ga-block', dataset: { gaBlock: b.code } },
-          h('div', { class: 'ga-info' }, h('span', { class: 'ga-name', id: labelId }, b.code), h('span', { class: 'ga-avail' })),
+          h(
+            'div',
+            { class: 'ga-info' },
+            h('span', { class: 'ga-name', id: labelId }, b.code),
+            h('span', { class: 'ga-price' }, t('map.ga.each', { price: price(b.priceCents, this.prices.currency) })),
+            h('span', { class: 'ga-avail' }),
+          ),
           h(
             'div',
             { class: 'stepper' },
-            h('button', { type: 'button', class: 'secondary step', 'aria-label': `One fewer ${b.code}`, dataset: { gaDec: b.code } }, '−'),
+            h('button', { type: 'button', class: 'secondary step', 'aria-label': t('map.ga.fewer', { code: b.code }), dataset: { gaDec: b.code } }, '−'),
             h('input', {
               type: 'number',
               inputmode: 'numeric',
@@ -390,7 +393,7 @@ export class SeatMap {
               'aria-labelledby': labelId,
               dataset: { ga: b.code },
             }),
-            h('button', { type: 'button', class: 'secondary step', 'aria-label': `One more ${b.code}`, dataset: { gaInc: b.code } }, '+'),
+            h('button', { type: 'button', class: 'secondary step', 'aria-label': t('map.ga.more', { code: b.code }), dataset: { gaInc: b.code } }, '+'),
           ),
         );
       }),
@@ -414,7 +417,7 @@ export class SeatMap {
       block.dataset.soldOut = soldOut ? 'true' : 'false';
       setText(
         block.querySelector('.ga-avail'),
-        soldOut ? 'Sold out' : `${b.available.toLocaleString()} of ${b.capacity.toLocaleString()} left`,
+        soldOut ? t('map.ga.soldOut') : t('map.ga.left', { n: b.available, capacity: count(b.capacity) }),
       );
       const input = block.querySelector('[data-ga]');
       const n = this.gaCount.get(b.code) || 0;
@@ -433,8 +436,8 @@ export class SeatMap {
     const v = Math.max(0, Math.min(want, max));
     if (want > max) {
       const b = this.ga.find((x) => x.code === code);
-      if (b && b.available < want) this.onNote(`Only ${b.available} left in ${code}.`);
-      else this.onNote(`You can choose up to ${MAX_PLACES} places.`, 'error');
+      if (b && b.available < want) this.onNote(t('map.onlyLeft', { n: b.available, code }));
+      else this.onNote(t('map.max', { n: MAX_PLACES }), 'error');
     }
     if (v) this.gaCount.set(code, v);
     else this.gaCount.delete(code);
@@ -445,12 +448,7 @@ export class SeatMap {
   // ---------- legend and input ----------
 
   legend() {
-    const items = [
-      ['available', 'Available'],
-      ['mine', 'Your seats'],
-      ['held', 'Held by someone else'],
-      ['sold', 'Sold'],
-    ];
+    const items = ['available', 'mine', 'held', 'sold'].map((view) => [view, t(`map.legend.${view}`)]);
     this.el.legend.replaceChildren(
       ...items.map(([view, words]) =>
         h(
