@@ -176,7 +176,7 @@ func TestRender(t *testing.T) {
 			for _, status := range []string{"none", "waiting", "next", "admitted", "left", "expired", "closed", "error"} {
 				for _, page := range []string{IndexPage, RoomPage, BookPage, LeavePage, NotFoundPage} {
 					p := &Page{L: LocaleFor(l.Code), Title: "t", Currency: "USD", Events: []Event{ev}, Event: &ev,
-						Room: &Room{Status: status, Hint: "waiting", Position: 5, Ahead: 4, ETA: &eta, From: 9, Refresh: 3, Notice: "rate_limited", ShareURL: "/e/premiere?t=x", QRURL: "/e/premiere/qr.svg"},
+						Room:  &Room{Status: status, Hint: "waiting", Position: 5, Ahead: 4, ETA: &eta, From: 9, Refresh: 3, Notice: "rate_limited", ShareURL: "/e/premiere?t=x", QRURL: "/e/premiere/qr.svg"},
 						Langs: []LangLink{{Code: "en", Name: "English", Href: "?lang=en", Current: true}}}
 					var b bytes.Buffer
 					if err := pages.Render(&b, page, p); err != nil {
