@@ -278,6 +278,12 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 			room.Status, room.Hint = string(st.State), "ended"
 		}
 	}
+	if room.Waiting() && c.Query("still") != "" {
+		// Without JavaScript the refresh is what keeps the place: a fan who
+		// cannot bear a page that reloads by itself turns it off and is told
+		// to update it at least once a minute (WCAG 2.2.1, "turn off").
+		room.Still, room.Refresh = true, 0
+	}
 	if room.Refresh > 0 {
 		to := "/e/" + ev.ID
 		if room.From > 0 {

@@ -151,6 +151,7 @@ type Room struct {
 	ETA             *int64 // seconds; nil while paused or before opening
 	From            int64  // the place the fan started at (the progress bar's zero)
 	Refresh         int64  // seconds until the page refreshes itself (0 = it does not)
+	Still           bool   // the fan asked the page not to refresh itself (?still=1)
 	Notice          string // a catalog key under room.notice. ("" = none)
 	Hint            string // a catalog key under room.hint.
 	ShareURL        string // /e/{event}?t=<ticket>: the place on another device
