@@ -249,10 +249,10 @@ function renderWaiting(d) {
   if (pos === 1) setStatus('next');
   else setStatus('waiting');
   setHint('waiting');
+  renderShare(start);
   inLine(true);
   show(ui.turn, false);
   show(ui.rejoin, false);
-  renderShare(start);
   renderUpdated();
 
   const b = bucketOf(pos);

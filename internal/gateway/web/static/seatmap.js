@@ -260,9 +260,13 @@ export class SeatMap {
     this.el.scroll.replaceChildren(svg);
     // On a narrow screen the map scrolls sideways: start at its left edge,
     // where the row letters are, and say that there is more to the right.
-    const overflow = this.el.scroll.scrollWidth - this.el.scroll.clientWidth;
     this.el.scroll.scrollLeft = 0;
-    show(this.el.scrollHint, overflow > 8);
+    this.fitHint();
+  }
+
+  // fitHint says "swipe sideways" only while the map is wider than its box.
+  fitHint() {
+    show(this.el.scrollHint, this.el.scroll.scrollWidth - this.el.scroll.clientWidth > 8);
   }
 
   renderSeats() {
@@ -467,6 +471,7 @@ export class SeatMap {
 
   // wire listens to the pointer and the keyboard on the map and the steppers.
   wire() {
+    window.addEventListener('resize', () => this.fitHint());
     this.el.scroll.addEventListener('click', (e) => {
       const el = e.target.closest('[data-seat]');
       if (!el) return;
