@@ -20,6 +20,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -42,29 +43,16 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	rdb, err := queue.NewClient(cfg.Redis.URL)
+	store, err := queue.Open(cfg.Redis.URL, "admitter", []byte(cfg.Auth.TicketSecret))
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	rdb.AddHook(metrics.RedisHook("admitter"))
-	store := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
+	defer store.Close()
 	adm := admission.New(store, cfg, cfgPath, log)
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		pctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := rdb.Ping(pctx).Err(); err != nil {
-			http.Error(w, "redis unreachable: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ok\n"))
-	})
+	health.Routes(mux, health.Check{Name: "redis", Ping: store.Ping})
 	ln, err := net.Listen("tcp", cfg.Admitter.Addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Admitter.Addr, err)
@@ -82,21 +70,7 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{}, 2)
-	go func() {
-		if err := adm.Watch(wctx, hup); err != nil {
-			log.Error("config watch stopped; SIGHUP-only reloads", "err", err)
-			for {
-				select {
-				case <-wctx.Done():
-					done <- struct{}{}
-					return
-				case <-hup:
-					_ = adm.Reload(true)
-				}
-			}
-		}
-		done <- struct{}{}
-	}()
+	go func() { adm.Watch(wctx, hup); done <- struct{}{} }()
 	go func() { adm.Run(wctx); done <- struct{}{} }()
 
 	select {

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/platform/localsvc"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // TestRun starts the admitter as main does, checks its endpoints and that it
@@ -61,7 +61,7 @@ events:
 			t.Fatalf("no settings published: %v", err)
 		}
 	}
-	j, err := store.Join(context.Background(), "premiere", "", set)
+	j, err := store.Join(context.Background(), "premiere", set)
 	if err != nil {
 		t.Fatal(err)
 	}

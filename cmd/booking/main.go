@@ -22,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitroom/waitroom/internal/booking"
@@ -88,7 +87,7 @@ func run(ctx context.Context, cfgPath string, args []string, log *slog.Logger) e
 }
 
 func seed(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	pool, err := pgxpool.New(ctx, cfg.Postgres.URL)
+	pool, err := postgres.Open(ctx, cfg.Postgres.URL)
 	if err != nil {
 		return err
 	}
@@ -105,29 +104,18 @@ func seed(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 }
 
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	pcfg, err := pgxpool.ParseConfig(cfg.Postgres.URL)
-	if err != nil {
-		return fmt.Errorf("postgres.url: %w", err)
-	}
-	// pgxpool's default (max(4, CPUs)) starves a sale's holds; the URL's
-	// pool_max_conns still wins when an operator sets it.
-	if !strings.Contains(cfg.Postgres.URL, "pool_max_conns") {
-		pcfg.MaxConns = 32
-	}
-	postgres.ConfigurePool(pcfg)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	pool, err := postgres.Open(ctx, cfg.Postgres.URL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	store := postgres.New(pool)
 
-	rdb, err := queue.NewClient(cfg.Redis.URL)
+	line, err := queue.Open(cfg.Redis.URL, "booking", []byte(cfg.Auth.TicketSecret))
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	rdb.AddHook(metrics.RedisHook("booking"))
+	defer line.Close()
 
 	verifier, err := newVerifier(cfg)
 	if err != nil {
@@ -152,7 +140,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
-	mux.Handle("/", metrics.HTTP("booking", booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log).WithOutage(postgres.IsOutage)))
+	mux.Handle("/", metrics.HTTP("booking", booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log)))
 	srv := &http.Server{Addr: cfg.Booking.Addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
 	jobCtx, stopJobs := context.WithCancel(context.Background())
@@ -162,15 +150,15 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		go func() { defer jobs.Done(); f(jobCtx) }()
 	}
 	start(func(ctx context.Context) {
-		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, booking.RealTicker, 5*time.Second)
+		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, 5*time.Second)
 	})
 	start(func(ctx context.Context) {
 		every := min(cfg.Booking.Payment.ReconcileAfter.D()/4, 30*time.Second)
-		(&booking.Reconciler{Service: svc, Log: log}).Run(ctx, booking.RealTicker, max(every, time.Second))
+		(&booking.Reconciler{Service: svc, Log: log}).Run(ctx, max(every, time.Second))
 	})
 	start(func(ctx context.Context) {
-		relay := &booking.Relay{Store: store, Redis: rdb, Releaser: queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret)), Batch: 100, Log: log}
-		relay.Run(ctx, booking.RealTicker, 250*time.Millisecond)
+		relay := &booking.Relay{Store: store, Line: line, Batch: 100, Log: log}
+		relay.Run(ctx, 250*time.Millisecond)
 	})
 
 	serveErr := make(chan error, 1)

@@ -26,8 +26,8 @@ import (
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/pass"
-	"github.com/waitroom/waitroom/internal/platform/localsvc"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 func main() {

@@ -18,7 +18,6 @@ import (
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/pass"
-	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -43,18 +42,16 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	rdb, err := queue.NewClient(cfg.Redis.URL)
+	line, err := queue.Open(cfg.Redis.URL, "gateway", []byte(cfg.Auth.TicketSecret))
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	rdb.AddHook(metrics.RedisHook("gateway"))
+	defer line.Close()
 
 	srv, err := gateway.New(gateway.Options{
 		Config:     cfg,
 		ConfigPath: cfgPath,
-		Redis:      rdb,
-		Line:       queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret)),
+		Line:       line,
 		Signer:     pass.NewSigner(key),
 		Log:        log,
 	})
@@ -67,11 +64,7 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go func() {
-		if err := config.Watch(ctx, cfgPath, hup, log, func(bool) { _ = srv.Reload() }); err != nil {
-			log.Warn("config is not watched; edits need a restart", "err", err)
-		}
-	}()
+	go srv.Watch(ctx, hup)
 
 	serveErr := make(chan error, 1)
 	go func() {

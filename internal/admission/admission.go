@@ -8,7 +8,6 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -106,21 +105,9 @@ func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
 	return nil
 }
 
-// Reload re-reads the config file. On success the new config is swapped in
-// (the next tick uses it) and the changes are logged; on failure the error,
-// which names the bad key, is logged and counted and the previous config
-// stays in force. force reloads even when the file did not change (SIGHUP).
-func (a *Admitter) Reload(force bool) error {
-	old, cfg, err := a.cfg.Reload(force)
-	if err != nil {
-		configReloadErrors.Inc()
-		a.log.Error("config reload refused; the previous config stays in force", "path", a.cfg.Path(), "err", err)
-		return err
-	}
-	if cfg == nil {
-		return nil // the file holds what is in force, or what was refused already
-	}
-	configReloads.Inc()
+// applied logs what a reload changed and forgets the gauges of events that
+// are gone; the next tick uses the new config.
+func (a *Admitter) applied(old, cfg *config.Config) {
 	a.log.Info("config reloaded", "path", a.cfg.Path(), "changes", diff(old, cfg))
 	for _, ev := range old.Events {
 		if _, ok := cfg.Event(ev.ID); !ok {
@@ -130,7 +117,6 @@ func (a *Admitter) Reload(force bool) error {
 	if old.Redis.URL != cfg.Redis.URL {
 		a.log.Warn("redis.url changed: it takes effect only after a restart")
 	}
-	return nil
 }
 
 // diff lists what a reload changed, event by event, for the log.
@@ -147,7 +133,9 @@ func diff(old, cur *config.Config) []string {
 			out = append(out, fmt.Sprintf("%s mode %s -> %s", ev.ID, was.Mode, now.Mode))
 		}
 		if was.AdmitPerSecond != now.AdmitPerSecond {
-			out = append(out, fmt.Sprintf("%s admit_per_second %g -> %g", ev.ID, was.AdmitPerSecond, now.AdmitPerSecond))
+			// Seven digits: a computed 166.666… reads 166.6667, not 166.66666666666666,
+			// and the largest rate allowed, 1000000, needs no exponent.
+			out = append(out, fmt.Sprintf("%s admit_per_second %.7g -> %.7g", ev.ID, was.AdmitPerSecond, now.AdmitPerSecond))
 		}
 		if was.MaxActive != now.MaxActive {
 			out = append(out, fmt.Sprintf("%s max_active %d -> %d", ev.ID, was.MaxActive, now.MaxActive))
@@ -177,12 +165,8 @@ func sameTime(a, b *time.Time) bool {
 	return a.Equal(*b)
 }
 
-// Watch reloads the config when its file changes (any editor, or a
-// Kubernetes ConfigMap swap) and on every value from hup (SIGHUP), until ctx
-// ends.
-func (a *Admitter) Watch(ctx context.Context, hup <-chan os.Signal) error {
-	if a.cfg.Path() == "" {
-		return errors.New("admission: no config path to watch")
-	}
-	return config.Watch(ctx, a.cfg.Path(), hup, a.log, func(force bool) { _ = a.Reload(force) })
+// Watch follows the config file (any editor, a Kubernetes ConfigMap swap,
+// SIGHUP on hup) until ctx ends: see config.Live.Watch.
+func (a *Admitter) Watch(ctx context.Context, hup <-chan os.Signal) {
+	a.cfg.Watch(ctx, hup, a.log, a.applied)
 }

@@ -17,8 +17,9 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // yamlConfig is a valid config whose events section is events.
@@ -105,12 +106,7 @@ func setupOn(t *testing.T, b backend, yaml string) *env {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); e.adm.Run(ctx) }()
-	go func() {
-		defer wg.Done()
-		if err := e.adm.Watch(ctx, e.hup); err != nil {
-			t.Errorf("watch: %v", err)
-		}
-	}()
+	go func() { defer wg.Done(); e.adm.Watch(ctx, e.hup) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return e
 }
@@ -161,14 +157,14 @@ func TestReload(t *testing.T) {
 	}
 
 	t.Run("a renamed edit acts within one tick", func(t *testing.T) {
-		before := testutil.ToFloat64(admission.ConfigReloadsMetric)
+		before := testutil.ToFloat64(metrics.ConfigReloads)
 		e.replace(t, yamlConfig(eventYAML("premiere", "20")))
 		waitFor(t, "the reload", func() bool { return e.adm.Config().Events[0].Admission.Rate() == 20 })
 		e.oneTickLater(t)
 		if got := e.published(t, "premiere").AdmitPerSecond; got != 20 {
 			t.Errorf("published rate %v one tick after the reload; want 20", got)
 		}
-		if got := testutil.ToFloat64(admission.ConfigReloadsMetric) - before; got != 1 {
+		if got := testutil.ToFloat64(metrics.ConfigReloads) - before; got != 1 {
 			t.Errorf("reloads counted %v; want 1", got)
 		}
 		if !strings.Contains(e.logs.String(), "premiere admit_per_second 10 -> 20") {
@@ -177,9 +173,9 @@ func TestReload(t *testing.T) {
 	})
 
 	t.Run("a broken edit keeps the previous config", func(t *testing.T) {
-		before := testutil.ToFloat64(admission.ConfigReloadErrorsMetric)
+		before := testutil.ToFloat64(metrics.ConfigReloadErrors)
 		e.replace(t, yamlConfig(eventYAML("premiere", "-3")))
-		waitFor(t, "the refused reload", func() bool { return testutil.ToFloat64(admission.ConfigReloadErrorsMetric) > before })
+		waitFor(t, "the refused reload", func() bool { return testutil.ToFloat64(metrics.ConfigReloadErrors) > before })
 		e.oneTickLater(t)
 		if got := e.published(t, "premiere").AdmitPerSecond; got != 20 {
 			t.Errorf("published rate %v after a broken edit; want 20 still", got)
@@ -199,9 +195,9 @@ func TestReload(t *testing.T) {
 	})
 
 	t.Run("SIGHUP reloads", func(t *testing.T) {
-		before := testutil.ToFloat64(admission.ConfigReloadsMetric)
+		before := testutil.ToFloat64(metrics.ConfigReloads)
 		e.hup <- os.Interrupt // any signal value on the channel stands for SIGHUP
-		waitFor(t, "the SIGHUP reload", func() bool { return testutil.ToFloat64(admission.ConfigReloadsMetric) > before })
+		waitFor(t, "the SIGHUP reload", func() bool { return testutil.ToFloat64(metrics.ConfigReloads) > before })
 	})
 }
 
@@ -253,7 +249,7 @@ func testOneBadEventDoesNotStopOthers(t *testing.T, b backend) {
 	// The broken event's line is not a ZSET: its script fails every tick.
 	e.rdb.Set(context.Background(), "wr:{broken}:wait", "not a zset", 0)
 	before := testutil.ToFloat64(admission.TickErrorsMetric("broken"))
-	r, err := e.store.Join(context.Background(), "fine", "", queue.SettingsFor(e.adm.Config().Events[1]))
+	r, err := e.store.Join(context.Background(), "fine", queue.SettingsFor(e.adm.Config().Events[1]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +276,7 @@ func TestSettingsFor(t *testing.T) {
 		wantCap   int
 		wantOpens *time.Time
 	}{
-		{"computed rate and cap", config.Admission{}, 167, 10020, nil},
+		{"computed rate and cap", config.Admission{}, 1000.0 / 6, 10000, nil},
 		{"given rate, computed cap", config.Admission{AdmitPerSecond: &rate}, 40, 2400, nil},
 		{"given both", config.Admission{AdmitPerSecond: &rate, MaxActive: &capacity}, 40, 90, &opens},
 	}
@@ -315,7 +311,7 @@ func testComputedRateAdmits(t *testing.T, b backend) {
 		t.Fatalf("published rate, cap = %v, %d; want 10, 5", set.AdmitPerSecond, set.MaxActive)
 	}
 	for range 20 {
-		if _, err := e.store.Join(context.Background(), "computed", "", set); err != nil {
+		if _, err := e.store.Join(context.Background(), "computed", set); err != nil {
 			t.Fatal(err)
 		}
 	}

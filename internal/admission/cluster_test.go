@@ -14,8 +14,8 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // TestReplicasAcrossShards runs three admitter replicas, each with its own
@@ -61,7 +61,7 @@ events:
 		set.Mode = "paused" // nobody goes in before the replicas start
 		joined[ev.ID] = map[string]bool{}
 		for range fans {
-			r, err := store.Join(ctx, ev.ID, "", set)
+			r, err := store.Join(ctx, ev.ID, set)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,29 +92,42 @@ events:
 		}
 	}()
 
-	// The rate per event, by Redis's clock, after a warm-up.
-	sample := func() (float64, map[string]int64) {
-		tm := rdb.Time(ctx).Val()
-		out := map[string]int64{}
+	// The rate per event, by Redis's clock, after a warm-up: each event's
+	// admitted count with the Redis time of the tick that left it (the
+	// bucket's ts), read in one MULTI on the event's slot, so that a sample
+	// read late on a busy machine still pairs a count with its own instant.
+	type point struct {
+		at       float64 // s
+		admitted int64
+	}
+	sample := func() map[string]point {
+		out := map[string]point{}
 		for _, ev := range events {
-			st, err := store.Stats(ctx, ev)
-			if err != nil {
-				t.Error(err)
+			var adm, ts *redis.StringCmd
+			if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				adm = p.HGet(ctx, "wr:{"+ev+"}:stats", "admitted")
+				ts = p.HGet(ctx, "wr:{"+ev+"}:bucket", "ts")
+				return nil
+			}); err != nil {
+				t.Fatalf("sample %s: %v", ev, err)
 			}
-			out[ev] = st.Admitted
+			a, _ := adm.Int64()
+			ms, _ := ts.Float64()
+			out[ev] = point{ms / 1000, a}
 		}
-		return float64(tm.UnixMicro()) / 1e6, out
+		return out
 	}
 	time.Sleep(time.Second)
-	t0, a0 := sample()
+	p0 := sample()
 	time.Sleep(5 * time.Second)
-	t1, a1 := sample()
+	p1 := sample()
 	cancel()
 	wg.Wait()
 
 	for _, ev := range events {
-		got := float64(a1[ev]-a0[ev]) / (t1 - t0)
-		t.Logf("%s: %.2f admissions/s over %.1fs", ev, got, t1-t0)
+		elapsed := p1[ev].at - p0[ev].at
+		got := float64(p1[ev].admitted-p0[ev].admitted) / elapsed
+		t.Logf("%s: %.2f admissions/s over %.1fs", ev, got, elapsed)
 		if math.Abs(got-rate)/rate > 0.05 {
 			t.Errorf("%s admitted %.2f/s; want %d/s ± 5%%", ev, got, rate)
 		}

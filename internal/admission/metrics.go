@@ -37,14 +37,6 @@ var (
 		Name: "waitroom_admitter_tick_errors_total",
 		Help: "Ticks of an event that failed (other events are not affected).",
 	}, []string{"event"})
-	configReloads = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "waitroom_config_reloads_total",
-		Help: "Config file reloads that succeeded and took effect.",
-	})
-	configReloadErrors = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "waitroom_config_reload_errors_total",
-		Help: "Config file reloads refused (the previous config stays in force).",
-	})
 )
 
 // forgetEvent drops the gauges of an event no longer in the config, so a

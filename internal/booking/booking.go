@@ -49,6 +49,9 @@ var (
 	ErrHoldNotActive     = errors.New("booking: hold already booked")
 	ErrIdempotencyReused = errors.New("booking: idempotency key used for another hold")
 	ErrBadSignature      = errors.New("booking: bad payment signature")
+	// ErrUnavailable: the database cannot serve right now (down,
+	// restarting, recovering, unreachable): 503, and the client retries.
+	ErrUnavailable = errors.New("booking: temporarily unavailable, try again shortly")
 )
 
 // DetailError carries what a client needs besides the code: the seats that
@@ -116,6 +119,12 @@ type HoldRequest struct {
 	TTL            time.Duration
 	MaxPlaces      int // per customer across the event, held at once
 	HoldsPerMinute int
+	// AttemptsPerMinute bounds the customer's hold requests, refused ones
+	// included (the holds taken and the refusals of the last minute).
+	AttemptsPerMinute int
+	// Cooldown keeps the seats of the customer's released or lapsed holds
+	// out of their reach this long (0 = off).
+	Cooldown time.Duration
 }
 
 // Places is the number of seats and GA places asked for.
@@ -196,6 +205,14 @@ type OutboxEvent struct {
 	CreatedAt time.Time
 }
 
+// Due is a payment the reconciler has to see to: a stale payment or an
+// unacknowledged refund, in the order it became due. The zero Due is before
+// every other: lists start after it.
+type Due struct {
+	PaymentID string
+	At        time.Time
+}
+
 // Stats are read at scrape time for the gauges.
 type Stats struct {
 	OutboxPending int64
@@ -219,8 +236,8 @@ type Store interface {
 
 	// Jobs.
 	Sweep(ctx context.Context, batch int) (int, error)
-	StalePayments(ctx context.Context, olderThan time.Duration, limit int) ([]string, error)
-	PendingRefunds(ctx context.Context, limit int) ([]string, error)
+	StalePayments(ctx context.Context, olderThan time.Duration, after Due, limit int) ([]Due, error)
+	PendingRefunds(ctx context.Context, after Due, limit int) ([]Due, error)
 	RelayOutbox(ctx context.Context, limit int, publish func(context.Context, []OutboxEvent) error) (int, error)
 	Stats(ctx context.Context) (Stats, error)
 	Ping(ctx context.Context) error

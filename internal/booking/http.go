@@ -9,14 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/platform/health"
 )
 
 // Authenticate verifies an access JWT and returns who it admits. Any error
@@ -40,38 +39,37 @@ const maxBody = 64 << 10
 // errorTable maps the domain's sentinel errors to the contract's statuses and
 // codes: the one place where that mapping lives.
 var errorTable = []struct {
-	err    error
-	status int
-	code   string
+	err        error
+	status     int
+	code       string
+	retryAfter int // seconds; 0 = no Retry-After (or the error's own)
 }{
-	{ErrInvalidRequest, http.StatusBadRequest, "invalid_request"},
-	{ErrAdmissionRequired, http.StatusUnauthorized, "admission_required"},
-	{ErrBadSignature, http.StatusUnauthorized, "invalid_signature"},
-	{ErrWrongEvent, http.StatusForbidden, "wrong_event"},
-	{ErrNotFound, http.StatusNotFound, "not_found"},
-	{ErrSeatsUnavailable, http.StatusConflict, "seats_unavailable"},
-	{ErrSoldOut, http.StatusConflict, "sold_out"},
-	{ErrHoldExpired, http.StatusConflict, "hold_expired"},
-	{ErrHoldNotActive, http.StatusConflict, "hold_booked"},
-	{ErrTooManySeats, http.StatusUnprocessableEntity, "too_many_seats"},
-	{ErrIdempotencyReused, http.StatusUnprocessableEntity, "idempotency_key_reused"},
-	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
+	{ErrInvalidRequest, http.StatusBadRequest, "invalid_request", 0},
+	{ErrAdmissionRequired, http.StatusUnauthorized, "admission_required", 0},
+	{ErrBadSignature, http.StatusUnauthorized, "invalid_signature", 0},
+	{ErrWrongEvent, http.StatusForbidden, "wrong_event", 0},
+	{ErrNotFound, http.StatusNotFound, "not_found", 0},
+	{ErrSeatsUnavailable, http.StatusConflict, "seats_unavailable", 0},
+	{ErrSoldOut, http.StatusConflict, "sold_out", 0},
+	{ErrHoldExpired, http.StatusConflict, "hold_expired", 0},
+	{ErrHoldNotActive, http.StatusConflict, "hold_booked", 0},
+	{ErrTooManySeats, http.StatusUnprocessableEntity, "too_many_seats", 0},
+	{ErrIdempotencyReused, http.StatusUnprocessableEntity, "idempotency_key_reused", 0},
+	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited", 0},
+	{ErrUnavailable, http.StatusServiceUnavailable, "unavailable", 2},
 }
 
 // Handler is the booking API under /api/v1/booking, with /healthz and /readyz.
 type Handler struct {
-	svc   *Service
-	auth  Authenticate
-	log   *slog.Logger
-	ready func(context.Context) error
-	mux   *http.ServeMux
-
-	isOutage func(error) bool
+	svc  *Service
+	auth Authenticate
+	log  *slog.Logger
+	mux  *http.ServeMux
 }
 
 // NewHandler builds the API. ready reports whether PostgreSQL is reachable.
 func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) error, log *slog.Logger) *Handler {
-	h := &Handler{svc: svc, auth: auth, log: log, ready: ready, mux: http.NewServeMux()}
+	h := &Handler{svc: svc, auth: auth, log: log, mux: http.NewServeMux()}
 	const p = "/api/v1/booking"
 	h.mux.HandleFunc("GET "+p+"/showtimes/{id}/seats", h.withPass(h.seatMap))
 	h.mux.HandleFunc("POST "+p+"/showtimes/{id}/holds", h.withPass(h.hold))
@@ -80,16 +78,7 @@ func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) err
 	h.mux.HandleFunc("POST "+p+"/payments/callback", h.callback)
 	h.mux.HandleFunc("GET "+p+"/payments/{paymentId}", h.withPass(h.paymentPage))
 	h.mux.HandleFunc("GET "+p+"/bookings/{id}", h.withPass(h.booking))
-	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	h.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := h.ready(r.Context()); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "postgres unreachable"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	health.Routes(h.mux, health.Check{Name: "postgres", Ping: ready})
 	h.mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such route"})
 	})
@@ -215,13 +204,24 @@ type errorBody struct {
 }
 
 // fail answers err from the table; anything else is logged with its detail
-// and answered with a plain 500.
+// and answered with a plain 500. A database outage (the store says so:
+// ErrUnavailable) is logged as one, not as a bug.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	for _, e := range errorTable {
 		if !errors.Is(err, e.err) {
 			continue
 		}
+		if e.err == ErrUnavailable {
+			if r.Context().Err() != nil {
+				return // the caller is gone
+			}
+			dbErrorsTotal.WithLabelValues("api").Inc()
+			h.log.Warn("booking request failed: database unavailable", "method", r.Method, "route", r.Pattern, "err", err)
+		}
 		body := errorBody{Error: e.code, Message: message(e.err, err)}
+		if e.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+		}
 		var d *DetailError
 		if errors.As(err, &d) {
 			body.Seats, body.Block = d.Seats, d.Block
@@ -235,37 +235,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the caller is gone
 	}
-	if h.outage(r.Context(), err) {
-		// The database (or the network to it) is down: a passing outage that
-		// a retry will get through, not a bug.
-		dbErrorsTotal.WithLabelValues("api").Inc()
-		h.log.Warn("booking request failed: database unavailable", "method", r.Method, "route", r.Pattern, "err", err)
-		w.Header().Set("Retry-After", "2")
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "unavailable", Message: "temporarily unavailable, try again shortly"})
-		return
-	}
 	h.log.Error("booking request failed", "method", r.Method, "route", r.Pattern, "err", err)
 	writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal", Message: "internal error"})
-}
-
-// WithOutage tells the handler how its store reports an outage (the
-// database down or restarting), answered 503 with Retry-After, not 500.
-func (h *Handler) WithOutage(isOutage func(error) bool) *Handler {
-	h.isOutage = isOutage
-	return h
-}
-
-// outage tells a database outage from a bug: what the store says is one, a
-// network-level error, or a database that does not answer a ping right now.
-func (h *Handler) outage(ctx context.Context, err error) bool {
-	var ne net.Error
-	if (h.isOutage != nil && h.isOutage(err)) || errors.As(err, &ne) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return true
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	return h.ready(ctx) != nil
 }
 
 // message is the human text: the wrapped detail for a bad request, the

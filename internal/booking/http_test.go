@@ -1,12 +1,19 @@
 package booking_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/booking/postgres"
+	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 )
 
 // Every bad input of the contract gets its status and code, and leaves the
@@ -150,6 +157,41 @@ func TestSeatMapAndBookingRoutes(t *testing.T) {
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if code, _, _ := e.call(booking.Pass{}, "GET", path, nil, nil); code != 200 {
 			t.Fatalf("%s: %d", path, code)
+		}
+	}
+}
+
+// A database that cannot be reached is 503 with Retry-After, decided by the
+// store's error (no ping after the fact), on every route that reads it.
+func TestDatabaseDownIs503(t *testing.T) {
+	e := setup(t)
+	port, err := localsvc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(context.Background(), fmt.Sprintf("postgres://postgres@127.0.0.1:%d/none?connect_timeout=1", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	down := postgres.New(pool)
+	svc := booking.NewService(down, e.sim, e.cfg, e.set, e.log)
+	srv := httptest.NewServer(booking.NewHandler(svc, booking.PassAuth(pass.NewStaticVerifier(e.signer.PublicKey())), down.Ping, e.log))
+	defer srv.Close()
+	e.srv = srv
+	p := fan(premiere, "fan")
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodGet, "/api/v1/booking/showtimes/42/seats", ""},
+		{http.MethodPost, "/api/v1/booking/showtimes/42/holds", `{"seats":["A1"]}`},
+		{http.MethodGet, "/api/v1/booking/bookings/00000000-0000-4000-8000-000000000000", ""},
+	} {
+		var body any
+		if c.body != "" {
+			body = c.body
+		}
+		code, out, hdr := e.call(p, c.method, c.path, body, nil)
+		if code != http.StatusServiceUnavailable || out["error"] != "unavailable" || hdr.Get("Retry-After") == "" {
+			t.Errorf("%s %s with the database down: %d %v (Retry-After %q); want 503 unavailable with Retry-After", c.method, c.path, code, out, hdr.Get("Retry-After"))
 		}
 	}
 }

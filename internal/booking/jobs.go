@@ -4,41 +4,30 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/queue"
 )
 
-// Stream is the Redis stream confirmed bookings are published to.
-const Stream = "booking-events"
-
-// Releaser frees a fan's active place in the waiting room once their booking
-// is confirmed. *queue.Store satisfies it.
-type Releaser interface {
+// Line is the waiting room's side of a confirmed booking: the Redis stream
+// booking-events, and the fan's active place, freed at once. *queue.Store
+// satisfies it.
+type Line interface {
+	PublishBookings(ctx context.Context, events []queue.BookingEvent) error
 	Complete(ctx context.Context, event, ticketID string) error
 }
 
-// Ticker drives a job: every tick runs one pass. Tests call the *Once
-// methods directly and need no ticker; time.NewTicker is the real one.
-type Ticker func(every time.Duration) (<-chan time.Time, func())
-
-// RealTicker is time.NewTicker.
-func RealTicker(every time.Duration) (<-chan time.Time, func()) {
+// runEvery runs one pass of a job every interval until ctx ends. Tests call
+// the *Once methods directly.
+func runEvery(ctx context.Context, every time.Duration, log *slog.Logger, name string, once func(context.Context) error) {
 	t := time.NewTicker(every)
-	return t.C, t.Stop
-}
-
-func runEvery(ctx context.Context, tick Ticker, every time.Duration, log *slog.Logger, name string, once func(context.Context) error) {
-	c, stop := tick(every)
-	defer stop()
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-c:
+		case <-t.C:
 			if err := once(ctx); err != nil && ctx.Err() == nil {
 				log.Error(name+" pass failed", "err", err)
 			}
@@ -74,8 +63,8 @@ func (w *Sweeper) SweepOnce(ctx context.Context) error {
 }
 
 // Run sweeps on every tick until ctx ends.
-func (w *Sweeper) Run(ctx context.Context, tick Ticker, every time.Duration) {
-	runEvery(ctx, tick, every, w.Log, "sweeper", w.SweepOnce)
+func (w *Sweeper) Run(ctx context.Context, every time.Duration) {
+	runEvery(ctx, every, w.Log, "sweeper", w.SweepOnce)
 }
 
 // Reconciler settles payments whose callback never came, by asking the
@@ -86,44 +75,72 @@ type Reconciler struct {
 	Log     *slog.Logger
 }
 
-// ReconcileOnce makes one pass.
+// reconcilePage is how many payments the reconciler reads at a time.
+const reconcilePage = 100
+
+// ReconcileOnce makes one pass: every payment left PENDING past the reconcile
+// age and every refund the provider has not acknowledged, oldest first, page
+// after page. However many the provider keeps answering PENDING or failing,
+// each pass reaches every one of them: none is starved.
 func (r *Reconciler) ReconcileOnce(ctx context.Context) error {
 	s := r.Service
-	ids, err := s.store.StalePayments(ctx, s.set.ReconcileAfter, 100)
-	if err != nil {
-		dbErrorsTotal.WithLabelValues("reconcile").Inc()
-		return err
-	}
-	for _, id := range ids {
-		st, err := s.pay.Status(ctx, id)
+	err := eachDue(ctx, func(after Due) ([]Due, error) {
+		return s.store.StalePayments(ctx, s.set.ReconcileAfter, after, reconcilePage)
+	}, func(d Due) {
+		st, err := s.pay.Status(ctx, d.PaymentID)
 		if errors.Is(err, payment.ErrUnknownPayment) {
 			st, err = payment.Failed, nil // the provider never took money for it
 		}
 		if err != nil {
-			r.Log.Warn("reconcile: provider status", "paymentId", id, "err", err)
-			continue
+			r.Log.Warn("reconcile: provider status", "paymentId", d.PaymentID, "err", err)
+			return
 		}
 		if st == payment.Pending {
-			continue
+			return
 		}
-		if _, err := s.Settle(ctx, id, st); err != nil {
-			r.Log.Error("reconcile: settle", "paymentId", id, "err", err)
+		if _, err := s.Settle(ctx, d.PaymentID, st); err != nil {
+			r.Log.Error("reconcile: settle", "paymentId", d.PaymentID, "err", err)
 		}
-	}
-	refunds, err := s.store.PendingRefunds(ctx, 100)
+	})
 	if err != nil {
 		dbErrorsTotal.WithLabelValues("reconcile").Inc()
 		return err
 	}
-	for _, id := range refunds {
-		s.refund(ctx, id)
+	err = eachDue(ctx, func(after Due) ([]Due, error) {
+		return s.store.PendingRefunds(ctx, after, reconcilePage)
+	}, func(d Due) { s.refund(ctx, d.PaymentID) })
+	if err != nil {
+		dbErrorsTotal.WithLabelValues("reconcile").Inc()
+		return err
 	}
 	return nil
 }
 
+// eachDue calls do for every Due that list returns, page by page, until a
+// page comes back short or ctx ends.
+func eachDue(ctx context.Context, list func(after Due) ([]Due, error), do func(Due)) error {
+	var after Due
+	for {
+		page, err := list(after)
+		if err != nil {
+			return err
+		}
+		for _, d := range page {
+			if ctx.Err() != nil {
+				return nil
+			}
+			do(d)
+		}
+		if len(page) < reconcilePage {
+			return nil
+		}
+		after = page[len(page)-1]
+	}
+}
+
 // Run reconciles on every tick until ctx ends.
-func (r *Reconciler) Run(ctx context.Context, tick Ticker, every time.Duration) {
-	runEvery(ctx, tick, every, r.Log, "reconciler", r.ReconcileOnce)
+func (r *Reconciler) Run(ctx context.Context, every time.Duration) {
+	runEvery(ctx, every, r.Log, "reconciler", r.ReconcileOnce)
 }
 
 // Relay publishes outbox rows to the Redis stream booking-events, at least
@@ -131,11 +148,10 @@ func (r *Reconciler) Run(ctx context.Context, tick Ticker, every time.Duration) 
 // Rows are marked published only after both, in the transaction that read
 // them: a relay that dies mid-batch publishes the batch again.
 type Relay struct {
-	Store    Store
-	Redis    redis.Cmdable
-	Releaser Releaser // may be nil
-	Batch    int
-	Log      *slog.Logger
+	Store Store
+	Line  Line
+	Batch int
+	Log   *slog.Logger
 }
 
 // RelayOnce publishes until the outbox is empty (or another relay holds it).
@@ -153,23 +169,17 @@ func (r *Relay) RelayOnce(ctx context.Context) error {
 }
 
 func (r *Relay) publish(ctx context.Context, events []OutboxEvent) error {
-	// One pipeline on one connection keeps the batch in order.
-	pipe := r.Redis.Pipeline()
-	for _, e := range events {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: Stream, Values: []any{
-			"bookingId", e.BookingID, "type", e.Type, "outboxId", strconv.FormatInt(e.ID, 10), "payload", string(e.Payload),
-		}})
+	out := make([]queue.BookingEvent, len(events))
+	for i, e := range events {
+		out[i] = queue.BookingEvent{BookingID: e.BookingID, Type: e.Type, OutboxID: e.ID, Payload: e.Payload}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := r.Line.PublishBookings(ctx, out); err != nil {
 		return err
-	}
-	if r.Releaser == nil {
-		return nil
 	}
 	for _, e := range events {
 		// The ticket's active entry lapses by itself anyway: a failure here
 		// costs the fan's place a few minutes, not a lost event.
-		if err := r.Releaser.Complete(ctx, e.Event, e.Customer); err != nil {
+		if err := r.Line.Complete(ctx, e.Event, e.Customer); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -180,6 +190,6 @@ func (r *Relay) publish(ctx context.Context, events []OutboxEvent) error {
 }
 
 // Run relays on every tick until ctx ends.
-func (r *Relay) Run(ctx context.Context, tick Ticker, every time.Duration) {
-	runEvery(ctx, tick, every, r.Log, "outbox relay", r.RelayOnce)
+func (r *Relay) Run(ctx context.Context, every time.Duration) {
+	runEvery(ctx, every, r.Log, "outbox relay", r.RelayOnce)
 }

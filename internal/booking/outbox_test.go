@@ -11,26 +11,27 @@ import (
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/payment"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
-// crashingReleaser completes tickets through the real queue, and kills the
-// relay (cancels its context) after n of them: a crash mid-batch, after some
-// events reached the stream and before the batch was marked published.
-type crashingReleaser struct {
-	q      *queue.Store
+// crashingLine publishes and completes tickets through the real queue, and
+// kills the relay (cancels its context) after n completions: a crash
+// mid-batch, after some events reached the stream and before the batch was
+// marked published.
+type crashingLine struct {
+	*queue.Store
 	n      int
 	cancel context.CancelFunc
 }
 
-func (c *crashingReleaser) Complete(ctx context.Context, event, ticket string) error {
+func (c *crashingLine) Complete(ctx context.Context, event, ticket string) error {
 	if c.n == 0 {
 		c.cancel()
 		return ctx.Err()
 	}
 	c.n--
-	return c.q.Complete(ctx, event, ticket)
+	return c.Store.Complete(ctx, event, ticket)
 }
 
 func TestOutboxRelayKilledMidBatchLosesNoEvent(t *testing.T) {
@@ -53,7 +54,7 @@ func TestOutboxRelayKilledMidBatchLosesNoEvent(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	crash := &booking.Relay{Store: e.store, Redis: rdb, Releaser: &crashingReleaser{q: qs, n: 7, cancel: cancel}, Batch: 10, Log: e.log}
+	crash := &booking.Relay{Store: e.store, Line: &crashingLine{Store: qs, n: 7, cancel: cancel}, Batch: 10, Log: e.log}
 	if err := crash.RelayOnce(ctx); err == nil {
 		t.Fatal("the crashed relay reported success")
 	}
@@ -63,11 +64,11 @@ func TestOutboxRelayKilledMidBatchLosesNoEvent(t *testing.T) {
 		t.Fatalf("%d rows marked published by a relay that crashed mid-batch", published)
 	}
 
-	relay := &booking.Relay{Store: e.store, Redis: rdb, Releaser: qs, Batch: 10, Log: e.log}
+	relay := &booking.Relay{Store: e.store, Line: qs, Batch: 10, Log: e.log}
 	if err := relay.RelayOnce(e.ctx()); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := rdb.XRange(e.ctx(), booking.Stream, "-", "+").Result()
+	msgs, err := rdb.XRange(e.ctx(), queue.BookingStream, "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

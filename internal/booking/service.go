@@ -30,7 +30,10 @@ type Settings struct {
 	ReconcileAfter  time.Duration
 	MaxSeatsPerHold int
 	HoldsPerMinute  int
-	PaymentSecret   []byte
+	// HoldAttemptsPerMinute and ReholdCooldown: see Fair play in DESIGN.md.
+	HoldAttemptsPerMinute int
+	ReholdCooldown        time.Duration
+	PaymentSecret         []byte
 }
 
 // SettingsFrom reads the booking settings of a loaded config.
@@ -39,6 +42,7 @@ func SettingsFrom(c *config.Config) Settings {
 	return Settings{
 		HoldTTL: b.HoldTTL.D(), SessionTTL: b.Payment.SessionTTL.D(), ReconcileAfter: b.Payment.ReconcileAfter.D(),
 		MaxSeatsPerHold: b.MaxSeatsPerHold, HoldsPerMinute: b.HoldsPerMinute,
+		HoldAttemptsPerMinute: b.HoldAttemptsPerMinute, ReholdCooldown: b.ReholdCooldown.D(),
 		PaymentSecret: []byte(b.Payment.Secret),
 	}
 }
@@ -145,8 +149,17 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 		}
 		amount += st.PriceCents
 	}
+	// Each count is checked on its own before anything is summed (a sum of
+	// huge counts must never wrap), block by block in code order, so the
+	// same request always gets the same refusal.
+	codes := make([]string, 0, len(in.GeneralAdmission))
+	for code := range in.GeneralAdmission {
+		codes = append(codes, code)
+	}
+	sort.Strings(codes)
 	places := len(seats)
-	for code, n := range in.GeneralAdmission {
+	for _, code := range codes {
+		n := in.GeneralAdmission[code]
 		blk, ok := gaBlock(st, code)
 		if !ok {
 			return Hold{}, fmt.Errorf("hold: no block %q in showtime %d: %w", code, st.ID, ErrInvalidRequest)
@@ -154,10 +167,10 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 		if n < 1 {
 			return Hold{}, fmt.Errorf("hold: block %s count %d < 1: %w", code, n, ErrInvalidRequest)
 		}
-		places += n
-		if places > s.set.MaxSeatsPerHold {
-			break
+		if n > s.set.MaxSeatsPerHold {
+			return Hold{}, fmt.Errorf("hold: block %s count %d, at most %d: %w", code, n, s.set.MaxSeatsPerHold, ErrTooManySeats)
 		}
+		places += n
 		amount += int64(n) * blk.PriceCents
 	}
 	if places > s.set.MaxSeatsPerHold {
@@ -167,6 +180,7 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 		HoldID: NewID(), Event: p.Event, ShowtimeID: showtimeID, Customer: p.Customer,
 		Seats: seats, GA: in.GeneralAdmission, AmountCents: amount, TTL: s.set.HoldTTL,
 		MaxPlaces: s.set.MaxSeatsPerHold, HoldsPerMinute: s.set.HoldsPerMinute,
+		AttemptsPerMinute: s.set.HoldAttemptsPerMinute, Cooldown: s.set.ReholdCooldown,
 	})
 	if err != nil {
 		return Hold{}, s.dbErr("hold", err)
@@ -209,13 +223,27 @@ func (s *Service) Checkout(ctx context.Context, p Pass, holdID, key string) (Che
 	if !uuidPattern.MatchString(holdID) {
 		return Checkout{}, ErrNotFound
 	}
-	if key == "" || len(key) > 200 {
-		return Checkout{}, fmt.Errorf("checkout: Idempotency-Key header of 1..200 characters required: %w", ErrInvalidRequest)
+	if !validKey(key) {
+		return Checkout{}, fmt.Errorf("checkout: Idempotency-Key header of 1..255 printable ASCII characters required: %w", ErrInvalidRequest)
 	}
 	c, err := s.store.Checkout(ctx, CheckoutRequest{
 		HoldID: holdID, Customer: p.Customer, IdempotencyKey: key, SessionTTL: s.set.SessionTTL,
 	}, s.pay.CreateSession)
 	return c, s.dbErr("checkout", err)
+}
+
+// validKey reports whether key is an Idempotency-Key the contract allows:
+// 1..255 printable ASCII characters (0x20..0x7E).
+func validKey(key string) bool {
+	if len(key) < 1 || len(key) > 255 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // Callback verifies and applies a payment provider's callback.

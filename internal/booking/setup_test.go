@@ -21,7 +21,7 @@ import (
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/payment"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // Showtime 42 (event premiere): 10 rows × 30 = 300 reserved seats.
@@ -70,7 +70,17 @@ type env struct {
 	log    *slog.Logger
 }
 
-type option func(*config.Config, *booking.Settings, *payment.SimulatorConfig)
+// options are what a test may change before setup builds its env.
+type options struct {
+	cfg *config.Config
+	set *booking.Settings
+	sim *payment.SimulatorConfig
+	// provider, when set, stands between the service and the simulator
+	// (e.g. a provider that keeps answering PENDING).
+	provider func(*payment.Simulator) payment.Provider
+}
+
+type option func(*options)
 
 // setup gives a test a migrated, seeded private database, the service on it,
 // a payment simulator that settles only when told (Manual) unless an option
@@ -83,10 +93,11 @@ func setup(t testing.TB, opts ...option) *env {
 	}
 	set := booking.SettingsFrom(cfg)
 	simCfg := payment.SimulatorConfig{Outcome: "succeed", Manual: true, Secret: set.PaymentSecret, PageURL: "/api/v1/booking/payments/"}
-	for _, o := range opts {
-		o(cfg, &set, &simCfg)
+	o := options{cfg: cfg, set: &set, sim: &simCfg}
+	for _, f := range opts {
+		f(&o)
 	}
-	pool, _ := testenv.Pool(t, "booking", postgres.Migrate)
+	pool, _ := testenv.Pool(t, "booking", postgres.Open, postgres.Migrate)
 	store := postgres.New(pool)
 	if _, err := store.Seed(context.Background(), cfg.Events); err != nil {
 		t.Fatalf("seed: %v", err)
@@ -105,17 +116,25 @@ func setup(t testing.TB, opts ...option) *env {
 	simCfg.CallbackURL = e.srv.URL + "/api/v1/booking/payments/callback"
 	e.sim = payment.NewSimulator(simCfg, nil, log)
 	t.Cleanup(e.sim.Close)
-	e.svc = booking.NewService(store, e.sim, cfg, set, log)
+	var provider payment.Provider = e.sim
+	if o.provider != nil {
+		provider = o.provider(e.sim)
+	}
+	e.svc = booking.NewService(store, provider, cfg, set, log)
 	handler = booking.NewHandler(e.svc, booking.PassAuth(verifier), store.Ping, log)
 	return e
 }
 
 func withSettings(f func(*booking.Settings)) option {
-	return func(_ *config.Config, s *booking.Settings, _ *payment.SimulatorConfig) { f(s) }
+	return func(o *options) { f(o.set) }
 }
 
 func withSimulator(f func(*payment.SimulatorConfig)) option {
-	return func(_ *config.Config, _ *booking.Settings, c *payment.SimulatorConfig) { f(c) }
+	return func(o *options) { f(o.sim) }
+}
+
+func withProvider(wrap func(*payment.Simulator) payment.Provider) option {
+	return func(o *options) { o.provider = wrap }
 }
 
 func (e *env) ctx() context.Context { return context.Background() }

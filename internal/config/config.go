@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -65,6 +66,10 @@ type Gateway struct {
 	JoinsPerIPPerMinute *int `yaml:"joins_per_ip_per_minute"`
 	// ProxyTimeout bounds one proxied call to the booking core (504 past it).
 	ProxyTimeout Duration `yaml:"proxy_timeout"`
+	// TrustedProxies are the CIDRs (or single addresses) of the load
+	// balancers in front: only from them are X-Forwarded-For and
+	// X-Forwarded-Proto believed (see Fair play in DESIGN.md).
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 type Admitter struct {
@@ -80,6 +85,12 @@ type Booking struct {
 	MaxSeatsPerHold int      `yaml:"max_seats_per_hold"`
 	// HoldsPerMinute caps the holds one customer may take per minute (429 past it).
 	HoldsPerMinute int `yaml:"holds_per_minute"`
+	// HoldAttemptsPerMinute caps the hold requests one customer may make per
+	// minute, refused ones included (429 past it).
+	HoldAttemptsPerMinute int `yaml:"hold_attempts_per_minute"`
+	// ReholdCooldown keeps a seat out of a customer's reach this long after
+	// a hold of theirs on it was released or lapsed; nil = hold_ttl, 0 = off.
+	ReholdCooldown *Duration `yaml:"rehold_cooldown"`
 	// Currency is the ISO 4217 code every *_cents amount is in, counted in
 	// its minor unit: cents of USD, but whole yen or won (JPY and KRW have
 	// no minor unit, so price_cents: 1500 is ¥1,500).
@@ -298,6 +309,13 @@ func (c *Config) setDefaults() {
 	if c.Booking.HoldsPerMinute == 0 {
 		c.Booking.HoldsPerMinute = 5
 	}
+	if c.Booking.HoldAttemptsPerMinute == 0 {
+		c.Booking.HoldAttemptsPerMinute = 20
+	}
+	if c.Booking.ReholdCooldown == nil {
+		d := c.Booking.HoldTTL
+		c.Booking.ReholdCooldown = &d
+	}
 	def(&c.Booking.Currency, "USD")
 	defD(&c.Booking.Payment.SessionTTL, 8*time.Minute)
 	defD(&c.Booking.Payment.ReconcileAfter, 15*time.Minute)
@@ -365,6 +383,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Booking.HoldsPerMinute < 1 {
 		bad("booking.holds_per_minute", "must be >= 1")
+	}
+	if c.Booking.HoldAttemptsPerMinute < 1 {
+		bad("booking.hold_attempts_per_minute", "must be >= 1")
+	}
+	if *c.Booking.ReholdCooldown < 0 {
+		bad("booking.rehold_cooldown", "must be >= 0 (0 = off)")
+	}
+	for i, p := range c.Gateway.TrustedProxies {
+		if _, err := ParsePrefix(p); err != nil {
+			bad(fmt.Sprintf("gateway.trusted_proxies[%d]", i), "%q is not a CIDR or an IP address", p)
+		}
 	}
 	if !currencyPattern.MatchString(c.Booking.Currency) {
 		bad("booking.currency", "%q must be an ISO 4217 code such as USD, EUR or JPY", c.Booking.Currency)
@@ -522,23 +551,74 @@ func (c *Config) EventOfShowtime(id int64) (*Event, *Showtime, bool) {
 	return nil, nil, false
 }
 
-// Rate is the admission rate in force: admit_per_second when given, else
-// backend_tps / (calls_per_user × retry_factor), rounded to whole fans per second.
+// Rate is the admission rate in force: admit_per_second when given, else the
+// capacity model's backend_tps / (calls_per_user × retry_factor) fans per
+// second, exactly: 1000 TPS, 3 calls, ×2 retries is 166.666… fans/s, which
+// the token bucket refills at as it is. Rounding it up to 167 would admit
+// 0.2% more fans than the booking core can serve; rounding only ever happens
+// for display (the event route).
 func (a Admission) Rate() float64 {
 	if a.AdmitPerSecond != nil {
 		return *a.AdmitPerSecond
 	}
 	c := a.Capacity
-	return math.Max(1, math.Round(c.BackendTPS/(c.CallsPerUser*c.RetryFactor)))
+	return math.Max(minComputedRate, c.BackendTPS/(c.CallsPerUser*c.RetryFactor))
 }
 
+// minComputedRate is the least rate the capacity model yields. A validated
+// model (every figure > 0) always gives more than 0; the bound keeps a
+// degenerate one (a backend_tps far below one call per second) admitting a fan
+// now and then rather than no one while the event says open, and is the floor
+// the queue's scripts already put under the rate for ETAs and pollAfter.
+const minComputedRate = 0.01
+
 // Cap is the most fans active at once: max_active when given, else the rate
-// times the mean session length (Little's law: L = λW).
+// times the mean session length (Little's law: L = λW), rounded down, so the
+// fans inside never need more than backend_tps: with a computed rate,
+// floor(backend_tps × session_seconds / (calls_per_user × retry_factor)),
+// 1000 × 60 / (3 × 2) = 10,000; with admit_per_second given,
+// floor(admit_per_second × session_seconds). At least 1.
 func (a Admission) Cap() int {
 	if a.MaxActive != nil {
 		return *a.MaxActive
 	}
-	return int(math.Max(1, math.Ceil(a.Rate()*a.Capacity.SessionSeconds)))
+	c := a.Capacity
+	fans := a.Rate() * c.SessionSeconds
+	if a.AdmitPerSecond == nil {
+		// From the model's own figures, so that the one division comes last.
+		fans = c.BackendTPS * c.SessionSeconds / (c.CallsPerUser * c.RetryFactor)
+	}
+	return max(1, floorExact(fans))
+}
+
+// floorExact is ⌊x⌋ for an x computed in floating point from decimal
+// figures: when x is within a relative 1e-9 of a whole number it is taken as
+// that number. The figures' decimal product or quotient may be whole while
+// the float one falls just below it: 330 × 60 / (3 × 1.1) is exactly 6,000,
+// but 3 × 1.1 is 3.3000000000000003 in binary and the quotient
+// 5999.999999999999, whose floor would lose a fan. Float error after these
+// few operations is about 1e-15 relative; a true fraction within 1e-9 of a
+// whole fan would need figures of ten significant digits.
+func floorExact(x float64) int {
+	if n := math.Round(x); math.Abs(x-n) <= 1e-9*math.Max(1, math.Abs(n)) {
+		return int(n)
+	}
+	return int(math.Floor(x))
+}
+
+// ParsePrefix reads a CIDR ("10.0.0.0/8") or a single address ("10.0.0.1",
+// as a /32 or /128), as gateway.trusted_proxies takes them.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
 }
 
 // RowLetter is the letter of row i (0-based): A, B, …

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,15 +52,18 @@ func TestValidConfigAndDefaults(t *testing.T) {
 		{"events[0].venue is optional", c.Events[0].Venue, ""},
 		{"booking.payment.session_ttl", c.Booking.Payment.SessionTTL.D(), 8 * time.Minute},
 		{"booking.payment.reconcile_after", c.Booking.Payment.ReconcileAfter.D(), 15 * time.Minute},
+		{"booking.hold_attempts_per_minute", c.Booking.HoldAttemptsPerMinute, 20},
+		{"booking.rehold_cooldown defaults to hold_ttl", c.Booking.ReholdCooldown.D(), 10 * time.Minute},
+		{"gateway.trusted_proxies", len(c.Gateway.TrustedProxies), 0},
 		{"events[0].mode", c.Events[0].Mode, "queue"},
 		{"events[0].name defaults to id", c.Events[0].Name, "premiere"},
 		{"events[0].admission.access_ttl", c.Events[0].Admission.AccessTTL.D(), 10 * time.Minute},
 		{"events[0].admission.abandon_after", c.Events[0].Admission.AbandonAfter.D(), 60 * time.Second},
 		{"events[0] rate as configured", c.Events[0].Admission.Rate(), 50.0},
 		{"events[0] cap as configured", c.Events[0].Admission.Cap(), 500},
-		// 1000 TPS / (3 calls × 2 retries) = 166.7 → 167/s; × 60 s = 10,020.
-		{"events[1] computed rate", c.Events[1].Admission.Rate(), 167.0},
-		{"events[1] computed cap (Little's law)", c.Events[1].Admission.Cap(), 10020},
+		// 1000 TPS / (3 calls × 2 retries) = 166.67/s, unrounded; × 60 s = 10,000.
+		{"events[1] computed rate", c.Events[1].Admission.Rate(), 1000.0 / 6},
+		{"events[1] computed cap (Little's law)", c.Events[1].Admission.Cap(), 10000},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -68,6 +72,62 @@ func TestValidConfigAndDefaults(t *testing.T) {
 	}
 	if _, _, ok := c.EventOfShowtime(43); !ok {
 		t.Error("EventOfShowtime(43) not found")
+	}
+}
+
+// TestComputedRateAndCap: the rate is the capacity model's exact quotient,
+// never rounded where it is used, and the cap the floor of rate × session,
+// computed so that float error never loses a fan (330 × 60 / (3 × 1.1) is
+// 6,000, not 5,999). The first row is the concert design's sizing.
+func TestComputedRateAndCap(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	n := func(v int) *int { return &v }
+	cases := []struct {
+		name     string
+		capacity config.Capacity // backend_tps, calls_per_user, retry_factor, session_seconds
+		rate     *float64        // admit_per_second, nil = computed
+		cap      *int            // max_active, nil = computed
+		wantRate float64
+		wantCap  int
+	}{
+		{"the design: 1000 TPS, 3 calls, ×2, 60 s", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, nil, nil, 1000.0 / 6, 10000},
+		{"the design with a 1 s session: 166, not 167", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 1}, nil, nil, 1000.0 / 6, 166},
+		{"half a second: 83.3 rounds down", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 0.5}, nil, nil, 1000.0 / 6, 83},
+		{"a 1.1 retry factor: exactly 6,000 (float says 5999.999…)", config.Capacity{BackendTPS: 330, CallsPerUser: 3, RetryFactor: 1.1, SessionSeconds: 60}, nil, nil, 330 / (3 * 1.1), 6000},
+		{"1.1 again: exactly 1,000 (float says 999.999…)", config.Capacity{BackendTPS: 100, CallsPerUser: 3, RetryFactor: 1.1, SessionSeconds: 33}, nil, nil, 100 / (3 * 1.1), 1000},
+		{"1.3: exactly 400 (float says 399.999…)", config.Capacity{BackendTPS: 120, CallsPerUser: 3, RetryFactor: 1.3, SessionSeconds: 13}, nil, nil, 120 / (3 * 1.3), 400},
+		{"111.1/s for 9 s: 1,000", config.Capacity{BackendTPS: 500, CallsPerUser: 3, RetryFactor: 1.5, SessionSeconds: 9}, nil, nil, 500 / 4.5, 1000},
+		{"7 TPS: 1.17/s, 70 in a minute", config.Capacity{BackendTPS: 7, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, nil, nil, 7.0 / 6, 70},
+		{"below one fan a second", config.Capacity{BackendTPS: 1, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, nil, nil, 1.0 / 6, 10},
+		{"a cap below one fan is one", config.Capacity{BackendTPS: 1, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 1}, nil, nil, 1.0 / 6, 1},
+		{"a degenerate model is held at 0.01/s", config.Capacity{BackendTPS: 0.03, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, nil, nil, 0.01, 1},
+		{"given rate, computed cap", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, f(40), nil, 40, 2400},
+		{"given rate, cap rounds down", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 3}, f(2.5), nil, 2.5, 7},
+		{"given rate, exactly 29 (float says 28.999…)", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 100}, f(0.29), nil, 0.29, 29},
+		{"given both", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, f(40), n(90), 40, 90},
+		{"given cap, computed rate", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, nil, n(500), 1000.0 / 6, 500},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := config.Admission{AdmitPerSecond: c.rate, MaxActive: c.cap, Capacity: c.capacity}
+			// wantRate is the exact quotient (Go constants are exact), so
+			// allow float error and nothing like a rounding.
+			if got := a.Rate(); math.Abs(got-c.wantRate) > 1e-12*c.wantRate {
+				t.Errorf("Rate() = %.17g; want %.17g", got, c.wantRate)
+			}
+			if got := a.Cap(); got != c.wantCap {
+				t.Errorf("Cap() = %d; want %d", got, c.wantCap)
+			}
+		})
+	}
+}
+
+// TestDesignSizingPerMinute: the design's 10,000 fans a minute is the
+// computed rate over 60 s, to float precision, not 10,020.
+func TestDesignSizingPerMinute(t *testing.T) {
+	a := config.Admission{Capacity: config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}}
+	if got := a.Rate() * 60; math.Abs(got-10000) > 1e-9 {
+		t.Errorf("Rate() × 60 = %.17g; want 10000", got)
 	}
 }
 
@@ -136,6 +196,9 @@ func TestBadConfigs(t *testing.T) {
 		{"unknown top-level key", "booking:", "bookng: {}\nbooking:", "field bookng not found"},
 		{"unknown nested key (typo)", "admit_per_second: 50", "admit_per_secnd: 50", "field admit_per_secnd not found"},
 		{"bad duration", `payment: {secret: "pay-secret"}`, "hold_ttl: \"ten minutes\"\n  payment: {secret: \"pay-secret\"}", `"ten minutes" is not a duration`},
+		{"zero hold attempts", `payment: {secret: "pay-secret"}`, "hold_attempts_per_minute: -1\n  payment: {secret: \"pay-secret\"}", "booking.hold_attempts_per_minute: must be >= 1"},
+		{"negative rehold cooldown", `payment: {secret: "pay-secret"}`, "rehold_cooldown: \"-1s\"\n  payment: {secret: \"pay-secret\"}", "booking.rehold_cooldown: must be >= 0"},
+		{"bad trusted proxy", "booking:", "gateway: {trusted_proxies: [\"10.0.0.0/8\", \"not-an-ip\"]}\nbooking:", `gateway.trusted_proxies[1]: "not-an-ip" is not a CIDR or an IP address`},
 		{"tiny hold ttl", `payment: {secret: "pay-secret"}`, "hold_ttl: \"100ms\"\n  payment: {secret: \"pay-secret\", session_ttl: \"50ms\"}", "booking.hold_ttl: must be >= 1s"},
 		{"missing ticket secret", `auth: {ticket_secret: "0123456789abcdef0123"}`, "", "auth.ticket_secret: must be set"},
 		{"short ticket secret", `ticket_secret: "0123456789abcdef0123"`, `ticket_secret: "short"`, "auth.ticket_secret: must be at least 16 characters"},
@@ -205,5 +268,29 @@ func unwrapAll(err error) error {
 			return err
 		}
 		err = u.Unwrap()
+	}
+}
+
+func TestFairPlayKeys(t *testing.T) {
+	c, err := config.Parse([]byte(strings.Replace(valid, `payment: {secret: "pay-secret"}`,
+		"rehold_cooldown: \"0s\"\n  hold_attempts_per_minute: 7\n  payment: {secret: \"pay-secret\"}", 1)+
+		"gateway: {trusted_proxies: [\"10.0.0.0/8\", \"192.168.1.7\", \"fd00::/8\"]}\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Booking.ReholdCooldown.D(); got != 0 {
+		t.Errorf("rehold_cooldown \"0s\" = %v; want 0 (off), not the hold_ttl default", got)
+	}
+	if c.Booking.HoldAttemptsPerMinute != 7 {
+		t.Errorf("hold_attempts_per_minute = %d; want 7", c.Booking.HoldAttemptsPerMinute)
+	}
+	for _, p := range []struct{ in, want string }{
+		{"10.0.0.0/8", "10.0.0.0/8"}, {"10.1.2.3/8", "10.0.0.0/8"}, {"192.168.1.7", "192.168.1.7/32"},
+		{"::ffff:192.168.1.7", "192.168.1.7/32"}, {"fd00::/8", "fd00::/8"},
+	} {
+		got, err := config.ParsePrefix(p.in)
+		if err != nil || got.String() != p.want {
+			t.Errorf("ParsePrefix(%q) = %v, %v; want %s", p.in, got, err, p.want)
+		}
 	}
 }

@@ -10,19 +10,57 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/waitroom/waitroom/internal/platform/metrics"
 )
 
 // debounce lets a burst of file events (an editor's write, rename, chmod)
 // end before the file is read.
 const debounce = 100 * time.Millisecond
 
-// Watch calls reload when the config file's folder changes (force false) and
-// on every value from hup, e.g. SIGHUP (force true), until ctx ends. It
+// Watch follows the file the config came from until ctx ends: it re-reads it
+// when it changes and on every value from hup (SIGHUP: even if unchanged),
+// and calls applied with the config it replaced and the new one after each
+// reload that put a new config in force. An edit that does not parse or
+// validate is refused once, logged with the key it names and counted
+// (waitroom_config_reload_errors_total), and the config in force stays. When
+// the file cannot be watched, SIGHUP alone reloads it (logged once). The
+// admitter and the gateway both follow their config this way.
+func (l *Live) Watch(ctx context.Context, hup <-chan os.Signal, log *slog.Logger, applied func(old, cur *Config)) {
+	if l.path == "" {
+		return
+	}
+	reload := func(force bool) {
+		old, cur, err := l.Reload(force)
+		switch {
+		case err != nil:
+			metrics.ConfigReloadErrors.Inc()
+			log.Error("config reload refused; the previous config stays in force", "path", l.path, "err", err)
+		case cur != nil:
+			metrics.ConfigReloads.Inc()
+			applied(old, cur)
+		}
+	}
+	if err := watchFile(ctx, l.path, hup, log, reload); err != nil {
+		log.Warn("config file not watched; SIGHUP reloads it", "path", l.path, "err", err)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				reload(true)
+			}
+		}
+	}
+}
+
+// watchFile calls reload when the config file's folder changes (force
+// false) and on every value from hup (force true), until ctx ends. It
 // watches the folder, not the file: editors (vim, sed -i) replace the file by
 // a rename and Kubernetes swaps a ConfigMap by re-pointing the ..data symlink,
 // and a watch on the old file would see neither. reload decides whether the
 // content changed and what to do with it.
-func Watch(ctx context.Context, path string, hup <-chan os.Signal, log *slog.Logger, reload func(force bool)) error {
+func watchFile(ctx context.Context, path string, hup <-chan os.Signal, log *slog.Logger, reload func(force bool)) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("config: watch: %w", err)

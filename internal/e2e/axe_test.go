@@ -15,7 +15,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/waitroom/waitroom/internal/platform/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 )
 
 // axeVersion is the axe-core the pages are checked with: a test-only

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/platform/stack"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
 const (

@@ -1,5 +1,5 @@
 // Package e2e holds the end-to-end tests of waitroom: the real binaries on
-// private Redis and PostgreSQL (internal/platform/stack), driven through the
+// private Redis and PostgreSQL (internal/testsupport/stack), driven through the
 // gateway by HTTP clients and by a headless Chromium, with the invariants
 // checked in Redis and PostgreSQL afterwards.
 package e2e

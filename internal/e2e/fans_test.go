@@ -12,8 +12,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/waitroom/waitroom/internal/platform/localsvc"
-	"github.com/waitroom/waitroom/internal/platform/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
 // fanEvents are the browser scenarios' events: a line that hardly moves (the

@@ -21,7 +21,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/waitroom/waitroom/internal/platform/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
 // hostile is an attacker's HTTP client: its connections come from

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/platform/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
 const reloadEvents = `  - id: "premiere"

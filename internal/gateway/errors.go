@@ -50,6 +50,8 @@ func toAPI(err error) *apiError {
 		return errInvalidTicket
 	case errors.Is(err, queue.ErrClosed):
 		return errEventClosed
+	case errors.Is(err, queue.ErrUnavailable):
+		return errUnavailable
 	}
 	var fe *fiber.Error
 	if errors.As(err, &fe) {
@@ -67,17 +69,16 @@ func toAPI(err error) *apiError {
 }
 
 // errorHandler answers every error returned by a handler in the API shape.
-// Errors that are not the contract's are logged and answered 503 when they
-// come from Redis (the only store the edge has), else 500.
+// Errors that are not the contract's are logged and answered 500; an outage
+// of Redis (the only store the edge has) is logged as one and answered 503.
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	ae := toAPI(err)
-	if ae == nil {
+	switch {
+	case ae == errUnavailable:
+		s.log.Warn("request failed: redis unavailable", "route", c.Route().Path, "method", c.Method(), "err", err)
+	case ae == nil:
 		s.log.Error("request failed", "route", c.Route().Path, "method", c.Method(), "err", err)
-		if isUnavailable(err) {
-			ae = errUnavailable
-		} else {
-			ae = errInternal
-		}
+		ae = errInternal
 	}
 	if ae.RetryAfter > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ae.RetryAfter))

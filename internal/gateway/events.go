@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -102,7 +103,7 @@ func (s *Server) eventInfo(ctx context.Context, ev *config.Event) (eventJSON, er
 	out := eventJSON{
 		ID: ev.ID, Name: ev.Name, State: state(set, s.now()),
 		Waiting: counts.Waiting, Active: counts.Active,
-		MaxActive: set.MaxActive, AdmitPerSecond: set.AdmitPerSecond,
+		MaxActive: set.MaxActive, AdmitPerSecond: displayRate(set.AdmitPerSecond),
 		OpensAt: set.OpensAt, ClosesAt: set.ClosesAt,
 		Showtimes: make([]showtimeJSON, 0, len(ev.Showtimes)),
 	}
@@ -110,6 +111,18 @@ func (s *Server) eventInfo(ctx context.Context, ev *config.Event) (eventJSON, er
 		out.Showtimes = append(out.Showtimes, showtimeJSON{ID: st.ID, Title: st.Title, StartsAt: st.StartsAt})
 	}
 	return out, nil
+}
+
+// displayRate is the rate as the event route shows it, to two decimals: the
+// computed 1000 TPS / (3 × 2) reads 166.67, not 166.66666666666666. Display
+// only: the admitter and the token bucket use the rate unrounded. A rate too
+// small for two decimals is shown as it is rather than as 0, which would
+// read as "admitting nobody".
+func displayRate(r float64) float64 {
+	if d := math.Round(r*100) / 100; d > 0 || r <= 0 {
+		return d
+	}
+	return r
 }
 
 func (s *Server) event(c *fiber.Ctx) (*config.Event, error) {

@@ -45,13 +45,13 @@ func (s *Server) gate(c *fiber.Ctx) error {
 	if c.Method() == fiber.MethodPost && path == callbackPath {
 		// The payment provider's callback carries no pass: the booking core
 		// verifies its HMAC signature itself.
-		return s.proxy.forward(c, "")
+		return s.proxy.forward(c, "", s.clientOf(c).addr.String())
 	}
 	claims, token, err := s.admitted(c, path)
 	if err != nil {
 		return err
 	}
-	if err := s.proxy.forward(c, token); err != nil {
+	if err := s.proxy.forward(c, token, s.clientOf(c).addr.String()); err != nil {
 		return err
 	}
 	if c.Method() == fiber.MethodPost && c.Response().StatusCode() == fiber.StatusCreated && holdPath.MatchString(path) {
@@ -104,7 +104,15 @@ func (s *Server) extendForHold(c *fiber.Ctx, claims pass.Claims) {
 	if err := json.Unmarshal(c.Response().Body(), &hold); err != nil || hold.ExpiresAt.IsZero() {
 		return
 	}
-	until, ok, err := s.line.Extend(c.UserContext(), claims.Event, claims.Ticket, hold.ExpiresAt)
+	// No endless window: a chain of holds keeps the place at most
+	// access_ttl + hold_ttl after it was claimed (every hold taken inside
+	// the access window lapses by then).
+	cfg := s.config()
+	window := cfg.Booking.HoldTTL.D()
+	if ev, ok := cfg.Event(claims.Event); ok {
+		window += s.settingsFor(ev).AccessTTL
+	}
+	until, ok, err := s.line.Extend(c.UserContext(), claims.Event, claims.Ticket, hold.ExpiresAt, window)
 	if err != nil || !ok {
 		if err != nil {
 			s.log.Warn("extend active window", "event", claims.Event, "err", err)
@@ -172,7 +180,7 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Pro
 // forward sends the request on with the pass as a Bearer header (never the
 // fan's cookies), and copies the answer back. A booking core that is down
 // gets 503 with Retry-After; one that does not answer in time gets 504.
-func (p *proxy) forward(c *fiber.Ctx, token string) error {
+func (p *proxy) forward(c *fiber.Ctx, token, clientAddr string) error {
 	req, resp := c.Request(), c.Response()
 	id := c.Get("X-Request-Id")
 	if !requestID.MatchString(id) {
@@ -189,7 +197,7 @@ func (p *proxy) forward(c *fiber.Ctx, token string) error {
 		req.Header.Set(fiber.HeaderAuthorization, "Bearer "+token)
 	}
 	req.Header.Set("X-Request-Id", id)
-	req.Header.Set(fiber.HeaderXForwardedFor, c.IP())
+	req.Header.Set(fiber.HeaderXForwardedFor, clientAddr)
 	req.SetHost(p.host)
 	req.UseHostHeader = false
 	err := p.hc.DoTimeout(req, resp, p.timeout)

@@ -24,14 +24,15 @@ import (
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/pass"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 const cfgYAML = `
 auth: {ticket_secret: "gateway-test-secret-0123"}
-gateway: {booking_url: "%s", joins_per_ip_per_minute: %d, proxy_timeout: "300ms"}
-booking: {payment: {secret: "p"}}
+gateway: {booking_url: "%s", joins_per_ip_per_minute: %d, proxy_timeout: "300ms"%s}
+booking: {%s}
 events:
   - id: "premiere"
     admission: {admit_per_second: 100, max_active: 100}
@@ -50,6 +51,7 @@ events:
 
 type env struct {
 	t        *testing.T
+	redis    *localsvc.Redis
 	srv      *gateway.Server
 	line     *queue.Store
 	rdb      redis.UniversalClient
@@ -66,6 +68,7 @@ type upstream struct {
 	lastAuth atomic.Value
 	lastHdr  atomic.Value
 	delay    atomic.Int64
+	holdFor  atomic.Int64 // how long a hold it grants lasts (default 20m)
 }
 
 func newUpstream(t *testing.T) *upstream {
@@ -80,7 +83,11 @@ func newUpstream(t *testing.T) *upstream {
 		w.Header().Set("Content-Type", "application/json")
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/holds") {
 			w.WriteHeader(http.StatusCreated)
-			fmt.Fprintf(w, `{"holdId":"h1","expiresAt":%q,"seats":["A1"]}`, time.Now().Add(20*time.Minute).UTC().Format(time.RFC3339Nano))
+			d := 20 * time.Minute
+			if f := u.holdFor.Load(); f > 0 {
+				d = time.Duration(f)
+			}
+			fmt.Fprintf(w, `{"holdId":"h1","expiresAt":%q,"seats":["A1"]}`, time.Now().Add(d).UTC().Format(time.RFC3339Nano))
 			return
 		}
 		fmt.Fprintf(w, `{"path":%q}`, r.URL.Path)
@@ -89,21 +96,33 @@ func newUpstream(t *testing.T) *upstream {
 	return u
 }
 
-func setup(t *testing.T, joinsPerIP int) *env {
+func setup(t *testing.T, joinsPerIP int) *env { t.Helper(); return setupWith(t, joinsPerIP, "", "") }
+
+// setupWith is setup with extra flow-style keys for the gateway: map
+// (starting with ", ") and the booking: map's content ("" = just the
+// payment secret); opts edit the gateway's options.
+func setupWith(t *testing.T, joinsPerIP int, gatewayKeys, bookingKeys string, opts ...func(*gateway.Options)) *env {
 	t.Helper()
-	_, rdb := testenv.Redis(t)
+	rs, rdb := testenv.Redis(t)
 	up := newUpstream(t)
-	cfg, err := config.Parse([]byte(fmt.Sprintf(cfgYAML, up.URL, joinsPerIP)), nil)
+	if bookingKeys == "" {
+		bookingKeys = `payment: {secret: "p"}`
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(cfgYAML, up.URL, joinsPerIP, gatewayKeys, bookingKeys)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	line := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
-	srv, err := gateway.New(gateway.Options{Config: cfg, Redis: rdb, Line: line, Signer: pass.NewSigner(priv)})
+	o := gateway.Options{Config: cfg, Line: line, Signer: pass.NewSigner(priv)}
+	for _, f := range opts {
+		f(&o)
+	}
+	srv, err := gateway.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, srv: srv, line: line, rdb: rdb, cfg: cfg, priv: priv, upstream: up}
+	return &env{t: t, redis: rs, srv: srv, line: line, rdb: rdb, cfg: cfg, priv: priv, upstream: up}
 }
 
 type resp struct {
@@ -477,6 +496,54 @@ func TestGate(t *testing.T) {
 	})
 }
 
+// TestEventRouteShowsTheDesignSizing: event "later" has no admit_per_second
+// or max_active, so both come from the default capacity model, the concert
+// design's: 1000 TPS, 3 calls, ×2 retries, 60 s. The route shows 166.67 and
+// 10,000 (not 167 and 10,020), from the config before an admitter publishes
+// and from what it publishes after, while Redis keeps the rate unrounded for
+// the token bucket.
+func TestEventRouteShowsTheDesignSizing(t *testing.T) {
+	e := setup(t, 0)
+	ev, _ := e.cfg.Event("later")
+	set := queue.SettingsFor(*ev)
+	tiny := set
+	tiny.AdmitPerSecond = 0.004
+	cases := []struct {
+		name     string
+		publish  *queue.Settings // nil: nothing published yet
+		wantRate float64
+		wantCap  float64
+	}{
+		{"from the config, before any admitter", nil, 166.67, 10000},
+		{"as an admitter published it", &set, 166.67, 10000},
+		{"a rate below two decimals is not shown as 0", &tiny, 0.004, 10000},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.publish != nil {
+				if err := e.line.PublishSettings(context.Background(), "later", *c.publish); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(1100 * time.Millisecond) // the gateway caches settings for a second
+			}
+			r := e.do(http.MethodGet, "/api/v1/events/later", nil)
+			if r.code != 200 || r.body["admitPerSecond"] != c.wantRate || r.body["maxActive"] != c.wantCap {
+				t.Errorf("event: %d %s; want admitPerSecond %v, maxActive %v", r.code, r.raw, c.wantRate, c.wantCap)
+			}
+		})
+	}
+	if err := e.line.PublishSettings(context.Background(), "later", set); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.line.Settings(context.Background(), "later")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.AdmitPerSecond != 1000.0/6 {
+		t.Errorf("rate in Redis %.17g; want 1000/6 unrounded", got.AdmitPerSecond)
+	}
+}
+
 func TestEventRouteReportsSettingsInForce(t *testing.T) {
 	e := setup(t, 0)
 	r := e.do(http.MethodGet, "/api/v1/events/premiere", nil)
@@ -536,5 +603,23 @@ func TestPagesAndProbes(t *testing.T) {
 	}
 	if bytes.Contains(m.raw, []byte(`route="/api/v1/events/premiere`)) {
 		t.Error("metrics labelled by raw path")
+	}
+}
+
+// Redis gone: the queue routes answer 503 with Retry-After (never 500), and
+// readiness says so.
+func TestRedisDownIs503(t *testing.T) {
+	e := setup(t, 0)
+	tk := e.join("premiere").body["ticket"].(string)
+	e.redis.Kill()
+	for name, r := range map[string]resp{
+		"join":   e.join("premiere"),
+		"status": e.do(http.MethodGet, "/api/v1/events/premiere/tickets/"+tk, nil),
+		"event":  e.do(http.MethodGet, "/api/v1/events/premiere", nil),
+		"readyz": e.do(http.MethodGet, "/readyz", nil),
+	} {
+		if r.code != http.StatusServiceUnavailable || r.hdr.Get("Retry-After") == "" {
+			t.Errorf("%s with Redis down: %d %s (Retry-After %q); want 503 with Retry-After", name, r.code, r.raw, r.hdr.Get("Retry-After"))
+		}
 	}
 }

@@ -207,15 +207,6 @@ func (s *Server) ticketCookie(c *fiber.Ctx, ev *config.Event) string {
 	return utils.CopyString(t)
 }
 
-// ticketCookieUntil is how long the ticket cookie lives: a day, or until an
-// hour after the sale closes.
-func (s *Server) ticketCookieUntil(set queue.Settings) time.Time {
-	if set.ClosesAt != nil && set.ClosesAt.After(s.now()) {
-		return set.ClosesAt.Add(time.Hour)
-	}
-	return s.now().Add(24 * time.Hour)
-}
-
 // roomPage: GET /e/:event — the waiting room. With the fan's ticket cookie
 // it asks the line where the fan stands (a poll, as the script's) and
 // renders it, refreshing itself at pollAfter, so that it works without
@@ -231,7 +222,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 		if s.line.CheckTicket(ev.ID, t) != nil {
 			return c.Redirect("/e/"+ev.ID+"?e=invalid_link", fiber.StatusSeeOther)
 		}
-		s.setCookie(c, ticketCookie+ev.ID, utils.CopyString(t), s.ticketCookieUntil(s.settingsFor(ev)))
+		s.setTicketCookie(c, ev, utils.CopyString(t), s.settingsFor(ev))
 		to := "/e/" + ev.ID + "?moved=1"
 		if from > 0 {
 			to += "&from=" + strconv.FormatInt(from, 10)

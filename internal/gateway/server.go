@@ -6,21 +6,20 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"net"
-	"strings"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway/web"
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -32,14 +31,14 @@ const maxBody = 64 << 10
 type Server struct {
 	cfg      *config.Live // re-read from its file on change
 	line     *queue.Store
-	rdb      redis.UniversalClient
 	signer   *pass.Signer
 	verifier *pass.Verifier
 	log      *slog.Logger
 	now      func() time.Time
 	proxy    *proxy
 
-	pages *web.Pages // the fans' pages, rendered per request
+	proxies atomic.Pointer[proxies] // gateway.trusted_proxies, parsed; swapped on reload
+	pages   *web.Pages              // the fans' pages, rendered per request
 
 	settingsMu sync.RWMutex
 	settings   map[string]queue.Settings
@@ -53,7 +52,6 @@ type Options struct {
 	Config *config.Config
 	// ConfigPath is the file Reload re-reads ("" = no reloads).
 	ConfigPath string
-	Redis      redis.UniversalClient
 	Line       *queue.Store
 	Signer     *pass.Signer
 	Log        *slog.Logger
@@ -63,7 +61,7 @@ type Options struct {
 // New builds the gateway and its routes.
 func New(o Options) (*Server, error) {
 	s := &Server{
-		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, rdb: o.Redis, signer: o.Signer, log: o.Log, now: o.Now,
+		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, signer: o.Signer, log: o.Log, now: o.Now,
 		settings: map[string]queue.Settings{},
 	}
 	if s.now == nil {
@@ -79,6 +77,8 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.proxy = p
+	ps := proxiesOf(o.Config)
+	s.proxies.Store(&ps)
 	if s.pages, err = web.NewPages(); err != nil {
 		return nil, err
 	}
@@ -116,27 +116,24 @@ func exportSeries(cfg *config.Config) {
 // config is the config in force.
 func (s *Server) config() *config.Config { return s.cfg.Load() }
 
-// Reload re-reads the config file. Events (added, removed, renamed, their
-// showtimes) and the per-IP join limit act at once; addresses, secrets, the
-// signing key and the booking URL need a restart. A file that does not
-// parse or validate is refused, logged with the key it names, counted, and
-// the previous config stays in force.
-func (s *Server) Reload() error {
-	old, cfg, err := s.cfg.Reload(false)
-	if err != nil {
-		configReloadErrors.Inc()
-		s.log.Error("config reload refused; the previous config stays in force", "path", s.cfg.Path(), "err", err)
-		return err
-	}
-	if cfg == nil {
-		return nil // the file holds what is in force, or what was refused already
-	}
-	configReloads.Inc()
+// Watch follows the config file until ctx ends (see config.Live.Watch):
+// events (added, removed, renamed, their showtimes), the per-IP join limit
+// and the trusted proxies act at once; addresses, secrets, the signing key
+// and the booking URL need a restart.
+func (s *Server) Watch(ctx context.Context, hup <-chan os.Signal) {
+	s.cfg.Watch(ctx, hup, s.log, s.applied)
+}
+
+func (s *Server) applied(old, cfg *config.Config) {
 	s.log.Info("config reloaded", "path", s.cfg.Path(), "events", len(cfg.Events), "before", len(old.Events))
 	exportSeries(cfg)
+	ps := proxiesOf(cfg)
+	s.proxies.Store(&ps)
 	s.loadSettings(context.Background())
-	return nil
 }
+
+// clientOf is the fan behind c, as the trusted proxies in force report it.
+func (s *Server) clientOf(c *fiber.Ctx) client { return s.proxies.Load().clientOf(c) }
 
 // App is the fiber application (for Listen, or app.Test in tests).
 func (s *Server) App() *fiber.App { return s.app }
@@ -154,8 +151,8 @@ func (s *Server) routes() {
 	a.Use(securityHeaders)
 	a.Use(metrics.Fiber("gateway"))
 
-	a.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok") })
-	a.Get("/readyz", s.readyz)
+	a.Get("/healthz", adaptor.HTTPHandlerFunc(health.Live))
+	a.Get("/readyz", adaptor.HTTPHandler(health.Ready(health.Check{Name: "redis", Ping: s.line.Ping})))
 	a.Get("/metrics", adaptor.HTTPHandler(metrics.Handler()))
 	a.Get("/.well-known/jwks.json", s.jwks)
 
@@ -177,42 +174,8 @@ func securityHeaders(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-func (s *Server) readyz(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
-	defer cancel()
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		c.Set(fiber.HeaderRetryAfter, "2")
-		return c.Status(fiber.StatusServiceUnavailable).SendString("redis unreachable")
-	}
-	return c.SendString("ready")
-}
-
 func (s *Server) jwks(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "application/jwk-set+json")
 	c.Set(fiber.HeaderCacheControl, "public, max-age=300")
 	return c.Send(s.signer.JWKS())
-}
-
-// isUnavailable tells a Redis outage (503, retry) from a bug (500).
-func isUnavailable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, redis.ErrClosed) ||
-		errors.Is(err, redis.ErrPoolTimeout) {
-		return true
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	var oe *net.OpError
-	if errors.As(err, &oe) {
-		return true
-	}
-	msg := err.Error()
-	for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "connection refused", "connection reset", "broken pipe", "i/o timeout"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
 }

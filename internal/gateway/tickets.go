@@ -1,10 +1,7 @@
 package gateway
 
 import (
-	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -26,14 +23,6 @@ var (
 		Help:    "Time from join to admission, observed once per ticket when its fan first sees it admitted.",
 		Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 	}, []string{"event"})
-	configReloads = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "waitroom_config_reloads_total",
-		Help: "Config files re-read and put in force.",
-	})
-	configReloadErrors = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "waitroom_config_reload_errors_total",
-		Help: "Config edits refused (unreadable, invalid YAML or failed validation); the previous config stayed in force.",
-	})
 	etaError = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "waitroom_eta_error_seconds",
 		Help:    "Actual wait minus the ETA told at join, observed at admission (positive = we were optimistic).",
@@ -89,41 +78,66 @@ func (s *Server) grant(c *fiber.Ctx, ev *config.Event, ticket, id string, until 
 func (s *Server) setCookie(c *fiber.Ctx, name, value string, expires time.Time) {
 	c.Cookie(&fiber.Cookie{
 		Name: name, Value: value, Path: "/", Expires: expires,
-		HTTPOnly: true, SameSite: fiber.CookieSameSiteLaxMode, Secure: c.Secure(),
+		HTTPOnly: true, SameSite: fiber.CookieSameSiteLaxMode, Secure: s.clientOf(c).secure,
 	})
 }
 
 func (s *Server) clearCookie(c *fiber.Ctx, name string) {
 	c.Cookie(&fiber.Cookie{Name: name, Value: "", Path: "/", Expires: time.Unix(1, 0),
-		HTTPOnly: true, SameSite: fiber.CookieSameSiteLaxMode, Secure: c.Secure()})
+		HTTPOnly: true, SameSite: fiber.CookieSameSiteLaxMode, Secure: s.clientOf(c).secure})
 }
 
 // join: POST /api/v1/events/:event/tickets
+//
+// A fan who carries a live ticket of the event (cookie or header: a bad one
+// never hides a good one, and is never an error here) gets that same place
+// back, 200, claimed exactly as a status poll claims it. Anyone else,
+// including a fan whose ticket is no longer waiting or active, gets a new
+// place at the back, 201, and that counts against the per-IP join limit.
 func (s *Server) join(c *fiber.Ctx) error {
 	ev, err := s.event(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.UserContext()
-	// The fan's live ticket, from the header or the cookie: a bad one (of
-	// another event, forged, stale) never hides a good one, and is never an
-	// error on join.
-	existing := ""
-	for _, t := range []string{c.Get(ticketHeader), c.Cookies(ticketCookie + ev.ID)} {
-		if t != "" && s.line.CheckTicket(ev.ID, t) == nil {
-			existing = t
-			break
-		}
-	}
 	set := s.settingsFor(ev)
-	if existing == "" {
-		if retry, err := s.allowJoin(ctx, c.IP()); err != nil {
-			return err
-		} else if retry > 0 {
-			return rateLimited(retry)
+	for _, t := range []string{c.Get(ticketHeader), c.Cookies(ticketCookie + ev.ID)} {
+		if t == "" || s.line.CheckTicket(ev.ID, t) != nil {
+			continue
 		}
+		ticket := utils.CopyString(t)
+		st, err := s.line.Status(ctx, ev.ID, ticket, set)
+		if err != nil {
+			return err
+		}
+		switch st.State {
+		case queue.Waiting:
+			s.setTicketCookie(c, ev, ticket, set)
+			c.Set(fiber.HeaderCacheControl, "no-store")
+			return c.JSON(waiting(ticket, st.Position))
+		case queue.Admitted:
+			s.observeAdmission(ev, st)
+			s.setTicketCookie(c, ev, ticket, set)
+			c.Set(fiber.HeaderCacheControl, "no-store")
+			out, err := s.grant(c, ev, ticket, st.ID, st.ActiveUntil)
+			if err != nil {
+				return err
+			}
+			return c.JSON(out)
+		case queue.Closed:
+			return errEventClosed
+		}
+		// Expired: the other candidate may still be live; if not, this fan
+		// gets a new place like anyone else.
 	}
-	res, err := s.line.Join(ctx, ev.ID, utils.CopyString(existing), set)
+	// A new place: counted against the fan's address, in every replica.
+	limit := *s.config().Gateway.JoinsPerIPPerMinute
+	if wait, err := s.line.AllowJoin(ctx, s.clientOf(c).addr, limit, s.now()); err != nil {
+		return err
+	} else if wait > 0 {
+		return rateLimited(int((wait + time.Second - 1) / time.Second))
+	}
+	res, err := s.line.Join(ctx, ev.ID, set)
 	switch {
 	case errors.Is(err, queue.ErrNotOpen):
 		ae := &apiError{Status: fiber.StatusForbidden, Code: "not_open", Message: "the line for this sale is not open yet"}
@@ -136,27 +150,41 @@ func (s *Server) join(c *fiber.Ctx) error {
 	case err != nil:
 		return err
 	}
-	if !res.Resumed {
-		ticketsIssued.WithLabelValues(ev.ID).Inc()
-	}
-	cookieUntil := s.now().Add(24 * time.Hour)
-	if set.ClosesAt != nil && set.ClosesAt.After(s.now()) {
-		cookieUntil = set.ClosesAt.Add(time.Hour)
-	}
-	s.setCookie(c, ticketCookie+ev.ID, res.Ticket, cookieUntil)
-	code := fiber.StatusCreated
-	if res.Resumed {
-		code = fiber.StatusOK
-	}
+	ticketsIssued.WithLabelValues(ev.ID).Inc()
+	s.setTicketCookie(c, ev, res.Ticket, set)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	if res.State == queue.Admitted {
+		// Passthrough: let in and claimed at once, after no wait.
+		waitSeconds.WithLabelValues(ev.ID).Observe(0)
 		out, err := s.grant(c, ev, res.Ticket, res.ID, res.ActiveUntil)
 		if err != nil {
 			return err
 		}
-		return c.Status(code).JSON(out)
+		return c.Status(fiber.StatusCreated).JSON(out)
 	}
-	return c.Status(code).JSON(waiting(res.Ticket, res.Position))
+	return c.Status(fiber.StatusCreated).JSON(waiting(res.Ticket, res.Position))
+}
+
+// setTicketCookie keeps the fan's ticket for as long as the sale may need it.
+func (s *Server) setTicketCookie(c *fiber.Ctx, ev *config.Event, ticket string, set queue.Settings) {
+	until := s.now().Add(24 * time.Hour)
+	if set.ClosesAt != nil && set.ClosesAt.After(s.now()) {
+		until = set.ClosesAt.Add(time.Hour)
+	}
+	s.setCookie(c, ticketCookie+ev.ID, ticket, until)
+}
+
+// observeAdmission records the wait of a ticket whose place this request
+// claimed (once per ticket: the claim happens once).
+func (s *Server) observeAdmission(ev *config.Event, st queue.Status) {
+	if !st.FirstAdmission || st.JoinedAt.IsZero() {
+		return
+	}
+	wait := s.now().Sub(st.JoinedAt)
+	waitSeconds.WithLabelValues(ev.ID).Observe(wait.Seconds())
+	if st.JoinETA != nil {
+		etaError.WithLabelValues(ev.ID).Observe((wait - *st.JoinETA).Seconds())
+	}
 }
 
 // ticketOf reads the event and the ticket of a ticket route. The store
@@ -197,19 +225,6 @@ func (s *Server) status(c *fiber.Ctx) error {
 	}
 }
 
-// observeAdmission records the wait, once per ticket: on the first poll (by
-// the API or the waiting room's page) that sees it admitted.
-func (s *Server) observeAdmission(ev *config.Event, st queue.Status) {
-	if !st.FirstAdmission || st.JoinedAt.IsZero() {
-		return
-	}
-	wait := s.now().Sub(st.JoinedAt)
-	waitSeconds.WithLabelValues(ev.ID).Observe(wait.Seconds())
-	if st.JoinETA != nil {
-		etaError.WithLabelValues(ev.ID).Observe((wait - *st.JoinETA).Seconds())
-	}
-}
-
 // leave: DELETE /api/v1/events/:event/tickets/:ticket
 func (s *Server) leave(c *fiber.Ctx) error {
 	ev, ticket, err := s.ticketOf(c)
@@ -222,27 +237,4 @@ func (s *Server) leave(c *fiber.Ctx) error {
 	s.clearCookie(c, ticketCookie+ev.ID)
 	s.clearCookie(c, accessCookie+ev.ID)
 	return c.SendStatus(fiber.StatusNoContent)
-}
-
-// allowJoin is the per-IP join limit, a fixed one-minute window counted in
-// Redis so that every gateway replica shares it. It returns the seconds to
-// wait when the limit is reached, 0 when the join may go on.
-func (s *Server) allowJoin(ctx context.Context, ip string) (int, error) {
-	limit := *s.config().Gateway.JoinsPerIPPerMinute
-	if limit == 0 {
-		return 0, nil
-	}
-	now := s.now()
-	window := now.Unix() / 60
-	key := "wr:joinlimit:{" + strings.ReplaceAll(ip, "}", "") + "}:" + strconv.FormatInt(window, 10)
-	pipe := s.rdb.Pipeline()
-	incr := pipe.Incr(ctx, key)
-	pipe.Expire(ctx, key, 2*time.Minute)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, err
-	}
-	if incr.Val() > int64(limit) {
-		return int(60 - now.Unix()%60), nil
-	}
-	return 0, nil
 }

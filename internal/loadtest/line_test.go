@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/platform/stack"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
 // placed is a ticket and the position it was given at join.
@@ -73,7 +73,7 @@ func fillLine(ctx context.Context, tb testing.TB, s *stack.Stack, event string, 
 			defer wg.Done()
 			var mine []placed
 			for next.Add(1) <= int64(n) {
-				res, err := st.Join(ctx, event, "", set)
+				res, err := st.Join(ctx, event, set)
 				if err != nil {
 					mu.Lock()
 					first = cmpErr(first, err)

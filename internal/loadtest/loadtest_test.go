@@ -17,7 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // TestMain doubles as the bare server of BenchmarkEdge: when the benchmark

@@ -22,8 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
-	"github.com/waitroom/waitroom/internal/platform/stack"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
 // The sale: fans arrive within arrivalWindow for one 15 × 20 showtime,
@@ -729,7 +729,8 @@ before their abandon deadline passed (%s here): nobody comes for those, and each
 its place until its 3-minute access window ends. Admission then waits for places to be
 freed (a confirmed booking, a fan who leaves, an access window that ends) instead of
 overloading the booking core; when they free up, the token bucket, which saves up to
-one second of admissions, lets that second in at once: the spike that follows a dip.
+one second of admissions (plus one fan), lets that second in at once: the spike that
+follows a dip.
 `, thousands(unclaimed))
 	}
 	fmt.Fprintf(&md, `

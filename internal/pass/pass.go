@@ -107,11 +107,20 @@ type Verifier struct {
 	fetchMu     sync.Mutex
 
 	parser *jwt.Parser
-	now    func() time.Time
+
+	// Now is the verifier's clock (nil = time.Now); set it before use.
+	Now func() time.Time
+}
+
+func (v *Verifier) now() time.Time {
+	if v.Now == nil {
+		return time.Now()
+	}
+	return v.Now()
 }
 
 func newVerifier() *Verifier {
-	v := &Verifier{keys: map[string]ed25519.PublicKey{}, minInterval: 5 * time.Second, now: time.Now}
+	v := &Verifier{keys: map[string]ed25519.PublicKey{}, minInterval: 5 * time.Second}
 	v.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
 		jwt.WithAudience(Audience),
@@ -141,9 +150,6 @@ func NewJWKSVerifier(url string, client *http.Client) *Verifier {
 	v.url, v.client = url, client
 	return v
 }
-
-// SetClock replaces the verifier's clock (tests).
-func (v *Verifier) SetClock(now func() time.Time) { v.now = now }
 
 // Verify checks token and returns its claims, or an error wrapping ErrInvalid
 // (or a fetch error when the JWKS cannot be read at all).

@@ -112,7 +112,7 @@ func TestJWKSVerifierFollowsKeyRotation(t *testing.T) {
 
 	v := pass.NewJWKSVerifier(srv.URL, nil)
 	clock := time.Now()
-	v.SetClock(func() time.Time { return clock })
+	v.Now = func() time.Time { return clock }
 	mint := func(s *pass.Signer) string {
 		tok, err := s.Mint("t", "e", clock, clock.Add(time.Minute))
 		if err != nil {

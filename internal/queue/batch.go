@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -17,7 +16,7 @@ import (
 // wait. Each script still runs atomically on its own; only the transport is
 // shared.
 type batcher struct {
-	rdb  redis.UniversalClient
+	rdb  rediser
 	in   chan *call
 	once sync.Once
 }
@@ -37,7 +36,7 @@ const (
 	maxBatch = 128 // calls in one pipeline
 )
 
-func newBatcher(rdb redis.UniversalClient) *batcher {
+func newBatcher(rdb rediser) *batcher {
 	return &batcher{rdb: rdb, in: make(chan *call, senders*maxBatch)}
 }
 
@@ -97,7 +96,7 @@ func (b *batcher) exec(batch []*call) {
 	for _, c := range batch {
 		// A Redis that restarted (or a new one) has no scripts cached:
 		// EVAL loads it, as script.Run does.
-		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		if isNoScript(c.cmd.Err()) {
 			c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
 		}
 		close(c.done)

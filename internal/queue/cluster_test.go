@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/internal/platform/testenv"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // TestOnRedisCluster runs every store operation through the client that
@@ -20,15 +20,11 @@ import (
 func TestOnRedisCluster(t *testing.T) {
 	c, _ := testenv.Cluster(t)
 	ctx := context.Background()
-	rdb, err := queue.NewClient(c.Seeds())
+	s, err := queue.Open(c.Seeds(), "test", secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rdb.Close()
-	if _, ok := rdb.(*redis.ClusterClient); !ok {
-		t.Fatalf("NewClient(%q) = %T; want a cluster client", c.Seeds(), rdb)
-	}
-	s := queue.NewStore(rdb, secret)
+	defer s.Close()
 	set := open()
 	set.AdmitPerSecond = 1000
 	for i, ev := range []string{"premiere", "live-20", "x"} {
@@ -40,7 +36,7 @@ func TestOnRedisCluster(t *testing.T) {
 				{"publish", func() error { return s.PublishSettings(ctx, ev, set) }},
 				{"settings", func() error { _, err := s.Settings(ctx, ev); return err }},
 				{"join+status+tick+leave", func() error {
-					r, err := s.Join(ctx, ev, "", set)
+					r, err := s.Join(ctx, ev, set)
 					if err != nil {
 						return err
 					}
@@ -56,7 +52,7 @@ func TestOnRedisCluster(t *testing.T) {
 					if _, err := s.Stats(ctx, ev); err != nil {
 						return err
 					}
-					if _, _, err := s.Extend(ctx, ev, r.ID, time.Now()); err != nil {
+					if _, _, err := s.Extend(ctx, ev, r.ID, time.Now(), time.Minute); err != nil {
 						return err
 					}
 					if err := s.Complete(ctx, ev, r.ID); err != nil {
@@ -91,7 +87,7 @@ func TestEventsSpreadOverShards(t *testing.T) {
 		if err := s.PublishSettings(ctx, events[i], set); err != nil {
 			t.Fatal(err)
 		}
-		r, err := s.Join(ctx, events[i], "", set)
+		r, err := s.Join(ctx, events[i], set)
 		if err != nil {
 			t.Fatalf("join %s: %v", events[i], err)
 		}

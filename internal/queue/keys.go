@@ -1,5 +1,7 @@
 package queue
 
+import "strconv"
+
 // keys are the Redis keys of one event. Every one carries the event's hash
 // tag {<event>}, so a script touching several of them stays on one Cluster
 // slot. wait and active are fixed by the contract (operators read them with
@@ -13,7 +15,7 @@ type keys struct {
 	settings string // JSON Settings published by the admitter
 }
 
-// keysOf is the one place key names are built.
+// keysOf and the functions below are the one place key names are built.
 func keysOf(event string) keys {
 	p := "wr:{" + event + "}:"
 	return keys{
@@ -25,3 +27,14 @@ func keysOf(event string) keys {
 		settings: p + "settings",
 	}
 }
+
+// joinLimitKey counts one address's joins in one calendar minute (unix
+// minute), shared by every gateway replica. Its own hash tag: an address is
+// not an event.
+func joinLimitKey(addr string, minute int64) string {
+	return "wr:joinlimit:{" + addr + "}:" + strconv.FormatInt(minute, 10)
+}
+
+// BookingStream is the Redis stream confirmed bookings are published to
+// (DESIGN.md: booking-events, one entry per booking, keyed by bookingId).
+const BookingStream = "booking-events"

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 func usedMemory(t testing.TB, rdb redis.UniversalClient) int64 {
@@ -44,38 +42,6 @@ func TestMemoryPerWaitingFan(t *testing.T) {
 	}
 }
 
-func TestNewClient(t *testing.T) {
-	cases := []struct {
-		url     string
-		cluster bool
-		bad     bool
-	}{
-		{"redis://127.0.0.1:6379/0", false, false},
-		{"rediss://user:pw@example.com:6380/2", false, false},
-		{"10.0.0.1:7000,10.0.0.2:7000, 10.0.0.3:7000", true, false},
-		{"10.0.0.1:7000", true, false},
-		{"", false, true},
-		{" , ", false, true},
-		{"redis://host:notaport", false, true},
-	}
-	for _, c := range cases {
-		t.Run(c.url, func(t *testing.T) {
-			rdb, err := queue.NewClient(c.url)
-			if (err != nil) != c.bad {
-				t.Fatalf("NewClient(%q) error %v; want error: %v", c.url, err, c.bad)
-			}
-			if err != nil {
-				return
-			}
-			defer rdb.Close()
-			_, isCluster := rdb.(*redis.ClusterClient)
-			if isCluster != c.cluster {
-				t.Errorf("NewClient(%q) = %T; want cluster: %v", c.url, rdb, c.cluster)
-			}
-		})
-	}
-}
-
 // fill puts n placeholder fans in the line (ids in the ticket-id shape), far
 // faster than joining them one by one.
 func fill(b testing.TB, rdb redis.UniversalClient, n int) {
@@ -103,7 +69,7 @@ func BenchmarkJoin(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := e.store.Join(context.Background(), event, "", set); err != nil {
+			if _, err := e.store.Join(context.Background(), event, set); err != nil {
 				b.Error(err)
 				return
 			}

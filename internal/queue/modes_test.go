@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +44,7 @@ func TestJoinWindows(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := setup(t)
-			r, err := e.store.Join(context.Background(), event, "", c.set)
+			r, err := e.store.Join(context.Background(), event, c.set)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("join = %v; want %v", err, c.want)
 			}
@@ -247,9 +249,10 @@ func TestPassthrough(t *testing.T) {
 	if c, _ := e.store.Counts(ctx, event); c.Active != 1 || c.Waiting != 0 {
 		t.Errorf("counts = %+v; want 1 active", c)
 	}
+	// The join itself claimed the place: the fan holds its pass already.
 	st := status(t, e.store, r.Ticket, set)
-	if st.State != queue.Admitted || !st.FirstAdmission {
-		t.Errorf("status = %+v; want admitted, first admission", st)
+	if st.State != queue.Admitted || st.FirstAdmission {
+		t.Errorf("status = %+v; want admitted, already claimed", st)
 	}
 
 	// Fans already waiting when the mode turns to passthrough go in at once,
@@ -284,7 +287,7 @@ func TestClosedWhileWaiting(t *testing.T) {
 	if st := status(t, e.store, r.Ticket, set); st.State != queue.Closed {
 		t.Errorf("past closes_at: state %v; want closed", st.State)
 	}
-	if _, err := e.store.Join(context.Background(), event, r.Ticket, set); !errors.Is(err, queue.ErrClosed) {
+	if _, err := e.store.Join(context.Background(), event, set); !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("join = %v; want ErrClosed", err)
 	}
 }
@@ -307,12 +310,93 @@ func TestCapAndBucket(t *testing.T) {
 		t.Errorf("tick at the cap admitted %d; want 0", r.Admitted)
 	}
 
-	// Capacity is one second of rate: after a long idle the burst is bounded.
+	// The bucket held far more than a second at 1,000/s while the cap bound;
+	// at 2/s a tick 1.2 s later gets the capacity: that gap's refill plus
+	// the one token a fractional rate carries, floor(2 × 1.2 + 1) = 3.
 	set.MaxActive = 1000
 	set.AdmitPerSecond = 2
+	_, ts0 := bucket(t, e)
 	time.Sleep(1200 * time.Millisecond)
-	if r := tick(t, e.store, set); r.Admitted > 2 {
-		t.Errorf("burst after idle admitted %d; want ≤ 2 (one second of rate)", r.Admitted)
+	r := tick(t, e.store, set)
+	_, ts1 := bucket(t, e)
+	span := min(max(ts1-ts0, 1000), 2000)
+	if want := int64(math.Floor(2*float64(span)/1000 + 1)); r.Admitted != want {
+		t.Errorf("burst after a %d ms idle admitted %d; want %d (the bucket's capacity)", ts1-ts0, r.Admitted, want)
+	}
+	checkBooks(t, e)
+}
+
+// bucket reads the admission token bucket: tokens, and the Redis time (ms)
+// of the tick that left them.
+func bucket(t testing.TB, e env) (float64, int64) {
+	t.Helper()
+	v, err := e.rdb.HMGet(context.Background(), "wr:{"+event+"}:bucket", "tokens", "ts").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := strconv.ParseFloat(fmt.Sprint(v[0]), 64)
+	if err != nil {
+		t.Fatalf("bucket tokens %v: %v", v[0], err)
+	}
+	ts, err := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+	if err != nil {
+		t.Fatalf("bucket ts %v: %v", v[1], err)
+	}
+	return tokens, ts
+}
+
+// TestBucketKeepsFractionalRate: at the design's computed rate, 1000/6 =
+// 166.67 fans/s, with ticks a second or a little more apart (the admitter's
+// cadence: its tick plus the tick's own duration), a waiting line gets
+// exactly rate × elapsed: admitted + tokens left − tokens at the start equals
+// the refill over the Redis time between the first and last tick, to float
+// precision, and no whole fan is lost. A bucket capped at one second of rate
+// admitted 166 a tick here, 0.4% short, and lost more the later ticks came.
+func TestBucketKeepsFractionalRate(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	set := open()
+	set.AdmitPerSecond = 1000.0 / 6
+	set.MaxActive = 1_000_000
+	set.AbandonAfter = time.Hour // these fans do not poll
+	joinMany(t, e.store, set, 1000)
+	tick(t, e.store, set)
+	tok0, ts0 := bucket(t, e)
+	var admitted int64
+	for _, gap := range []time.Duration{1000, 1040, 1003, 1100} {
+		time.Sleep(gap * time.Millisecond)
+		admitted += tick(t, e.store, set).Admitted
+	}
+	tok1, ts1 := bucket(t, e)
+	refill := set.AdmitPerSecond * float64(ts1-ts0) / 1000
+	if got := float64(admitted) + tok1 - tok0; math.Abs(got-refill) > 1e-6 {
+		t.Errorf("admitted %d + tokens %.6f − %.6f = %.6f; want the refill %.6f (166.67/s × %d ms)",
+			admitted, tok1, tok0, got, refill, ts1-ts0)
+	}
+	if float64(admitted) < refill-1-1e-6 {
+		t.Errorf("admitted %d over %d ms; want at least %.2f (rate × elapsed − 1)", admitted, ts1-ts0, refill-1)
+	}
+	checkBooks(t, e)
+}
+
+// TestBucketAfterStall: an admitter that was away for 30 s catches up with at
+// most two seconds of rate plus one token, not 30 s' worth. The stall is
+// made by moving the bucket's last tick back in Redis, not by waiting.
+func TestBucketAfterStall(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	set := open()
+	set.AdmitPerSecond = 1000.0 / 6
+	set.MaxActive = 1_000_000
+	set.AbandonAfter = time.Hour
+	joinMany(t, e.store, set, 2000)
+	tick(t, e.store, set)
+	_, ts := bucket(t, e)
+	if err := e.rdb.HSet(context.Background(), "wr:{"+event+"}:bucket", "ts", ts-30_000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := tick(t, e.store, set); r.Admitted != 334 {
+		t.Errorf("after a 30 s stall admitted %d; want 334 (floor(2 s × 166.67 + 1))", r.Admitted)
 	}
 	checkBooks(t, e)
 }
@@ -369,7 +453,7 @@ func testExtendAndComplete(t *testing.T, e env) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, ok, err := e.store.Extend(ctx, event, r.ID, c.until)
+			got, ok, err := e.store.Extend(ctx, event, r.ID, c.until, time.Hour)
 			if err != nil || !ok || !got.Equal(c.want) {
 				t.Errorf("Extend = %v, %v, %v; want %v, true", got, ok, err, c.want)
 			}
@@ -381,7 +465,7 @@ func testExtendAndComplete(t *testing.T, e env) {
 	if ok, _ := e.store.Active(ctx, event, r.ID); ok {
 		t.Error("active after Complete")
 	}
-	if _, ok, _ := e.store.Extend(ctx, event, r.ID, time.Now().Add(time.Hour)); ok {
+	if _, ok, _ := e.store.Extend(ctx, event, r.ID, time.Now().Add(time.Hour), time.Hour); ok {
 		t.Error("Extend of a completed ticket reported active")
 	}
 }

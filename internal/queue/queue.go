@@ -70,12 +70,11 @@ type Position struct {
 	PollAfter time.Duration
 }
 
-// JoinResult is the answer to a join.
+// JoinResult is the answer to a join: always a new place.
 type JoinResult struct {
-	Ticket  string // the opaque, signed ticket to hand to the fan
-	ID      string // the ticket's id (the Redis member; the access JWT's sub)
-	Resumed bool   // the fan already had a live ticket: same place, HTTP 200
-	State   State  // Waiting, or Admitted in passthrough mode
+	Ticket string // the opaque, signed ticket to hand to the fan
+	ID     string // the ticket's id (the Redis member; the access JWT's sub)
+	State  State  // Waiting, or Admitted (and claimed) in passthrough mode
 	Position
 	ActiveUntil time.Time // when State == Admitted
 }
@@ -92,8 +91,9 @@ type Status struct {
 	// carried in the signed ticket: the gateway compares it with the real
 	// wait once, when FirstAdmission is set.
 	JoinETA *time.Duration
-	// FirstAdmission is true the first time a poll sees the ticket admitted
-	// (for the join → admitted wait-time histogram).
+	// FirstAdmission is true the first time a poll (or a resuming join) sees
+	// the ticket admitted: that look claimed the place (for the join →
+	// admitted wait-time histogram).
 	FirstAdmission bool
 }
 
@@ -125,18 +125,34 @@ type Stats struct {
 	Rate float64
 }
 
-// Store runs the queue scripts on a single Redis or a Redis Cluster.
+// Store runs the queue scripts on a single Redis or a Redis Cluster. Every
+// Redis key and command of waitroom goes through it.
 type Store struct {
-	rdb    redis.UniversalClient
+	rdb    rediser
 	secret []byte
 	batch  *batcher  // pipelines the hot scripts (join, status, active) of concurrent requests
 	macs   sync.Pool // keyed HMAC-SHA256 states for tickets
+	close  func() error
 }
 
-// NewStore returns a Store over rdb (a single node or a Cluster client);
-// ticketSecret is the HMAC key of tickets (config auth.ticket_secret).
-func NewStore(rdb redis.UniversalClient, ticketSecret []byte) *Store {
+// NewStore returns a Store over rdb (a *redis.Client or *redis.ClusterClient
+// the caller owns); ticketSecret is the HMAC key of tickets (config
+// auth.ticket_secret). Processes use Open.
+func NewStore(rdb rediser, ticketSecret []byte) *Store {
 	return &Store{rdb: rdb, secret: append([]byte(nil), ticketSecret...), batch: newBatcher(rdb)}
+}
+
+// Close closes the client Open made (a no-op for NewStore's).
+func (s *Store) Close() error {
+	if s.close == nil {
+		return nil
+	}
+	return s.close()
+}
+
+// Ping reports whether Redis answers (readiness).
+func (s *Store) Ping(ctx context.Context) error {
+	return interpretError("ping", s.rdb.Ping(ctx).Err())
 }
 
 // Tick bounds: a tick skips at most maxSkip abandoned tickets (the rest go
@@ -147,21 +163,13 @@ const (
 	passthroughBatch = 10000
 )
 
-// Join puts a fan in the line of event, or resumes the live ticket they carry
-// (existing may be ""). It returns ErrNotOpen, ErrClosed, ErrInvalidTicket is
-// never returned for existing: a bad or dead existing ticket just gets a new place.
-func (s *Store) Join(ctx context.Context, event, existing string, set Settings) (JoinResult, error) {
-	var (
-		exID, exSeq string
-		ex          ticket
-		haveEx      bool
-	)
-	if existing != "" {
-		if t, err := s.decode(event, existing); err == nil {
-			ex, haveEx = t, true
-			exID, exSeq = t.id(), strconv.FormatInt(t.seq, 10)
-		}
-	}
+// Join gives a fan a new place in the line of event: at the back after
+// opening, in the lottery before it, or admitted at once in passthrough
+// mode. It returns ErrNotOpen or ErrClosed. A fan who already carries a
+// ticket is resumed with Status, never here: a ticket that is no longer
+// waiting or active must not turn into a new place without the caller's
+// say (the per-IP join limit).
+func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResult, error) {
 	random, err := newRandom()
 	if err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", err)
@@ -174,10 +182,10 @@ func (s *Store) Join(ctx context.Context, event, existing string, set Settings) 
 	res, err := s.batch.run(ctx, joinScript, []string{k.wait, k.active, k.seen, k.stats},
 		set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
-		exID, exSeq, b64.EncodeToString(random[:]), lottery, mrand.Float64(),
+		b64.EncodeToString(random[:]), lottery, mrand.Float64(),
 	).Slice()
 	if err != nil {
-		return JoinResult{}, fmt.Errorf("join: %w", err)
+		return JoinResult{}, interpretError("join", err)
 	}
 	r := reply(res)
 	switch r.str(0) {
@@ -186,36 +194,26 @@ func (s *Store) Join(ctx context.Context, event, existing string, set Settings) 
 	case "not_open":
 		return JoinResult{}, ErrNotOpen
 	}
-	resumed := r.int(1) == 1
-	t := ex
-	if !resumed {
-		t = ticket{seq: r.int(2), random: random, joinedAt: r.int(3)}
-	}
-	now := r.int(3)
-	out := JoinResult{Resumed: resumed}
+	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2)}
+	var out JoinResult
 	switch r.str(0) {
 	case "admitted":
 		out.State = Admitted
-		out.ActiveUntil = msToTime(r.int(4))
+		out.ActiveUntil = msToTime(r.int(3))
 	case "waiting":
 		out.State = Waiting
-		out.Position = position(r.int(4), r.int(5), r.float(6), now, set)
-		if !resumed && out.ETA != nil {
+		out.Position = position(r.int(3), r.int(4), r.float(5), t.joinedAt, set)
+		if out.ETA != nil {
 			ms := out.ETA.Milliseconds()
 			t.joinETA = &ms
 		}
 	default:
 		return JoinResult{}, fmt.Errorf("join: unexpected reply %v", res)
 	}
-	if resumed && haveEx {
-		out.Ticket = existing
-	} else {
-		out.Ticket = s.encode(event, t)
-	}
-	out.ID = t.id()
 	if r.err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", r.err)
 	}
+	out.Ticket, out.ID = s.encode(event, t), t.id()
 	return out, nil
 }
 
@@ -233,7 +231,7 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 		set.AccessTTL.Milliseconds(),
 	).Slice()
 	if err != nil {
-		return Status{}, fmt.Errorf("status: %w", err)
+		return Status{}, interpretError("status", err)
 	}
 	out := Status{ID: t.id(), JoinedAt: msToTime(t.joinedAt)}
 	if t.joinETA != nil {
@@ -283,7 +281,7 @@ func (s *Store) Leave(ctx context.Context, event, ticket string) error {
 	}
 	k := keysOf(event)
 	if err := leaveScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.stats}, t.id()).Err(); err != nil {
-		return fmt.Errorf("leave: %w", err)
+		return interpretError("leave", err)
 	}
 	return nil
 }
@@ -299,21 +297,24 @@ func (s *Store) Active(ctx context.Context, event, ticket string) (bool, error) 
 	}
 	exp, err := s.batch.run(ctx, activeScript, []string{keysOf(event).active}, ticket).Int64()
 	if err != nil {
-		return false, fmt.Errorf("active: %w", err)
+		return false, interpretError("active", err)
 	}
 	return exp > 0, nil
 }
 
 // Extend moves an active ticket's expiry to until if that is later than it
-// is now; never shortens it. Reports the expiry in force afterwards, and false
-// when the ticket is not active.
-func (s *Store) Extend(ctx context.Context, event, ticket string, until time.Time) (time.Time, bool, error) {
+// is now; never shortens it, and never moves it past the ticket's ceiling:
+// its claim time + window (access_ttl + hold_ttl: see extendScript).
+// Reports the expiry in force afterwards, and false when the ticket is not
+// active.
+func (s *Store) Extend(ctx context.Context, event, ticket string, until time.Time, window time.Duration) (time.Time, bool, error) {
 	if !idPattern.MatchString(ticket) {
 		return time.Time{}, false, nil
 	}
-	exp, err := extendScript.Run(ctx, s.rdb, []string{keysOf(event).active}, ticket, until.UnixMilli()).Int64()
+	k := keysOf(event)
+	exp, err := extendScript.Run(ctx, s.rdb, []string{k.active, k.seen}, ticket, until.UnixMilli(), window.Milliseconds()).Int64()
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("extend: %w", err)
+		return time.Time{}, false, interpretError("extend", err)
 	}
 	if exp == 0 {
 		return time.Time{}, false, nil
@@ -328,7 +329,7 @@ func (s *Store) Complete(ctx context.Context, event, ticket string) error {
 		return nil
 	}
 	if err := s.rdb.ZRem(ctx, keysOf(event).active, ticket).Err(); err != nil {
-		return fmt.Errorf("complete: %w", err)
+		return interpretError("complete", err)
 	}
 	return nil
 }
@@ -337,8 +338,11 @@ func (s *Store) Complete(ctx context.Context, event, ticket string) error {
 func (s *Store) Counts(ctx context.Context, event string) (Counts, error) {
 	k := keysOf(event)
 	v, err := countsScript.Run(ctx, s.rdb, []string{k.wait, k.active}).Int64Slice()
-	if err != nil || len(v) != 2 {
-		return Counts{}, fmt.Errorf("counts: %w", err)
+	if err != nil {
+		return Counts{}, interpretError("counts", err)
+	}
+	if len(v) != 2 {
+		return Counts{}, fmt.Errorf("counts: unexpected reply %v", v)
 	}
 	return Counts{Waiting: v[0], Active: v[1]}, nil
 }
@@ -347,7 +351,7 @@ func (s *Store) Counts(ctx context.Context, event string) (Counts, error) {
 func (s *Store) Stats(ctx context.Context, event string) (Stats, error) {
 	v, err := s.rdb.HMGet(ctx, keysOf(event).stats, "joined", "admitted", "abandoned", "left", "rate").Result()
 	if err != nil {
-		return Stats{}, fmt.Errorf("stats: %w", err)
+		return Stats{}, interpretError("stats", err)
 	}
 	num := func(x any) float64 {
 		str, _ := x.(string)
@@ -367,7 +371,7 @@ func (s *Store) PublishSettings(ctx context.Context, event string, set Settings)
 		return fmt.Errorf("publish settings: %w", err)
 	}
 	if err := s.rdb.Set(ctx, keysOf(event).settings, b, 0).Err(); err != nil {
-		return fmt.Errorf("publish settings: %w", err)
+		return interpretError("publish settings", err)
 	}
 	return nil
 }
@@ -380,7 +384,7 @@ func (s *Store) Settings(ctx context.Context, event string) (Settings, error) {
 		return Settings{}, ErrNoSettings
 	}
 	if err != nil {
-		return Settings{}, fmt.Errorf("settings: %w", err)
+		return Settings{}, interpretError("settings", err)
 	}
 	var set Settings
 	if err := json.Unmarshal(b, &set); err != nil {
@@ -397,7 +401,7 @@ func (s *Store) Tick(ctx context.Context, event string, set Settings) (TickResul
 		set.MaxActive, set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch,
 	).Slice()
 	if err != nil {
-		return TickResult{}, fmt.Errorf("tick: %w", err)
+		return TickResult{}, interpretError("tick", err)
 	}
 	r := reply(res)
 	out := TickResult{

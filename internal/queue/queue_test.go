@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/internal/platform/testenv"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 const event = "premiere"
@@ -101,7 +101,7 @@ func at(d time.Duration) *time.Time {
 
 func join(t testing.TB, s *queue.Store, set queue.Settings) queue.JoinResult {
 	t.Helper()
-	r, err := s.Join(context.Background(), event, "", set)
+	r, err := s.Join(context.Background(), event, set)
 	if err != nil {
 		t.Fatalf("join: %v", err)
 	}
@@ -148,7 +148,7 @@ func TestBadTicketsNeverReachRedis(t *testing.T) { onEach(t, testBadTicketsNever
 func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 	ctx := context.Background()
 	good := join(t, e.store, open()).Ticket
-	other, err := e.store.Join(ctx, "other-event", "", open())
+	other, err := e.store.Join(ctx, "other-event", open())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,55 +211,6 @@ func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 	})
 }
 
-func TestJoinResumesLiveTicket(t *testing.T) { onEach(t, testJoinResumesLiveTicket) }
-
-func testJoinResumesLiveTicket(t *testing.T, e env) {
-	ctx := context.Background()
-	set := open()
-	first := join(t, e.store, set)
-	join(t, e.store, set)
-
-	again, err := e.store.Join(ctx, event, first.Ticket, set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !again.Resumed || again.Ticket != first.Ticket || again.ID != first.ID || again.Position.Position != 1 {
-		t.Errorf("resume = %+v; want Resumed, same ticket, position 1", again)
-	}
-
-	t.Run("admitted ticket resumes admitted", func(t *testing.T) {
-		tick(t, e.store, set) // bucket starts empty: nobody yet
-		time.Sleep(100 * time.Millisecond)
-		tick(t, e.store, set)
-		r, err := e.store.Join(ctx, event, first.Ticket, set)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !r.Resumed || r.State != queue.Admitted || r.ActiveUntil.IsZero() {
-			t.Errorf("resume of admitted = %+v; want Resumed, Admitted", r)
-		}
-	})
-	t.Run("dead ticket gets a new place", func(t *testing.T) {
-		if err := e.store.Leave(ctx, event, first.Ticket); err != nil {
-			t.Fatal(err)
-		}
-		r, err := e.store.Join(ctx, event, first.Ticket, set)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Resumed || r.Ticket == first.Ticket || r.ID == first.ID {
-			t.Errorf("join with dead ticket = %+v; want a new ticket", r)
-		}
-	})
-	t.Run("invalid ticket gets a new place", func(t *testing.T) {
-		r, err := e.store.Join(ctx, event, "garbage", set)
-		if err != nil || r.Resumed {
-			t.Errorf("join with garbage = %+v, %v; want a new place", r, err)
-		}
-	})
-	checkBooks(t, e)
-}
-
 func TestConcurrentJoins(t *testing.T) { onEach(t, testConcurrentJoins) }
 
 func testConcurrentJoins(t *testing.T, e env) {
@@ -276,7 +227,7 @@ func testConcurrentJoins(t *testing.T, e env) {
 		go func() {
 			defer wg.Done()
 			<-start
-			results[i], errs[i] = e.store.Join(context.Background(), event, "", set)
+			results[i], errs[i] = e.store.Join(context.Background(), event, set)
 		}()
 	}
 	close(start)
@@ -288,7 +239,7 @@ func testConcurrentJoins(t *testing.T, e env) {
 			t.Fatalf("join %d: %v", i, errs[i])
 		}
 		tickets[r.Ticket], ids[r.ID], positions[r.Position.Position] = true, true, true
-		if r.State != queue.Waiting || r.Resumed {
+		if r.State != queue.Waiting {
 			t.Errorf("join %d = %+v; want a new waiting ticket", i, r)
 		}
 	}

@@ -24,7 +24,7 @@ func joinMany(t testing.TB, s *queue.Store, set queue.Settings, n int) []queue.J
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				r, err := s.Join(context.Background(), event, "", set)
+				r, err := s.Join(context.Background(), event, set)
 				if err != nil {
 					errs <- err
 					return

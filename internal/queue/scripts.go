@@ -15,8 +15,11 @@ import "github.com/redis/go-redis/v9"
 //     ticket's sequence number (BITFIELD u32 #seq): 4 bytes per fan. A slot
 //     holds the fan's abandon deadline in unix seconds while it waits
 //     (last poll + pollAfter told + abandon_after, rounded up), then 1 once the
-//     ticket is admitted and 0 once a poll has seen that admission (so the
-//     gateway observes the wait time exactly once per ticket).
+//     ticket is admitted, then the time (unix s) its fan claimed the place
+//     (first saw the admission): the gateway observes the wait time exactly
+//     once per ticket, and an access window can never be stretched past
+//     claim + access_ttl + hold_ttl (extendScript). 0 in an active ticket's
+//     slot is a place claimed before claim times were kept.
 //
 // Numbers that must not lose precision (the lottery score) are passed to
 // Redis as the strings Go formatted; floats are returned as strings because
@@ -46,7 +49,7 @@ end
 -- base = ahead / (4 × rate) seconds (about four polls over the wait), but
 -- never more than ahead / 250 s, so that a line that speeds up past the
 -- measured rate (a cap that stops binding, fans ahead who left) still finds
--- its fans awake: up to 167 fans/s (250 / 1.5, the jitter) nobody sleeps
+-- its fans awake: up to 166.67 fans/s (250 / 1.5, the jitter) nobody sleeps
 -- past their turn. At least the time left before opening, clamped to
 -- [1 s, 40 s], times a jitter of 1 + u/2 (u in [0,1) from the caller) so the
 -- bounds are [1 s, 60 s).
@@ -74,6 +77,23 @@ local function rate_for_eta(stats, configured)
   return configured
 end
 
+-- claim: the first look at an admitted ticket (a status poll, or a join
+-- that resumes it) claims the place: its access window then runs its full
+-- access_ttl from now, and its seen slot holds the claim time (unix s, so
+-- always > 1) from which the window's ceiling is counted (extendScript).
+-- The tick left slot = 1 (admitted, unclaimed). Returns the expiry in force
+-- and 1 if this look claimed the place, else 0.
+local function claim(active, seen, id, slot, now, now_s, exp, ttl)
+  if redis.call('BITFIELD', seen, 'GET', 'u32', slot)[1] ~= 1 then return exp, 0 end
+  redis.call('BITFIELD', seen, 'SET', 'u32', slot, now_s)
+  local full = now + ttl
+  if full > exp then
+    exp = full
+    redis.call('ZADD', active, 'XX', exp, id)
+  end
+  return exp, 1
+end
+
 local function seq_of(member)
   local p = string.match(member, '^([0-9a-z]+)%.')
   if p then return tonumber(p, 36) end
@@ -81,73 +101,60 @@ local function seq_of(member)
 end
 `
 
-// joinScript puts a fan in the line, or resumes the live ticket they carry.
+// joinScript gives a fan a new place in the line (a fan who carries a live
+// ticket is resumed by statusScript instead, so that a join can never turn
+// a dead ticket into a place for free: see Store.Join).
 //
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
-// 7 abandon_after ms, 8 existing ticket id or "", 9 existing seq or "",
-// 10 random part of a new id (base64url), 11 lottery score (a negative
-// integer, as a string), 12 jitter u in [0,1)
+// 7 abandon_after ms, 8 random part of the new id (base64url), 9 lottery
+// score (a negative integer, as a string), 10 jitter u in [0,1)
 // Returns one of
 //
 //	{"closed"} | {"not_open"}
-//	{"waiting", resumed 0|1, seq, now ms, rank (0 = next), pollAfter ms, rate}
-//	{"admitted", resumed 0|1, seq, now ms, active expiry ms}
-//
-// seq is that of the new ticket (0 when resumed).
+//	{"waiting", seq, now ms, rank (0 = next), pollAfter ms, rate}
+//	{"admitted", seq, now ms, active expiry ms}
 var joinScript = redis.NewScript(prelude + `
-local now = clock()
+local now, now_s = clock()
 local mode = ARGV[1]
 local pre, opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if mode == 'closed' or (closes and now >= closes) then return {'closed'} end
 if (pre and now < pre) or (not pre and opens and now < opens) then return {'not_open'} end
-local rate = ARGV[5]
 local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
-local u = tonumber(ARGV[12])
 
-local id, resumed, seq = ARGV[8], 0, 0
-if id ~= '' then
-  local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
-  if exp and exp > now then return {'admitted', 1, 0, now, exp} end
-  local rank = redis.call('ZRANK', KEYS[1], id)
-  if rank then
-    local poll = poll_after(rank, tonumber(rate_for_eta(KEYS[4], rate)), until_open, u)
-    redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. ARGV[9], deadline(now, poll, abandon))
-    return {'waiting', 1, 0, now, rank, poll, rate_for_eta(KEYS[4], rate)}
-  end
-end
-
-seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
+local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
 redis.call('HINCRBY', KEYS[4], 'joined', 1)
-id = b36(seq) .. '.' .. ARGV[10]
+local id = b36(seq) .. '.' .. ARGV[8]
 if mode == 'passthrough' and until_open == 0 then
+  -- Let in at once, and claimed at once: the fan holds its pass now.
   local exp = now + ttl
   redis.call('ZADD', KEYS[2], exp, id)
   redis.call('HINCRBY', KEYS[4], 'admitted', 1)
-  redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, 1)
-  return {'admitted', 0, seq, now, exp}
+  redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, now_s)
+  return {'admitted', seq, now, exp}
 end
 if until_open > 0 then
-  redis.call('ZADD', KEYS[1], ARGV[11], id)
+  redis.call('ZADD', KEYS[1], ARGV[9], id)
 else
   redis.call('ZADD', KEYS[1], seq, id)
 end
 local rank = redis.call('ZRANK', KEYS[1], id)
-local r = rate_for_eta(KEYS[4], rate)
-local poll = poll_after(rank, tonumber(r), until_open, u)
+local r = rate_for_eta(KEYS[4], ARGV[5])
+local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[10]))
 redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, deadline(now, poll, abandon))
-return {'waiting', 0, seq, now, rank, poll, r}
+return {'waiting', seq, now, rank, poll, r}
 `)
 
 // statusScript reports where a ticket stands and records that its fan is
 // still there (a new abandon deadline).
 //
-// The first poll that finds the ticket admitted claims the place: the access
-// window, which the tick opened only until the fan's abandon deadline, now
-// runs its full access_ttl from this moment.
+// The first poll (or resuming join) that finds the ticket admitted claims
+// the place (claim in the prelude): the access window, which the tick opened
+// only until the fan's abandon deadline, now runs its full access_ttl from
+// this moment.
 //
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats
 // ARGV: 1 ticket id, 2 its seq, 3 mode, 4 opens_at ms or "",
@@ -159,21 +166,12 @@ return {'waiting', 0, seq, now, rank, poll, r}
 //	{"admitted", now ms, expiry ms, first 0|1}
 //	{"waiting", now ms, rank, pollAfter ms, rate}
 var statusScript = redis.NewScript(prelude + `
-local now = clock()
+local now, now_s = clock()
 local id, slot = ARGV[1], '#' .. ARGV[2]
 local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
 if exp and exp > now then
-  local v = redis.call('BITFIELD', KEYS[3], 'GET', 'u32', slot)[1]
-  local first = 0
-  if v ~= 0 then
-    first = 1
-    redis.call('BITFIELD', KEYS[3], 'SET', 'u32', slot, 0)
-    local full = now + tonumber(ARGV[9])
-    if full > exp then
-      exp = full
-      redis.call('ZADD', KEYS[2], 'XX', exp, id)
-    end
-  end
+  local first
+  exp, first = claim(KEYS[2], KEYS[3], id, slot, now, now_s, exp, tonumber(ARGV[9]))
   return {'admitted', now, exp, first}
 end
 local rank = redis.call('ZRANK', KEYS[1], id)
@@ -215,18 +213,30 @@ if exp and exp > now then return exp end
 return 0
 `)
 
-// extendScript moves an active ticket's expiry later, never earlier.
+// extendScript moves an active ticket's expiry later, never earlier, and
+// never past its ceiling: claim time + the longest window (access_ttl +
+// hold_ttl), so that no chain of holds keeps a place for ever. A place
+// whose claim time is unknown (claimed before claim times were kept, slot 0)
+// is counted as claimed now.
 //
-// KEYS: 1 active
-// ARGV: 1 ticket id, 2 wanted expiry ms
+// KEYS: 1 active, 2 seen
+// ARGV: 1 ticket id, 2 wanted expiry ms, 3 longest window after the claim ms
 // Returns the expiry in force afterwards (ms), or 0 when not active.
 var extendScript = redis.NewScript(prelude + `
-local now = clock()
+local now, now_s = clock()
 local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
 if not exp or exp <= now then return 0 end
-local want = tonumber(ARGV[2])
+local seq = seq_of(ARGV[1])
+if not seq then return exp end
+local slot = '#' .. seq
+local claimed = redis.call('BITFIELD', KEYS[2], 'GET', 'u32', slot)[1]
+if claimed <= 1 then
+  claimed = now_s
+  redis.call('BITFIELD', KEYS[2], 'SET', 'u32', slot, claimed)
+end
+local want = math.min(tonumber(ARGV[2]), claimed * 1000 + tonumber(ARGV[3]))
 if want > exp then
-  redis.call('ZADD', KEYS[1], 'XX', ARGV[2], ARGV[1])
+  redis.call('ZADD', KEYS[1], 'XX', want, ARGV[1])
   return want
 end
 return exp
@@ -246,9 +256,20 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 // (the script runs whole or not at all).
 //
 //  1. drop actives whose window ended;
-//  2. refill the token bucket at rate (capacity max(1, rate): one second);
-//     nothing accrues while admission is stopped (paused, closed, before
-//     opening, outside closes_at, passthrough), so resuming never bursts;
+//  2. refill the token bucket at rate, exactly, however fractional (the
+//     computed 1000/6 = 166.67/s admits 10,000 a minute, not 9,960). Its
+//     capacity is one tick's refill, counting the tick as at least one
+//     second and at most two, plus one token: the fraction of a fan a
+//     fractional rate carries to the next tick. So a line that waits gets
+//     rate × elapsed to within one fan whether ticks come every 20 ms or a
+//     little more than a second apart (an admitter's tick plus the tick's
+//     own duration), while fans arriving at an empty line get at most one
+//     tick's refill plus one at once (a second's at the usual tick), and a
+//     stalled admitter catches up with at most two seconds' worth plus one.
+//     A tick longer than two seconds (admitter.tick) therefore admits less
+//     than the rate. Nothing accrues while admission is stopped (paused,
+//     closed, before opening, outside closes_at, passthrough), so resuming
+//     never bursts;
 //  3. n = min(floor(tokens), max_active − active, waiting) in queue mode;
 //     every waiting fan (up to the batch) in passthrough;
 //  4. pop from the front; a fan whose abandon deadline passed is dropped and
@@ -285,7 +306,8 @@ local n = 0
 if queueing then
   local dt = now - ts
   if dt < 0 then dt = 0 end
-  tokens = math.min(math.max(1, rate), tokens + dt * rate / 1000)
+  local span = math.min(math.max(dt, 1000), 2000)
+  tokens = math.min(tokens + dt * rate / 1000, span * rate / 1000 + 1)
   n = math.min(math.floor(tokens), cap - active, waiting)
 else
   tokens = 0

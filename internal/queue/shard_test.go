@@ -46,7 +46,7 @@ func BenchmarkShardCost(b *testing.B) {
 		op   func(e env, tickets []string, i int) error
 	}{
 		{"join", func(e env, _ []string, _ int) error {
-			_, err := e.store.Join(context.Background(), event, "", set)
+			_, err := e.store.Join(context.Background(), event, set)
 			return err
 		}},
 		{"status", func(e env, tickets []string, i int) error {

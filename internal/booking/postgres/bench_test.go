@@ -20,7 +20,7 @@ import (
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/payment"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // Benchmarks of the hold path (run with `make bench`, or
@@ -41,15 +41,9 @@ type benchEnv struct {
 
 func benchSetup(b *testing.B, events []config.Event) *benchEnv {
 	b.Helper()
-	// The pool as `booking serve` builds it (ConfigurePool), 32 connections.
+	// The pool as `booking serve` builds it (Open), 32 connections.
 	url := testenv.Database(b, "booking", Migrate)
-	pcfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pcfg.MaxConns = 32
-	ConfigurePool(pcfg)
-	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	pool, err := Open(context.Background(), url)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,7 +53,8 @@ func benchSetup(b *testing.B, events []config.Event) *benchEnv {
 		b.Fatal(err)
 	}
 	cfg := &config.Config{Events: events}
-	set := booking.Settings{HoldTTL: benchTTL, SessionTTL: benchTTL / 2, MaxSeatsPerHold: 8, HoldsPerMinute: 5}
+	set := booking.Settings{HoldTTL: benchTTL, SessionTTL: benchTTL / 2, MaxSeatsPerHold: 8, HoldsPerMinute: 5,
+		HoldAttemptsPerMinute: 20, ReholdCooldown: benchTTL}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	sim := payment.NewSimulator(payment.SimulatorConfig{Manual: true}, nil, log)
 	b.Cleanup(sim.Close)
@@ -68,7 +63,7 @@ func benchSetup(b *testing.B, events []config.Event) *benchEnv {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, booking.RealTicker, 200*time.Millisecond)
+		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, 200*time.Millisecond)
 	}()
 	b.Cleanup(func() { cancel(); <-done })
 	return &benchEnv{pool: pool, store: store, svc: booking.NewService(store, sim, cfg, set, log)}

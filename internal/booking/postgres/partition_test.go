@@ -16,7 +16,7 @@ import (
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/payment"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // partitioned are the tables migration 002 partitions by showtime.
@@ -38,9 +38,35 @@ func showtimes(ids ...int64) []config.Event {
 func holdReq(showtime int64, customer string, seats []string, ga map[string]int) booking.HoldRequest {
 	r := booking.HoldRequest{
 		HoldID: booking.NewID(), Event: "live", ShowtimeID: showtime, Customer: customer,
-		Seats: seats, GA: ga, AmountCents: 100, TTL: time.Hour, MaxPlaces: 20, HoldsPerMinute: 100,
+		Seats: seats, GA: ga, AmountCents: 100, TTL: time.Hour, MaxPlaces: 20, HoldsPerMinute: 100, AttemptsPerMinute: 100,
 	}
 	return r
+}
+
+// legacyHold writes a hold as releases before 003 did (seats, places and the
+// hold row, an hour long), and returns its id.
+func legacyHold(t *testing.T, pool *pgxpool.Pool, showtime int64, customer string, seats []string, ga map[string]int) string {
+	t.Helper()
+	ctx := context.Background()
+	id := booking.NewID()
+	places := len(seats)
+	for _, n := range ga {
+		places += n
+	}
+	gaJSON, _ := json.Marshal(ga)
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO holds (id, event_id, showtime_id, customer_id, seats, ga, places, amount_cents, created_at, expires_at)
+	         VALUES ($1, 'live', $2, $3, $4, $5, $6, 100, now(), now() + interval '1 hour')`, id, showtime, customer, seats, gaJSON, places)
+	b.Queue(`UPDATE seats SET status = 'HELD', hold_id = $1, customer_id = $3, hold_expires_at = now() + interval '1 hour'
+	          WHERE showtime_id = $2 AND seat_code = ANY($4)`, id, showtime, customer, seats)
+	for code, n := range ga {
+		b.Queue(`INSERT INTO ga_places (hold_id, showtime_id, block_code, places, status, expires_at)
+		         VALUES ($1, $2, $3, $4, 'HELD', now() + interval '1 hour')`, id, showtime, code, n)
+	}
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatalf("legacy hold: %v", err)
+	}
+	return id
 }
 
 // dump is every row of the three tables, in a stable order, as JSON lines:
@@ -74,7 +100,7 @@ func dump(t *testing.T, pool *pgxpool.Pool) string {
 // its showtime, and the holds, payments and releases started before go on.
 func TestMigratePartitionsExistingData(t *testing.T) {
 	ctx := context.Background()
-	pool, url := testenv.Pool(t, "booking_001", func(ctx context.Context, url string) error {
+	pool, url := testenv.Pool(t, "booking_001", Open, func(ctx context.Context, url string) error {
 		return migrateUpTo(ctx, url, "001_booking")
 	})
 	var kind string
@@ -87,15 +113,10 @@ func TestMigratePartitionsExistingData(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Held (seats and places), sold, released, and a checkout whose payment
-	// will come after the migration.
-	held, err := store.Hold(ctx, holdReq(1, "ann", []string{"A1", "A2"}, map[string]int{"FLOOR": 3}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sold, err := store.Hold(ctx, holdReq(2, "bob", []string{"B1"}, map[string]int{"FLOOR": 2}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// will come after the migration: written as a release of that time wrote
+	// them (today's hold statement needs what 003 adds).
+	held := legacyHold(t, pool, 1, "ann", []string{"A1", "A2"}, map[string]int{"FLOOR": 3})
+	sold := legacyHold(t, pool, 2, "bob", []string{"B1"}, map[string]int{"FLOOR": 2})
 	pay := func(holdID, customer, key string) booking.Checkout {
 		c, err := store.Checkout(ctx, booking.CheckoutRequest{HoldID: holdID, Customer: customer, IdempotencyKey: key, SessionTTL: time.Minute},
 			func(_ context.Context, bookingID string, _ int64, ttl time.Duration) (payment.Session, error) {
@@ -106,28 +127,31 @@ func TestMigratePartitionsExistingData(t *testing.T) {
 		}
 		return c
 	}
-	if s, err := store.Settle(ctx, pay(sold.ID, "bob", "k1").PaymentID, payment.Succeeded); err != nil || s.Outcome != booking.Confirmed {
+	if s, err := store.Settle(ctx, pay(sold, "bob", "k1").PaymentID, payment.Succeeded); err != nil || s.Outcome != booking.Confirmed {
 		t.Fatalf("settle before migration: %+v, %v", s, err)
 	}
-	gone, err := store.Hold(ctx, holdReq(3, "cat", []string{"C4"}, map[string]int{"FLOOR": 1}))
-	if err != nil {
-		t.Fatal(err)
+	gone := legacyHold(t, pool, 3, "cat", []string{"C4"}, map[string]int{"FLOOR": 1})
+	for _, q := range []string{
+		`UPDATE seats SET status = 'AVAILABLE', hold_id = NULL, customer_id = NULL, hold_expires_at = NULL WHERE hold_id = $1`,
+		`UPDATE ga_places SET status = 'RELEASED' WHERE hold_id = $1`,
+		`UPDATE holds SET status = 'RELEASED' WHERE id = $1`,
+	} {
+		if _, err := pool.Exec(ctx, q, gone); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := store.Release(ctx, gone.ID, "cat"); err != nil {
-		t.Fatal(err)
-	}
-	pending, err := store.Hold(ctx, holdReq(4, "dan", []string{"A3"}, map[string]int{"FLOOR": 4}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pendingPay := pay(pending.ID, "dan", "k2")
+	pending := legacyHold(t, pool, 4, "dan", []string{"A3"}, map[string]int{"FLOOR": 4})
+	pendingPay := pay(pending, "dan", "k2")
 	before := dump(t, pool)
 
-	if err := Migrate(ctx, url); err != nil {
+	if err := migrateUpTo(ctx, url, "002_partition_by_showtime"); err != nil {
 		t.Fatalf("migrate 002 on data: %v", err)
 	}
 	if after := dump(t, pool); after != before {
 		t.Fatalf("rows changed by the migration:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if err := Migrate(ctx, url); err != nil {
+		t.Fatalf("migrate the rest on data: %v", err)
 	}
 	for _, table := range partitioned {
 		var kind string
@@ -168,7 +192,7 @@ SELECT max(n), count(DISTINCT p) FROM (
 	if s, err := store.Settle(ctx, pendingPay.PaymentID, payment.Succeeded); err != nil || s.Outcome != booking.Confirmed {
 		t.Fatalf("settle after migration: %+v, %v", s, err)
 	}
-	if err := store.Release(ctx, held.ID, "ann"); err != nil {
+	if err := store.Release(ctx, held, "ann"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Hold(ctx, holdReq(1, "eve", []string{"A2", "A4"}, map[string]int{"FLOOR": 10})); err != nil {
@@ -201,7 +225,7 @@ SELECT string_agg(showtime_id || ':' || places || '=' || status, ' ' ORDER BY sh
 // start). EXPLAIN (FORMAT JSON) on the real database.
 func TestHoldPrunes(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := testenv.Pool(t, "booking", Migrate)
+	pool, _ := testenv.Pool(t, "booking", Open, Migrate)
 	store := New(pool)
 	if _, err := store.Seed(ctx, showtimes(1, 2, 3, 4, 5, 6, 7, 8)); err != nil {
 		t.Fatal(err)
@@ -238,7 +262,7 @@ func TestHoldPrunes(t *testing.T) {
 		}{
 			{"lock customer", sqlLockCustomer, `'live', 'zed'`, nil},
 			{"lock blocks", sqlLockBlocks, fmt.Sprintf(`%d, '{FLOOR}'`, st), []string{"ga_blocks"}},
-			{"hold", sqlHold, fmt.Sprintf(`'live', 'zed', %d, '{A2,C3}', '%s', '{"FLOOR": 1}', 3, 300, 600000000, '{FLOOR}', '{1}', 5, 8`, st, hold),
+			{"hold", sqlHold, fmt.Sprintf(`'live', 'zed', %d, '{A2,C3}', '%s', '{"FLOOR": 1}', 3, 300, 600000000, '{FLOOR}', '{1}', 5, 8, 600000000, 20`, st, hold),
 				[]string{"seats", "ga_blocks", "ga_places"}},
 			{"seat map", sqlSeatMap, fmt.Sprint(st), []string{"seats"}},
 			{"block map", sqlBlockMap, fmt.Sprint(st), []string{"ga_blocks", "ga_places"}},
@@ -373,7 +397,7 @@ func slicesContains(s []string, v string) bool {
 // an error anywhere undoes everything.
 func TestPipelineIsOneTransaction(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := testenv.Pool(t, "booking", Migrate)
+	pool, _ := testenv.Pool(t, "booking", Open, Migrate)
 	var x1, x2, x3 string
 	b := &pgx.Batch{}
 	b.Queue(sqlLockCustomer, "live", "ann")
@@ -400,27 +424,27 @@ func TestPipelineIsOneTransaction(t *testing.T) {
 	}
 }
 
-// ConfigurePool gives every connection generic plans, unless the URL chose.
-func TestConfigurePool(t *testing.T) {
+// Open gives every connection generic plans and 32 connections, unless the
+// URL chose.
+func TestOpen(t *testing.T) {
 	url := testenv.Database(t, "booking", Migrate)
-	for _, c := range []struct{ url, want string }{
-		{url, "force_generic_plan"},
-		{url + "&plan_cache_mode=auto", "auto"},
+	for _, c := range []struct {
+		url, want string
+		conns     int32
+	}{
+		{url, "force_generic_plan", 32},
+		{url + "&plan_cache_mode=auto&pool_max_conns=5", "auto", 5},
 	} {
-		cfg, err := pgxpool.ParseConfig(c.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ConfigurePool(cfg)
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		pool, err := Open(context.Background(), c.url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got string
 		err = pool.QueryRow(context.Background(), `SHOW plan_cache_mode`).Scan(&got)
+		conns := pool.Config().MaxConns
 		pool.Close()
-		if err != nil || got != c.want {
-			t.Errorf("%s: plan_cache_mode = %q, %v; want %q", c.url, got, err, c.want)
+		if err != nil || got != c.want || conns != c.conns {
+			t.Errorf("%s: plan_cache_mode = %q, %v, %d connections; want %q, %d", c.url, got, err, conns, c.want, c.conns)
 		}
 	}
 }

@@ -7,12 +7,12 @@ import (
 
 	"github.com/waitroom/waitroom/internal/booking/postgres"
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 func TestMigrateTwiceChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	pool, url := testenv.Pool(t, "booking", postgres.Migrate)
+	pool, url := testenv.Pool(t, "booking", postgres.Open, postgres.Migrate)
 	if err := postgres.Migrate(ctx, url); err != nil {
 		t.Fatalf("second migrate: %v", err)
 	}
@@ -28,7 +28,7 @@ func TestMigrateTwiceChangesNothing(t *testing.T) {
 
 func TestSeedUpsertsWithoutTouchingHeldOrSold(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := testenv.Pool(t, "booking", postgres.Migrate)
+	pool, _ := testenv.Pool(t, "booking", postgres.Open, postgres.Migrate)
 	store := postgres.New(pool)
 	events := func(rows, capacity int) []config.Event {
 		return []config.Event{{ID: "live", Showtimes: []config.Showtime{{

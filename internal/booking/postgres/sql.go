@@ -44,32 +44,61 @@ SELECT code FROM ga_blocks
 	// $1 event, $2 customer, $3 showtime, $4 sorted seat codes, $5 hold id,
 	// $6 GA as JSON, $7 places asked (seats + GA), $8 amount, $9 TTL in
 	// microseconds, $10 sorted block codes, $11 places per block (same
-	// order), $12 holds per minute, $13 places a customer may hold.
+	// order), $12 holds per minute, $13 places a customer may hold, $14 the
+	// re-hold cool-down in microseconds, $15 hold attempts per minute.
 	//
 	// Decisions, each a condition of the statement, never a read followed by
 	// a write in Go:
-	//   - lim: the customer's holds in the last minute and places held now
-	//     across the event (the customer lock makes them exact);
+	//   - mine: the customer's holds that matter now (live, taken in the last
+	//     minute, or cooling down), one range of holds_by_customer_expiry;
+	//   - lim: holds taken in the last minute, refusals in the last minute
+	//     (hold_refusals), places held now across the event; the customer
+	//     lock makes them exact;
+	//   - cooling: the seats of this showtime the customer released or let
+	//     lapse within the cool-down: out of their reach (the reference
+	//     design's open loophole: release and take again for ever);
 	//   - avail: capacity left in each asked block (blocks locked before);
-	//   - ok: limits and blocks allow the hold;
+	//   - ok: the attempt limit (holds + refusals in the last minute), the
+	//     hold limits and the blocks allow the hold;
 	//   - locked: locks, in code order, the asked seats that are AVAILABLE or
-	//     lapsed, only if ok;
+	//     lapsed and not cooling, only if ok;
 	//   - taken: THE conditional UPDATE: takes them only if every asked seat
 	//     was locked, so it changes all of them or none;
 	//   - hold, places: the hold row and GA rows, only if ok and all seats
-	//     were taken.
+	//     were taken;
+	//   - refused: a request the rate limits let through but that took
+	//     nothing is an attempt too: recorded (trimmed to the last minute).
+	//     A 429 records nothing, and a success is counted by its holds row.
 	// The last SELECT is one row: what Go needs to name a refusal (the limits,
 	// the seats that could be taken, the blocks), read in the same snapshot,
 	// and the new expiry, NULL unless the hold was written.
 	sqlHold = `
-WITH lim AS (
+WITH mine AS (
+    SELECT seats, showtime_id, places, status, created_at, expires_at, ended_at
+      FROM holds
+     WHERE event_id = $1 AND customer_id = $2
+       AND expires_at > statement_timestamp() - greatest($14::bigint * interval '1 microsecond', interval '1 minute')
+), refusals AS (
+    SELECT t FROM hold_refusals r, unnest(r.at) AS t
+     WHERE r.event_id = $1 AND r.customer_id = $2 AND t > statement_timestamp() - interval '1 minute'
+), lim AS (
     SELECT statement_timestamp() AS now,
            count(*) FILTER (WHERE created_at > statement_timestamp() - interval '1 minute') AS recent,
            min(created_at) FILTER (WHERE created_at > statement_timestamp() - interval '1 minute') AS oldest,
-           coalesce(sum(places) FILTER (WHERE status = 'HELD' AND expires_at > statement_timestamp()), 0) AS held
-      FROM holds
-     WHERE event_id = $1 AND customer_id = $2
-       AND (created_at > statement_timestamp() - interval '1 minute' OR status = 'HELD')
+           coalesce(sum(places) FILTER (WHERE status = 'HELD' AND expires_at > statement_timestamp()), 0) AS held,
+           (SELECT count(*) FROM refusals) AS refused,
+           (SELECT min(t) FROM refusals) AS oldest_refusal
+      FROM mine
+), cooling AS (
+    SELECT DISTINCT unnest(seats) AS seat_code
+      FROM mine
+     WHERE showtime_id = $3
+       AND CASE WHEN status = 'RELEASED'
+                THEN ended_at > statement_timestamp() - $14::bigint * interval '1 microsecond'
+                WHEN status IN ('HELD', 'EXPIRED')
+                THEN expires_at <= statement_timestamp()
+                 AND expires_at > statement_timestamp() - $14::bigint * interval '1 microsecond'
+                ELSE false END
 ), avail AS (
     SELECT b.code, w.n AS want, b.capacity - coalesce(sum(p.places), 0) AS left_
       FROM unnest($10::text[], $11::int[]) AS w(code, n)
@@ -80,15 +109,18 @@ WITH lim AS (
        AND (p.status = 'BOOKED' OR p.expires_at > statement_timestamp())
      GROUP BY b.code, w.n, b.capacity
 ), ok AS (
-    SELECT NOT (lim.recent >= $12::int AND lim.oldest IS NOT NULL)
+    SELECT rated, rated
            AND lim.held + $7::int <= $13::int
            AND (SELECT count(*) FROM avail) = cardinality($10::text[])
            AND NOT EXISTS (SELECT 1 FROM avail WHERE want > left_) AS allowed
-      FROM lim
+      FROM lim,
+           LATERAL (SELECT NOT (lim.recent >= $12::int AND lim.oldest IS NOT NULL)
+                           AND lim.recent + lim.refused < $15::int AS rated) AS r
 ), locked AS (
     SELECT seat_code FROM seats
      WHERE showtime_id = $3 AND seat_code = ANY($4::text[])
        AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= statement_timestamp()))
+       AND NOT EXISTS (SELECT 1 FROM cooling c WHERE c.seat_code = seats.seat_code)
        AND (SELECT allowed FROM ok)
      ORDER BY seat_code
        FOR UPDATE
@@ -112,21 +144,32 @@ WITH lim AS (
     INSERT INTO ga_places (hold_id, showtime_id, block_code, places, status, expires_at)
     SELECT $5, $3, w.code, w.n, 'HELD', h.expires_at
       FROM unnest($10::text[], $11::int[]) AS w(code, n), hold h
+), refused AS (
+    INSERT INTO hold_refusals AS r (event_id, customer_id, at)
+    SELECT $1, $2, ARRAY[statement_timestamp()]
+     WHERE (SELECT rated FROM ok) AND NOT EXISTS (SELECT 1 FROM hold)
+    ON CONFLICT (event_id, customer_id) DO UPDATE
+       SET at = ARRAY(SELECT t FROM unnest(r.at) AS t
+                       WHERE t > statement_timestamp() - interval '1 minute' ORDER BY t) || statement_timestamp()
 )
-SELECT lim.now, lim.recent, lim.oldest, lim.held,
+SELECT lim.now, lim.recent, lim.oldest, lim.held, lim.refused, lim.oldest_refusal,
        coalesce((SELECT array_agg(seat_code ORDER BY seat_code) FROM locked), '{}'),
        (SELECT count(*) FROM avail),
        (SELECT min(code) FROM avail WHERE want > left_),
        (SELECT expires_at FROM hold)
   FROM lim`
 
-	// $1 showtime. One indexed read (the primary key's prefix).
+	// $1 showtime. One indexed read (the primary key's prefix) of the
+	// showtime's partition. No ORDER BY: SeatMap sorts in Go. Sorting in the
+	// database cost a 50,000-seat showtime 81 of its 96 ms on the primary
+	// (past work_mem, the sort spilled to disk), and an index in map order
+	// did not help the generic plan, which sizes a showtime by the average
+	// (docs/BOOKING.md, "The seat map on 250,000 seats").
 	sqlSeatMap = `
 SELECT seat_code, row_label, seat_number,
        CASE WHEN status = 'HELD' AND hold_expires_at <= now() THEN 'AVAILABLE' ELSE status END
   FROM seats
- WHERE showtime_id = $1
- ORDER BY row_label, seat_number`
+ WHERE showtime_id = $1`
 
 	// $1 showtime.
 	sqlBlockMap = `
@@ -161,8 +204,10 @@ UPDATE seats
  WHERE showtime_id = $1 AND seat_code = ANY($2::text[]) AND hold_id = $3 AND status = 'HELD'`
 
 	// $1 showtime, $2 hold.
-	sqlReleaseGA   = `UPDATE ga_places SET status = 'RELEASED' WHERE showtime_id = $1 AND hold_id = $2 AND status = 'HELD'`
-	sqlReleaseHold = `UPDATE holds SET status = 'RELEASED' WHERE id = $1`
+	sqlReleaseGA = `UPDATE ga_places SET status = 'RELEASED' WHERE showtime_id = $1 AND hold_id = $2 AND status = 'HELD'`
+	// ended_at starts the customer's cool-down on the hold's seats: now, or
+	// when the hold lapsed if it already had.
+	sqlReleaseHold = `UPDATE holds SET status = 'RELEASED', ended_at = least(statement_timestamp(), expires_at) WHERE id = $1`
 
 	// $1 customer, $2 key. Always one row: now (after the hold lock) and the
 	// booking already made with that key, if any.
@@ -171,10 +216,12 @@ SELECT statement_timestamp(), b.id, b.hold_id, b.payment_id, b.payment_url, b.pa
   FROM (SELECT 1) AS one
   LEFT JOIN bookings b ON b.customer_id = $1 AND b.idempotency_key = $2`
 
+	// $1 hold. Always one row: the hold's live booking (at most one, by
+	// bookings_one_live_per_hold), or NULLs.
 	sqlLiveBooking = `
-SELECT id, payment_id, payment_url, payment_expires_at
-  FROM bookings
- WHERE hold_id = $1 AND status IN ('PENDING', 'CONFIRMED')`
+SELECT b.id, b.payment_id, b.payment_url, b.payment_expires_at
+  FROM (SELECT 1) AS one
+  LEFT JOIN bookings b ON b.hold_id = $1 AND b.status IN ('PENDING', 'CONFIRMED')`
 
 	sqlInsertBooking = `
 INSERT INTO bookings (id, hold_id, event_id, showtime_id, customer_id, idempotency_key, status,
@@ -221,12 +268,16 @@ INSERT INTO outbox (booking_id, event_type, payload, event_id, customer_id) VALU
 INSERT INTO refunds (payment_id, booking_id, amount_cents, status) VALUES ($1, $2, $3, 'REQUESTED')
 ON CONFLICT (payment_id) DO NOTHING`
 
+	// $1 payment. The provider acknowledged the refund: it is DONE and its
+	// booking (FAILED) REFUNDED, once; a second acknowledgement changes nothing.
 	sqlRefundDone = `
-UPDATE refunds SET status = 'DONE', done_at = now()
- WHERE payment_id = $1 AND status = 'REQUESTED'
-RETURNING booking_id`
-
-	sqlBookingRefunded = `UPDATE bookings SET status = 'REFUNDED', updated_at = now() WHERE id = $1 AND status = 'FAILED'`
+WITH done AS (
+    UPDATE refunds SET status = 'DONE', done_at = now()
+     WHERE payment_id = $1 AND status = 'REQUESTED'
+    RETURNING booking_id
+)
+UPDATE bookings SET status = 'REFUNDED', updated_at = now()
+ WHERE id = (SELECT booking_id FROM done) AND status = 'FAILED'`
 
 	sqlBooking = `
 SELECT b.id, b.status, h.seats, h.ga, b.showtime_id, b.amount_cents
@@ -276,14 +327,29 @@ UPDATE holds h SET status = 'EXPIRED'
   FROM expired e
  WHERE h.id = e.id AND h.status = 'HELD'`
 
-	// $1 age in seconds, $2 limit.
+	// $1 age in seconds, $2 and $3 the last one seen (created_at, payment
+	// id), $4 limit. Keyset pages, oldest first: a pass of the reconciler
+	// goes through every stale payment, however many the provider keeps
+	// answering PENDING, so none is starved by older ones.
 	sqlStalePayments = `
-SELECT payment_id FROM payments
+SELECT payment_id, created_at FROM payments
  WHERE status = 'PENDING' AND created_at <= now() - make_interval(secs => $1)
- ORDER BY created_at
- LIMIT $2`
+   AND (created_at, payment_id) > ($2::timestamptz, $3::text)
+ ORDER BY created_at, payment_id
+ LIMIT $4`
 
-	sqlPendingRefunds = `SELECT payment_id FROM refunds WHERE status = 'REQUESTED' ORDER BY created_at LIMIT $1`
+	// $1 and $2 the last one seen, $3 limit. As sqlStalePayments: every
+	// unacknowledged refund is asked for again in each pass.
+	sqlPendingRefunds = `
+SELECT payment_id, created_at FROM refunds
+ WHERE status = 'REQUESTED' AND (created_at, payment_id) > ($1::timestamptz, $2::text)
+ ORDER BY created_at, payment_id
+ LIMIT $3`
+
+	// $1 payment id, $2 its booking, $3 amount. A success reported after
+	// the payment was FAILED: the provider took the money, so it is the
+	// provider's truth that is kept, and the money goes back.
+	sqlSucceededAfterFailure = `UPDATE payments SET status = 'SUCCEEDED', settled_at = now() WHERE payment_id = $1 AND status = 'FAILED'`
 
 	// One relay at a time publishes, so the stream keeps the outbox's order.
 	sqlRelayLock   = `SELECT pg_try_advisory_xact_lock(hashtext('booking-outbox-relay'))`

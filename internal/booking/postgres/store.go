@@ -14,10 +14,10 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/waitroom/waitroom/internal/booking"
@@ -31,29 +31,52 @@ type Store struct {
 
 var _ booking.Store = (*Store)(nil)
 
-// ConfigurePool sets what the store expects of every connection of cfg:
-// plan_cache_mode=force_generic_plan, unless the URL sets plan_cache_mode
-// itself. Since 002 the hot statements read partitioned tables; PostgreSQL's
-// plan cache then prices a generic plan as if it scanned every partition and
-// keeps planning a custom plan per execution, which costs more than the hold
-// itself (0.7 ms of planning for 0.3 ms of execution, measured). The generic
-// plan prunes to the showtime's partition when it starts (TestHoldPrunes) and
-// is planned once per connection. Every statement of the store looks rows up
-// by key, so no statement needs a plan fitted to its values.
-func ConfigurePool(cfg *pgxpool.Config) {
+// maxConns is the pool's size unless the URL's pool_max_conns says
+// otherwise: pgxpool's default (max(4, CPUs)) starves a sale's holds.
+const maxConns = 32
+
+// Open connects to the database at url (config postgres.url) as the booking
+// core and every test use it, so that tests run under production's plan
+// cache mode:
+//   - at most 32 connections, unless the URL sets pool_max_conns;
+//   - plan_cache_mode=force_generic_plan, unless the URL sets it. Since 002
+//     the hot statements read partitioned tables; PostgreSQL's plan cache
+//     then prices a generic plan as if it scanned every partition and keeps
+//     planning a custom plan per execution, which costs more than the hold
+//     itself (0.7 ms of planning for 0.3 ms of execution, measured). The
+//     generic plan prunes to the showtime's partition when it starts
+//     (TestHoldPrunes) and is planned once per connection. Every statement
+//     of the store looks rows up by key, so none needs a plan fitted to its
+//     values.
+//
+// It does not wait for the database: the first statement connects.
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres url: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = maxConns
+	}
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return pool, nil
 }
 
 // New returns a store on pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Ping reports whether the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+func (s *Store) Ping(ctx context.Context) error { return interpretError(s.pool.Ping(ctx)) }
 
 // SeatMap reads a showtime's seats and blocks in one round trip.
-func (s *Store) SeatMap(ctx context.Context, showtimeID int64) (booking.SeatMap, error) {
+func (s *Store) SeatMap(ctx context.Context, showtimeID int64) (_ booking.SeatMap, err error) {
+	defer translate(&err)
 	m := booking.SeatMap{ShowtimeID: showtimeID, Seats: []booking.Seat{}, GeneralAdmission: []booking.Block{}}
 	b := &pgx.Batch{}
 	b.Queue(sqlSeatMap, showtimeID)
@@ -74,6 +97,7 @@ func (s *Store) SeatMap(ctx context.Context, showtimeID int64) (booking.SeatMap,
 	if err := rows.Err(); err != nil {
 		return m, fmt.Errorf("seat map: %w", err)
 	}
+	sortSeats(m.Seats)
 	rows, err = br.Query()
 	if err != nil {
 		return m, fmt.Errorf("seat map: %w", err)
@@ -91,6 +115,19 @@ func (s *Store) SeatMap(ctx context.Context, showtimeID int64) (booking.SeatMap,
 	return m, nil
 }
 
+// sortSeats puts a map's seats in row order, then by number (A1, A2, …, A10,
+// B1): the order the page draws, and the same on every read, so a page that
+// polls sees an unchanged map as unchanged. Rows are single letters, which
+// every collation orders alike.
+func sortSeats(seats []booking.Seat) {
+	slices.SortFunc(seats, func(a, b booking.Seat) int {
+		if c := strings.Compare(a.Row, b.Row); c != 0 {
+			return c
+		}
+		return a.Number - b.Number
+	})
+}
+
 // Hold takes r's seats and GA places together, all or nothing, in one round
 // trip: a pipeline of sqlLockCustomer, sqlLockBlocks (with GA places) and
 // sqlHold, which PostgreSQL runs as one implicit transaction (no BEGIN, one
@@ -99,7 +136,8 @@ func (s *Store) SeatMap(ctx context.Context, showtimeID int64) (booking.SeatMap,
 // once the previous one finished, so sqlHold's snapshot and "now" come after
 // the customer and block locks. sqlHold decides; Go only names the refusal
 // from what that same statement read.
-func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, error) {
+func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (_ booking.Hold, err error) {
+	defer translate(&err)
 	codes := make([]string, 0, len(r.GA))
 	for c := range r.GA {
 		codes = append(codes, c)
@@ -116,14 +154,16 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, 
 	ga, _ := json.Marshal(r.GA)
 
 	var (
-		now       time.Time
-		recent    int
-		oldest    *time.Time
-		held      int
-		takeable  []string
-		blocks    int
-		full      *string
-		expiresAt *time.Time
+		now           time.Time
+		recent        int
+		oldest        *time.Time
+		held          int
+		refused       int
+		oldestRefusal *time.Time
+		takeable      []string
+		blocks        int
+		full          *string
+		expiresAt     *time.Time
 	)
 	b := &pgx.Batch{}
 	b.Queue(sqlLockCustomer, r.Event, r.Customer)
@@ -131,8 +171,9 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, 
 		b.Queue(sqlLockBlocks, r.ShowtimeID, codes)
 	}
 	b.Queue(sqlHold, r.Event, r.Customer, r.ShowtimeID, seats, r.HoldID, ga, r.Places(), r.AmountCents,
-		r.TTL.Microseconds(), codes, counts, r.HoldsPerMinute, r.MaxPlaces).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&now, &recent, &oldest, &held, &takeable, &blocks, &full, &expiresAt)
+		r.TTL.Microseconds(), codes, counts, r.HoldsPerMinute, r.MaxPlaces, r.Cooldown.Microseconds(),
+		r.AttemptsPerMinute).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&now, &recent, &oldest, &held, &refused, &oldestRefusal, &takeable, &blocks, &full, &expiresAt)
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return booking.Hold{}, fmt.Errorf("hold: %w", err)
@@ -149,6 +190,17 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, 
 	case recent >= r.HoldsPerMinute && oldest != nil:
 		wait := oldest.Add(time.Minute).Sub(now)
 		return booking.Hold{}, &booking.DetailError{Err: booking.ErrRateLimited, RetryAfter: max(wait, time.Second)}
+	case recent+refused >= r.AttemptsPerMinute:
+		// The attempt that leaves the minute first lets the next one in.
+		first := oldestRefusal
+		if first == nil || (oldest != nil && oldest.Before(*first)) {
+			first = oldest
+		}
+		wait := time.Second
+		if first != nil {
+			wait = max(first.Add(time.Minute).Sub(now), time.Second)
+		}
+		return booking.Hold{}, &booking.DetailError{Err: booking.ErrRateLimited, RetryAfter: wait}
 	case held+r.Places() > r.MaxPlaces:
 		return booking.Hold{}, fmt.Errorf("hold: %d places held, %d asked, %d allowed: %w", held, r.Places(), r.MaxPlaces, booking.ErrTooManySeats)
 	case blocks != len(codes):
@@ -156,8 +208,9 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (booking.Hold, 
 	case full != nil:
 		return booking.Hold{}, &booking.DetailError{Err: booking.ErrSoldOut, Block: *full}
 	}
-	// The seats the conditional UPDATE could not take: a report read in the
-	// statement that decided, never a decision of its own.
+	// The seats the conditional UPDATE could not take (held by someone, sold,
+	// or cooling down for this customer): a report read in the statement
+	// that decided, never a decision of its own.
 	var taken []string
 	for _, c := range seats {
 		if !slices.Contains(takeable, c) {
@@ -186,12 +239,9 @@ type holdRow struct {
 func lockHold(ctx context.Context, tx pgx.Tx, holdID, customer string) (holdRow, error) {
 	var h holdRow
 	var ga []byte
-	err := tx.QueryRow(ctx, sqlLockHold, holdID, customer).Scan(
-		&h.event, &h.showtime, &h.customer, &h.seats, &ga, &h.status, &h.expires, &h.amount)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return h, booking.ErrNotFound
-	}
-	if err != nil {
+	// No row (another customer's hold, or none): ErrNotFound, by interpretError.
+	if err := tx.QueryRow(ctx, sqlLockHold, holdID, customer).Scan(
+		&h.event, &h.showtime, &h.customer, &h.seats, &ga, &h.status, &h.expires, &h.amount); err != nil {
 		return h, err
 	}
 	if err := json.Unmarshal(ga, &h.ga); err != nil {
@@ -202,7 +252,8 @@ func lockHold(ctx context.Context, tx pgx.Tx, holdID, customer string) (holdRow,
 
 // Release gives a hold's seats and places back at once; only its holder may.
 // Releasing a hold that already lapsed or was released is a no-op.
-func (s *Store) Release(ctx context.Context, holdID, customer string) error {
+func (s *Store) Release(ctx context.Context, holdID, customer string) (err error) {
+	defer translate(&err)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
@@ -238,7 +289,8 @@ func (s *Store) Release(ctx context.Context, holdID, customer string) error {
 // Checkout creates the booking (PENDING) and its payment session under the
 // hold's row lock, so that concurrent identical requests open one session and
 // all get the same answer.
-func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open booking.OpenSession) (booking.Checkout, error) {
+func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open booking.OpenSession) (_ booking.Checkout, err error) {
+	defer translate(&err)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
@@ -268,14 +320,18 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 	if h.status != "HELD" || !h.expires.After(now) {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", booking.ErrHoldExpired)
 	}
-	var c booking.Checkout
-	err = tx.QueryRow(ctx, sqlLiveBooking, r.HoldID).Scan(&c.BookingID, &c.PaymentID, &c.PaymentURL, &c.ExpiresAt)
-	if err == nil {
-		// A payment for this hold is already open: the fan continues with it.
-		return c, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	var (
+		c                   booking.Checkout
+		liveID, livePayment *string
+		liveURL             *string
+		liveExp             *time.Time
+	)
+	if err := tx.QueryRow(ctx, sqlLiveBooking, r.HoldID).Scan(&liveID, &livePayment, &liveURL, &liveExp); err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
+	}
+	if liveID != nil {
+		// A payment for this hold is already open: the fan continues with it.
+		return booking.Checkout{BookingID: *liveID, PaymentID: *livePayment, PaymentURL: *liveURL, ExpiresAt: *liveExp}, nil
 	}
 	// The session must end before the hold does, so that a payment in time
 	// finds its seats still held.
@@ -292,10 +348,8 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 		h.amount, c.PaymentID, c.PaymentURL, c.ExpiresAt)
 	b.Queue(sqlInsertPayment, c.PaymentID, c.BookingID, h.amount)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "bookings_customer_id_idempotency_key_key" {
-			return booking.Checkout{}, booking.ErrIdempotencyReused
-		}
+		// A concurrent checkout with the same key won: ErrIdempotencyReused,
+		// by interpretError.
 		return booking.Checkout{}, fmt.Errorf("checkout: insert: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -308,7 +362,8 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 // seats and places only if they are still this hold's and unexpired ("now"
 // after the locks); otherwise the booking is FAILED and a refund recorded,
 // and nothing is taken back from whoever holds the seats now.
-func (s *Store) Settle(ctx context.Context, paymentID string, status payment.Status) (booking.Settlement, error) {
+func (s *Store) Settle(ctx context.Context, paymentID string, status payment.Status) (_ booking.Settlement, err error) {
+	defer translate(&err)
 	out := booking.Settlement{PaymentID: paymentID}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -321,13 +376,22 @@ func (s *Store) Settle(ctx context.Context, paymentID string, status payment.Sta
 		seats                                     []string
 		gaRaw                                     []byte
 	)
-	err = tx.QueryRow(ctx, sqlLockPayment, paymentID).Scan(&pStatus, &out.BookingID, &bStatus, &holdID,
-		&event, &customer, &amount, &showtime, &seats, &gaRaw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return out, fmt.Errorf("settle %s: %w", paymentID, booking.ErrNotFound)
+	if err := tx.QueryRow(ctx, sqlLockPayment, paymentID).Scan(&pStatus, &out.BookingID, &bStatus, &holdID,
+		&event, &customer, &amount, &showtime, &seats, &gaRaw); err != nil {
+		return out, fmt.Errorf("settle %s: %w", paymentID, err) // an unknown payment: ErrNotFound
 	}
-	if err != nil {
-		return out, fmt.Errorf("settle: %w", err)
+	if pStatus == string(payment.Failed) && status == payment.Succeeded {
+		// A success after the failure: the provider did take the money.
+		// Nothing is confirmed (the fan was told it failed, and may have
+		// paid again since); the money goes back, as for a late success.
+		b := &pgx.Batch{}
+		b.Queue(sqlSucceededAfterFailure, paymentID)
+		b.Queue(sqlRecordRefund, paymentID, out.BookingID, amount)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return out, fmt.Errorf("settle: refund: %w", err)
+		}
+		out.Outcome = booking.LateRefunded
+		return out, tx.Commit(ctx)
 	}
 	if pStatus != string(payment.Pending) {
 		out.Outcome = booking.Duplicate
@@ -421,35 +485,23 @@ func confirm(ctx context.Context, tx pgx.Tx, holdID, bookingID string, showtime 
 
 // MarkRefunded records the provider's acknowledgement of a refund: the refund
 // is DONE and the booking REFUNDED.
-func (s *Store) MarkRefunded(ctx context.Context, paymentID string) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
+func (s *Store) MarkRefunded(ctx context.Context, paymentID string) (err error) {
+	defer translate(&err)
+	// One statement: the refund DONE and its booking REFUNDED, or nothing if
+	// it was done already.
+	if _, err := s.pool.Exec(ctx, sqlRefundDone, paymentID); err != nil {
 		return fmt.Errorf("refund: %w", err)
 	}
-	defer tx.Rollback(context.Background())
-	var bookingID string
-	err = tx.QueryRow(ctx, sqlRefundDone, paymentID).Scan(&bookingID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // already done
-	}
-	if err != nil {
-		return fmt.Errorf("refund: %w", err)
-	}
-	if _, err := tx.Exec(ctx, sqlBookingRefunded, bookingID); err != nil {
-		return fmt.Errorf("refund: %w", err)
-	}
-	return tx.Commit(ctx)
+	return nil
 }
 
 // Booking returns a booking of customer; ErrNotFound for anyone else's.
-func (s *Store) Booking(ctx context.Context, bookingID, customer string) (booking.Booking, error) {
+func (s *Store) Booking(ctx context.Context, bookingID, customer string) (_ booking.Booking, err error) {
+	defer translate(&err)
 	var b booking.Booking
 	var ga []byte
-	err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga, &b.ShowtimeID, &b.AmountCents)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return b, booking.ErrNotFound
-	}
-	if err != nil {
+	// Anyone else's booking is no row: ErrNotFound, by interpretError.
+	if err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga, &b.ShowtimeID, &b.AmountCents); err != nil {
 		return b, fmt.Errorf("booking: %w", err)
 	}
 	if err := json.Unmarshal(ga, &b.GeneralAdmission); err != nil {
@@ -460,7 +512,8 @@ func (s *Store) Booking(ctx context.Context, bookingID, customer string) (bookin
 
 // Sweep tidies up to batch lapsed seats, places and holds per table, and
 // reports how many rows it changed.
-func (s *Store) Sweep(ctx context.Context, batch int) (int, error) {
+func (s *Store) Sweep(ctx context.Context, batch int) (_ int, err error) {
+	defer translate(&err)
 	total := 0
 	for _, q := range []string{sqlSweepSeats, sqlSweepGA, sqlSweepHolds} {
 		tag, err := s.pool.Exec(ctx, q, batch)
@@ -472,22 +525,26 @@ func (s *Store) Sweep(ctx context.Context, batch int) (int, error) {
 	return total, nil
 }
 
-// StalePayments lists payments still PENDING after olderThan.
-func (s *Store) StalePayments(ctx context.Context, olderThan time.Duration, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, sqlStalePayments, olderThan.Seconds(), limit)
+// StalePayments lists up to limit payments still PENDING after olderThan,
+// oldest first, after the one given (the zero Due: from the start).
+func (s *Store) StalePayments(ctx context.Context, olderThan time.Duration, after booking.Due, limit int) (_ []booking.Due, err error) {
+	defer translate(&err)
+	rows, err := s.pool.Query(ctx, sqlStalePayments, olderThan.Seconds(), after.At, after.PaymentID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("stale payments: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[booking.Due])
 }
 
-// PendingRefunds lists refunds the provider has not acknowledged yet.
-func (s *Store) PendingRefunds(ctx context.Context, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, sqlPendingRefunds, limit)
+// PendingRefunds lists up to limit refunds the provider has not acknowledged
+// yet, oldest first, after the one given.
+func (s *Store) PendingRefunds(ctx context.Context, after booking.Due, limit int) (_ []booking.Due, err error) {
+	defer translate(&err)
+	rows, err := s.pool.Query(ctx, sqlPendingRefunds, after.At, after.PaymentID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending refunds: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[booking.Due])
 }
 
 // RelayOutbox hands up to limit unpublished rows, oldest first, to publish,
@@ -495,7 +552,8 @@ func (s *Store) PendingRefunds(ctx context.Context, limit int) ([]string, error)
 // transaction: a crash anywhere publishes them again (at least once). One
 // relay runs at a time across replicas (an advisory lock), which keeps the
 // stream in outbox order.
-func (s *Store) RelayOutbox(ctx context.Context, limit int, publish func(context.Context, []booking.OutboxEvent) error) (int, error) {
+func (s *Store) RelayOutbox(ctx context.Context, limit int, publish func(context.Context, []booking.OutboxEvent) error) (_ int, err error) {
+	defer translate(&err)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: %w", err)
@@ -540,7 +598,8 @@ func (s *Store) RelayOutbox(ctx context.Context, limit int, publish func(context
 }
 
 // Stats reads what the gauges show, at scrape time.
-func (s *Store) Stats(ctx context.Context) (booking.Stats, error) {
+func (s *Store) Stats(ctx context.Context) (_ booking.Stats, err error) {
+	defer translate(&err)
 	st := booking.Stats{Seats: map[int64]map[string]int64{}, Payments: map[string]int64{}}
 	b := &pgx.Batch{}
 	b.Queue(sqlStatsOutbox).QueryRow(func(row pgx.Row) error {

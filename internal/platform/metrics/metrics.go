@@ -1,13 +1,11 @@
 // Package metrics holds the Prometheus pieces every process shares: the HTTP
-// request pair (for net/http and fiber), a go-redis hook for Redis latency
-// and errors, and the /metrics handler. Labels are route templates, never raw
+// request pair (for net/http and fiber), Redis latency and errors (recorded
+// by the queue store's client), and the /metrics handler. Labels are route templates, never raw
 // paths, so cardinality stays bounded whatever fans send.
 package metrics
 
 import (
-	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -38,6 +35,18 @@ var (
 		Help:    "Latency of Redis commands and pipelines.",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 	}, []string{"service"})
+)
+
+// The config reload pair, the same in every process that follows its file.
+var (
+	ConfigReloads = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "waitroom_config_reloads_total",
+		Help: "Config file edits re-read and put in force.",
+	})
+	ConfigReloadErrors = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "waitroom_config_reload_errors_total",
+		Help: "Config file edits refused (unreadable, invalid YAML or failed validation); the previous config stayed in force.",
+	})
 )
 
 // Handler serves the default registry.
@@ -120,49 +129,12 @@ func Fiber(service string) fiber.Handler {
 	}
 }
 
-// RedisHook measures every command and pipeline of a go-redis client.
-func RedisHook(service string) redis.Hook { return redisHook{service: service} }
-
-type redisHook struct{ service string }
-
-func (h redisHook) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := next(ctx, network, addr)
-		if err != nil {
-			redisErrors.WithLabelValues(h.service).Inc()
-		}
-		return c, err
-	}
+// ObserveRedis records one Redis command or pipeline of service (the queue
+// store's client hook calls it).
+func ObserveRedis(service string, d time.Duration) {
+	redisDuration.WithLabelValues(service).Observe(d.Seconds())
 }
 
-func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		start := time.Now()
-		err := next(ctx, cmd)
-		h.done(start, err)
-		return err
-	}
-}
-
-func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		start := time.Now()
-		err := next(ctx, cmds)
-		h.done(start, err)
-		return err
-	}
-}
-
-func (h redisHook) done(start time.Time, err error) {
-	redisDuration.WithLabelValues(h.service).Observe(time.Since(start).Seconds())
-	if err != nil && !errors.Is(err, redis.Nil) && !isScriptMiss(err) {
-		redisErrors.WithLabelValues(h.service).Inc()
-	}
-}
-
-// isScriptMiss: go-redis tries EVALSHA first and falls back to EVAL on
-// NOSCRIPT; that first miss is not a fault.
-func isScriptMiss(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && len(re.Error()) >= 8 && re.Error()[:8] == "NOSCRIPT"
-}
+// RedisFailed counts one failed Redis command, pipeline or dial of service
+// (replies such as redis.Nil are not failures).
+func RedisFailed(service string) { redisErrors.WithLabelValues(service).Inc() }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/internal/platform/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 )
 
 // Cluster starts a private three-master Redis Cluster for this test and

@@ -25,7 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/internal/platform/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 )
 
 // PostgresURLEnv names the admin URL of a PostgreSQL server that tests may
@@ -157,21 +157,23 @@ func Database(t testing.TB, name string, migrate Migrate) string {
 }
 
 // Pool is Database plus a pgx pool on it, closed when the test ends.
-func Pool(t testing.TB, name string, migrate Migrate) (*pgxpool.Pool, string) {
+//
+// open makes the pool: postgres.Open, so that tests use the pool production
+// uses (testenv cannot import the store: the store's own tests import
+// testenv).
+func Pool(t testing.TB, name string, open Open, migrate Migrate) (*pgxpool.Pool, string) {
 	t.Helper()
 	u := Database(t, name, migrate)
-	cfg, err := pgxpool.ParseConfig(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 32
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := open(context.Background(), u)
 	if err != nil {
 		t.Fatalf("testenv: pool: %v", err)
 	}
 	t.Cleanup(pool.Close)
 	return pool, u
 }
+
+// Open makes a pool on a database URL (postgres.Open).
+type Open func(ctx context.Context, url string) (*pgxpool.Pool, error)
 
 func ensureTemplate(ctx context.Context, admin, tmpl string, migrate Migrate) error {
 	templatesMu.Lock()

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/platform/localsvc"
-	"github.com/waitroom/waitroom/internal/platform/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
 // exportedNames is every series name a dashboard or an alert may select:

@@ -21,9 +21,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/pass"
-	"github.com/waitroom/waitroom/internal/platform/localsvc"
-	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
+
+// TicketSecret is the stack's auth.ticket_secret: a test may read its
+// tickets (queue.Store.TicketID) as the gateway does.
+const TicketSecret = "stack-ticket-secret-0123456789"
 
 var (
 	buildOnce sync.Once
@@ -66,6 +70,10 @@ type Options struct {
 	Tick string
 	// JoinsPerIP is gateway.joins_per_ip_per_minute (default 0: no limit).
 	JoinsPerIP int
+	// TrustedProxies is gateway.trusted_proxies (e.g. 127.0.0.1/32, so that
+	// a test's clients can each speak for a fan of their own with
+	// X-Forwarded-For, as a load balancer would).
+	TrustedProxies []string
 	// RedisAOF runs Redis with the append-only file (for restart tests).
 	RedisAOF bool
 	// Admitters is how many admitter replicas to run (default 1).
@@ -169,8 +177,8 @@ func Start(t testing.TB, o Options) *Stack {
 	}
 	cfg := fmt.Sprintf(`redis: {url: %q}
 postgres: {url: %q}
-auth: {ticket_secret: "stack-ticket-secret-0123456789", signing_key_file: %q}
-gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: "5s"}
+auth: {ticket_secret: %q, signing_key_file: %q}
+gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: "5s", trusted_proxies: %s}
 admitter: {addr: "127.0.0.1:0", tick: %q}
 booking:
   addr: %q
@@ -178,7 +186,7 @@ booking:
 %s
 events:
 %s
-`, redisURL, dbURL, key, gw, s.Booking, o.JoinsPerIP, o.Tick, bk, gw, indentBooking(o.Booking), o.Events)
+`, redisURL, dbURL, TicketSecret, key, gw, s.Booking, o.JoinsPerIP, yamlList(o.TrustedProxies), o.Tick, bk, gw, indentBooking(o.Booking), o.Events)
 	s.ConfigPath = filepath.Join(dir, "waitroom.yaml")
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -214,6 +222,15 @@ events:
 	}
 	t.Cleanup(s.StopAll)
 	return s
+}
+
+// yamlList is a flow-style YAML list of strings.
+func yamlList(items []string) string {
+	q := make([]string, len(items))
+	for i, v := range items {
+		q[i] = fmt.Sprintf("%q", v)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }
 
 func indentBooking(extra string) string {

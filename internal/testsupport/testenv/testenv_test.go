@@ -1,12 +1,14 @@
 package testenv_test
 
 import (
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"context"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/waitroom/waitroom/internal/platform/testenv"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 func TestRedisAndPostgresAreRealAndPrivate(t *testing.T) {
@@ -27,8 +29,8 @@ func TestRedisAndPostgresAreRealAndPrivate(t *testing.T) {
 		_, err = c.Exec(ctx, "CREATE TABLE marker (id int); INSERT INTO marker VALUES (1)")
 		return err
 	}
-	a, _ := testenv.Pool(t, "testenv", migrate)
-	b, _ := testenv.Pool(t, "testenv", migrate)
+	a, _ := testenv.Pool(t, "testenv", pgxpool.New, migrate)
+	b, _ := testenv.Pool(t, "testenv", pgxpool.New, migrate)
 	if _, err := a.Exec(ctx, "INSERT INTO marker VALUES (2)"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,67 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/waitroom/waitroom/internal/booking"
+)
+
+// idempotencyKeyUnique is the constraint a second checkout with one
+// customer's key meets (migrations/001_booking.sql, UNIQUE (customer_id,
+// idempotency_key)).
+const idempotencyKeyUnique = "bookings_customer_id_idempotency_key_key"
+
+// interpretError is the one place the store's errors are translated to the
+// domain's (river's interpretError): a missing row is booking.ErrNotFound, a
+// second booking with one customer's Idempotency-Key is
+// booking.ErrIdempotencyReused, a database that cannot serve right now is
+// booking.ErrUnavailable. The sentinel is added, the cause kept (errors.Is
+// finds both). Every exported method ends with it (see translate).
+func interpretError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: %w", booking.ErrNotFound, err)
+	case isOutage(err):
+		return fmt.Errorf("%w: %w", booking.ErrUnavailable, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == idempotencyKeyUnique {
+		return fmt.Errorf("%w: %w", booking.ErrIdempotencyReused, err)
+	}
+	return err
+}
+
+// translate runs *err through interpretError: `defer translate(&err)` at
+// the top of each exported method.
+func translate(err *error) { *err = interpretError(*err) }
+
+// isOutage reports whether err means the database cannot serve right now
+// (down, restarting, recovering, unreachable) rather than that the request or
+// the code is wrong: the caller answers 503 and the client retries. Decided
+// by the error itself, never by a ping after the fact.
+func isOutage(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08": // connection exception
+			return true
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin/crash shutdown, cannot connect now
+			return true
+		case pgErr.Code == "53300": // too many connections
+			return true
+		}
+		return false
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
+		pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,542 @@
+package e2e_test
+
+// TestCheating: a small sale through the real binaries where honest fans
+// (poll as told, hold once, pay) share the line with a cheater of every kind
+// DESIGN.md's "Fair play" closes a hole for: a rejoiner (one address, a dead
+// ticket sent back again and again), a hold cycler (release and take again,
+// holds chained to keep the place), a hammerer (hold requests on a seat
+// someone else holds) and a resumer (admitted while its tab slept, back
+// through join). docs/RELIABILITY.md, "Cheating", has its figures.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/stack"
+)
+
+const (
+	fairEvent    = "fair"
+	fairShowtime = 9
+	fairAccess   = 8 * time.Second
+	fairHold     = 5 * time.Second
+	fairCeiling  = fairAccess + fairHold
+	fairJoinsMin = 5  // joins_per_ip_per_minute
+	fairAttempts = 10 // hold_attempts_per_minute
+	fairHonest   = 12
+)
+
+// player is one client of the gateway, speaking for the fan at ip (the
+// stack's gateway trusts 127.0.0.1 as its load balancer).
+type player struct {
+	t     *testing.T
+	s     *stack.Stack
+	hc    *http.Client
+	tally *tally
+	ip    string
+	token string
+}
+
+func (p *player) call(ctx context.Context, step, method, path string, hdr map[string]string, body any) (int, http.Header, map[string]any) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, p.s.Gateway+path, rd)
+	if err != nil {
+		p.t.Errorf("%s %s: %v", method, path, err)
+		return 0, nil, nil
+	}
+	req.Header.Set("X-Forwarded-For", p.ip)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := p.hc.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.tally.add(step, 0, nil, nil, err)
+		}
+		return 0, nil, nil
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	p.tally.add(step, res.StatusCode, res.Header, raw, nil)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return res.StatusCode, res.Header, out
+}
+
+// join joins (sending ticket back when given) and returns the answer.
+func (p *player) join(ctx context.Context, ticket string) (int, map[string]any) {
+	hdr := map[string]string{}
+	if ticket != "" {
+		hdr["X-Waitroom-Ticket"] = ticket
+	}
+	code, _, body := p.call(ctx, "join", http.MethodPost, "/api/v1/events/"+fairEvent+"/tickets", hdr, nil)
+	return code, body
+}
+
+// waitAdmitted polls as told until the ticket is admitted; it keeps the pass
+// and returns when it was first seen admitted, or the end state.
+func (p *player) waitAdmitted(ctx context.Context, ticket string) (string, time.Time) {
+	for {
+		code, hdr, body := p.call(ctx, "status", http.MethodGet, "/api/v1/events/"+fairEvent+"/tickets/"+ticket, nil, nil)
+		switch {
+		case code == 200 && body["status"] == "admitted":
+			p.token, _ = body["accessToken"].(string)
+			return "admitted", time.Now()
+		case code == 200:
+			wait := time.Duration(num(body["pollAfterMs"])) * time.Millisecond
+			if !pause(ctx, hdr, min(wait, time.Second)) {
+				return "timed-out", time.Time{}
+			}
+		case code == 410:
+			return fmt.Sprint(body["status"]), time.Time{}
+		default:
+			if !pause(ctx, hdr, 200*time.Millisecond) {
+				return "timed-out", time.Time{}
+			}
+		}
+	}
+}
+
+func num(v any) float64 { f, _ := v.(float64); return f }
+
+// freeSeats lists the seats the map shows AVAILABLE (and the status of the
+// answer: 401 once the fan's place is gone).
+func (p *player) freeSeats(ctx context.Context) ([]string, int) {
+	code, _, body := p.call(ctx, "seats", http.MethodGet, fmt.Sprintf("/api/v1/booking/showtimes/%d/seats", fairShowtime), nil, nil)
+	if code != 200 {
+		return nil, code
+	}
+	var free []string
+	seats, _ := body["seats"].([]any)
+	for _, s := range seats {
+		m, _ := s.(map[string]any)
+		if m["status"] == "AVAILABLE" {
+			free = append(free, m["code"].(string))
+		}
+	}
+	return free, code
+}
+
+func (p *player) hold(ctx context.Context, seats ...string) (int, http.Header, map[string]any) {
+	return p.call(ctx, "hold", http.MethodPost, fmt.Sprintf("/api/v1/booking/showtimes/%d/holds", fairShowtime), nil, map[string]any{"seats": seats})
+}
+
+func (p *player) release(ctx context.Context, holdID string) int {
+	code, _, _ := p.call(ctx, "release", http.MethodDelete, "/api/v1/booking/holds/"+holdID, nil, nil)
+	return code
+}
+
+// lineWatcher records when each ticket id first left the wait ZSET, sampled
+// every 20 ms (ticks are 200 ms apart): the admission order, seen from
+// Redis itself.
+type lineWatcher struct {
+	mu   sync.Mutex
+	left map[string]time.Time
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func watchLine(s *stack.Stack) *lineWatcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &lineWatcher{left: map[string]time.Time{}, stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		seen := map[string]bool{}
+		for ctx.Err() == nil {
+			ids, err := s.RDB.ZRange(ctx, "wr:{"+fairEvent+"}:wait", 0, -1).Result()
+			if err == nil {
+				now := time.Now()
+				in := map[string]bool{}
+				for _, id := range ids {
+					in[id], seen[id] = true, true
+				}
+				w.mu.Lock()
+				for id := range seen {
+					if _, ok := w.left[id]; !ok && !in[id] {
+						w.left[id] = now
+					}
+				}
+				w.mu.Unlock()
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *lineWatcher) close() { w.stop(); <-w.done }
+
+func (w *lineWatcher) leftAt(id string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.left[id]
+	return at, ok
+}
+
+func TestCheating(t *testing.T) {
+	t.Parallel()
+	s := stack.Start(t, stack.Options{
+		Events: fmt.Sprintf(`  - id: %q
+    name: "Fair play"
+    admission: {admit_per_second: 4, max_active: 6, access_ttl: %q, abandon_after: "4s"}
+    showtimes:
+      - {id: %d, title: "Fair 19:00", starts_at: "2026-12-01T19:00:00Z", rows: 3, seats_per_row: 10, price_cents: 1000}
+`, fairEvent, fairAccess.String(), fairShowtime),
+		Booking: fmt.Sprintf(`  hold_ttl: %q
+  max_seats_per_hold: 2
+  holds_per_minute: 20
+  hold_attempts_per_minute: %d
+  rehold_cooldown: "1m"
+  payment: {secret: "stack-payment-secret", session_ttl: "4s", simulator: {enabled: true, outcome: "succeed", delay: "300ms"}}`,
+			fairHold.String(), fairAttempts),
+		JoinsPerIP:     fairJoinsMin,
+		TrustedProxies: []string{"127.0.0.1/32"},
+	})
+	hc := &http.Client{Timeout: 10 * time.Second}
+	tl := newTally()
+	newPlayer := func(ip string) *player { return &player{t: t, s: s, hc: hc, tally: tl, ip: ip} }
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	watch := watchLine(s)
+	defer watch.close()
+
+	// The cheaters come first, so that they are admitted among the first.
+	type cycled struct {
+		claimed, refusedAt time.Time
+		reholds            []int     // answers to taking released seats again
+		passUntil          time.Time // the latest pass the gate handed it
+	}
+	var (
+		wg       sync.WaitGroup
+		cyc      cycled
+		rejoins  = map[int]int{}
+		hammered = map[int]int{}
+		resumed  time.Duration
+	)
+	cycler := newPlayer("198.51.100.2")
+	_, j := cycler.join(ctx, "")
+	cycTicket, _ := j["ticket"].(string)
+	wg.Add(1)
+	go func() { // the hold cycler
+		defer wg.Done()
+		st, at := cycler.waitAdmitted(ctx, cycTicket)
+		if st != "admitted" {
+			t.Errorf("cycler: %s", st)
+			return
+		}
+		cyc.claimed = at
+		released := map[string]bool{}
+		for ctx.Err() == nil {
+			all, code := cycler.freeSeats(ctx)
+			if code == http.StatusUnauthorized {
+				cyc.refusedAt = time.Now()
+				return
+			}
+			var free []string
+			for _, c := range all {
+				if !released[c] {
+					free = append(free, c)
+				}
+			}
+			if len(free) < 2 {
+				pause(ctx, nil, 300*time.Millisecond)
+				continue
+			}
+			code, hdr, h := cycler.hold(ctx, free[:2]...)
+			switch code {
+			case http.StatusUnauthorized:
+				cyc.refusedAt = time.Now()
+				return
+			case http.StatusCreated:
+				if tok := hdr.Get("X-Waitroom-Access-Token"); tok != "" {
+					cycler.token = tok
+					until, _ := time.Parse(time.RFC3339, hdr.Get("X-Waitroom-Access-Expires"))
+					if until.After(cyc.passUntil) {
+						cyc.passUntil = until
+					}
+				}
+				if rc := cycler.release(ctx, h["holdId"].(string)); rc == http.StatusUnauthorized {
+					cyc.refusedAt = time.Now()
+					return
+				}
+				released[free[0]], released[free[1]] = true, true
+				if len(cyc.reholds) < 2 {
+					// Take them again at once: the loophole of the reference design.
+					c, _, _ := cycler.hold(ctx, free[:2]...)
+					cyc.reholds = append(cyc.reholds, c)
+				}
+			}
+			// Hold again every couple of seconds: each 201 asks to stretch
+			// the window by a hold_ttl.
+			pause(ctx, nil, 2*time.Second)
+		}
+	}()
+	hammerer := newPlayer("198.51.100.3")
+	_, j = hammerer.join(ctx, "")
+	hamTicket, _ := j["ticket"].(string)
+	wg.Add(1)
+	go func() { // the hammerer: 30 hold requests on a seat it cannot have
+		defer wg.Done()
+		if st, _ := hammerer.waitAdmitted(ctx, hamTicket); st != "admitted" {
+			t.Errorf("hammerer: %s", st)
+			return
+		}
+		target := "C10"
+		if code, _, h := hammerer.hold(ctx, target); code == http.StatusCreated {
+			hammerer.release(ctx, h["holdId"].(string)) // now it cools down for the hammerer
+		}
+		for range 30 {
+			code, _, _ := hammerer.hold(ctx, target)
+			hammered[code]++
+		}
+	}()
+	resumer := newPlayer("198.51.100.4")
+	_, j = resumer.join(ctx, "")
+	resTicket, _ := j["ticket"].(string)
+	wg.Add(1)
+	go func() { // the resumer: its tab sleeps just before its turn
+		defer wg.Done()
+		for ctx.Err() == nil {
+			code, _, body := resumer.call(ctx, "status", http.MethodGet, "/api/v1/events/"+fairEvent+"/tickets/"+resTicket, nil, nil)
+			if code != 200 || body["status"] == "admitted" || num(body["position"]) <= 6 {
+				break
+			}
+			pause(ctx, nil, time.Duration(num(body["pollAfterMs"]))*time.Millisecond)
+		}
+		for ctx.Err() == nil {
+			pause(ctx, nil, 1500*time.Millisecond) // asleep; then the page reloads and joins
+			code, body := resumer.join(ctx, resTicket)
+			if code == 200 && body["status"] == "admitted" {
+				exp, _ := time.Parse(time.RFC3339, fmt.Sprint(body["expiresAt"]))
+				resumed = time.Until(exp)
+				return
+			}
+			if code != 200 {
+				t.Errorf("resume: %d %v; want 200 and the same place", code, body)
+				return
+			}
+		}
+	}()
+	rejoiner := newPlayer("198.51.100.1")
+	wg.Add(1)
+	go func() { // the rejoiner: 20 new places asked for from one address
+		defer wg.Done()
+		ticket := ""
+		for range 20 {
+			code, body := rejoiner.join(ctx, ticket)
+			rejoins[code]++
+			if code == http.StatusCreated {
+				ticket, _ = body["ticket"].(string)
+				rejoiner.call(ctx, "leave", http.MethodDelete, "/api/v1/events/"+fairEvent+"/tickets/"+ticket, nil, nil)
+			}
+		}
+	}()
+
+	// The honest fans join in a known order, each from an address of its own.
+	type honestFan struct {
+		ticket, id string
+		outcome    string
+		booking    string
+	}
+	fans := make([]*honestFan, fairHonest)
+	for i := range fans {
+		p := newPlayer(fmt.Sprintf("203.0.113.%d", i+1))
+		code, body := p.join(ctx, "")
+		if code != http.StatusCreated {
+			t.Fatalf("honest fan %d join: %d %v", i, code, body)
+		}
+		f := &honestFan{ticket: body["ticket"].(string)}
+		f.id = ticketID(t, s, f.ticket)
+		fans[i] = f
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.outcome, f.booking = honestJourney(ctx, p, f.ticket)
+		}()
+		time.Sleep(30 * time.Millisecond)
+	}
+	wg.Wait()
+
+	// Every honest fan was admitted, in the order they joined.
+	var order []time.Time
+	for i, f := range fans {
+		at, ok := watch.leftAt(f.id)
+		if !ok {
+			t.Fatalf("honest fan %d never left the line", i)
+		}
+		order = append(order, at)
+	}
+	if !sort.SliceIsSorted(order, func(a, b int) bool { return order[a].Before(order[b]) }) {
+		t.Errorf("honest fans left the line out of join order: %v", order)
+	}
+	outcomes := map[string]int{}
+	for i, f := range fans {
+		outcomes[f.outcome]++
+		if f.outcome != outConfirmed && f.outcome != "told-taken" {
+			t.Errorf("honest fan %d: %s; want confirmed, or told the seats were taken", i, f.outcome)
+		}
+	}
+
+	// The rejoiner got no more places than its address may have.
+	if rejoins[http.StatusCreated] > 2*fairJoinsMin || rejoins[http.StatusTooManyRequests] == 0 {
+		t.Errorf("rejoiner: %v; want at most %d new places a minute, then 429", rejoins, fairJoinsMin)
+	}
+	// The hammerer's refusals were limited; every answer past the limit is 429.
+	if hammered[http.StatusTooManyRequests] < 30-fairAttempts || hammered[http.StatusCreated] > 0 {
+		t.Errorf("hammerer: %v; want at most %d refusals, then 429", hammered, fairAttempts)
+	}
+	// The cycler never took its released seats back, and lost its place by
+	// the ceiling; its holds lapsed on their own clock.
+	for _, c := range cyc.reholds {
+		if c == http.StatusCreated {
+			t.Errorf("cycler took its released seats back: %v", cyc.reholds)
+		}
+	}
+	// It notices at its next request (it acts every 2 s); the window itself
+	// and every pass it was handed end by the ceiling.
+	score, _ := s.RDB.ZScore(context.Background(), "wr:{"+fairEvent+"}:active", ticketID(t, s, cycTicket)).Result()
+	if window := time.UnixMilli(int64(score)); window.After(cyc.claimed.Add(fairCeiling)) || cyc.passUntil.After(cyc.claimed.Add(fairCeiling)) {
+		t.Errorf("cycler's window ends %v, its last pass %v after its claim; want by access_ttl + hold_ttl = %v",
+			window.Sub(cyc.claimed), cyc.passUntil.Sub(cyc.claimed), fairCeiling)
+	}
+	if cyc.refusedAt.IsZero() || cyc.refusedAt.Sub(cyc.claimed) > fairCeiling+3*time.Second {
+		t.Errorf("cycler refused at the gate %v after its claim; want soon after the ceiling (%v)", cyc.refusedAt.Sub(cyc.claimed), fairCeiling)
+	}
+	if resumed < fairAccess-time.Second {
+		t.Errorf("resumer's place lasts %v after coming back; want the full access_ttl (%v)", resumed, fairAccess)
+	}
+
+	// The stores agree: the queue's books balance, cheaters held no more than
+	// their share and nothing past their ceiling, and the money balances.
+	db := s.DB(context.Background())
+	var joined, admitted, left, abandoned int64
+	st := s.RDB.HMGet(context.Background(), "wr:{"+fairEvent+"}:stats", "joined", "admitted", "left", "abandoned").Val()
+	for i, p := range []*int64{&joined, &admitted, &left, &abandoned} {
+		fmt.Sscan(fmt.Sprint(st[i]), p)
+	}
+	waiting := s.RDB.ZCard(context.Background(), "wr:{"+fairEvent+"}:wait").Val()
+	if admitted+waiting+left+abandoned != joined {
+		t.Errorf("books: admitted %d + waiting %d + left %d + abandoned %d != joined %d", admitted, waiting, left, abandoned, joined)
+	}
+	cycID := ticketID(t, s, cycTicket)
+	var lateHeld, overShare int
+	if err := db.QueryRow(context.Background(), `
+SELECT count(*) FILTER (WHERE expires_at > $2::timestamptz), count(*) FILTER (WHERE places > 2)
+  FROM holds WHERE customer_id = $1`, cycID, cyc.claimed.Add(fairCeiling+time.Second+fairHold)).Scan(&lateHeld, &overShare); err != nil {
+		t.Fatal(err)
+	}
+	if lateHeld != 0 || overShare != 0 {
+		t.Errorf("cycler: %d holds lasting past its ceiling + hold_ttl, %d holds over its share", lateHeld, overShare)
+	}
+	var unbalanced int
+	if err := db.QueryRow(context.Background(), `
+SELECT count(*) FROM payments p JOIN bookings b ON b.id = p.booking_id
+ WHERE p.status = 'SUCCEEDED' AND b.status <> 'CONFIRMED'
+   AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = p.payment_id)`).Scan(&unbalanced); err != nil {
+		t.Fatal(err)
+	}
+	if unbalanced != 0 {
+		t.Errorf("%d payments succeeded with neither a confirmed booking nor a refund", unbalanced)
+	}
+	var doubleSold int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT seat_code FROM seats WHERE status = 'BOOKED' GROUP BY showtime_id, seat_code HAVING count(*) > 1) x`).Scan(&doubleSold); err != nil {
+		t.Fatal(err)
+	}
+	if doubleSold != 0 {
+		t.Errorf("%d seats sold twice", doubleSold)
+	}
+	for i, f := range fans {
+		if f.outcome != outConfirmed {
+			continue
+		}
+		var booked int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM seats WHERE booking_id = $1 AND status = 'BOOKED'`, f.booking).Scan(&booked); err != nil || booked != 1 {
+			t.Errorf("honest fan %d: booking %s has %d seats booked (%v); want 1", i, f.booking, booked, err)
+		}
+	}
+	tl.checkClean(t)
+	if n := tl.status5xx(); n > 0 {
+		t.Errorf("%d answers were 5xx", n)
+	}
+	t.Logf("honest fans: %v, admitted in join order; rejoiner: %v; hammerer: %v; cycler: re-holds %v, last pass until %v after its claim (ceiling %v), refused at the gate %v after; resumer's window after resuming: %v",
+		outcomes, rejoins, hammered, cyc.reholds, cyc.passUntil.Sub(cyc.claimed).Round(100*time.Millisecond), fairCeiling,
+		cyc.refusedAt.Sub(cyc.claimed).Round(100*time.Millisecond), resumed.Round(100*time.Millisecond))
+	t.Logf("answers: %s", tl.summary())
+}
+
+// honestJourney waits as told, holds one free seat (trying up to three),
+// pays, and follows the booking until it settles.
+func honestJourney(ctx context.Context, p *player, ticket string) (outcome, bookingID string) {
+	if st, _ := p.waitAdmitted(ctx, ticket); st != "admitted" {
+		return st, ""
+	}
+	for try := 0; try < 3; try++ {
+		free, _ := p.freeSeats(ctx)
+		if len(free) == 0 {
+			return "told-taken", ""
+		}
+		seat := free[mrand.IntN(len(free))]
+		code, hdr, h := p.hold(ctx, seat)
+		if code == http.StatusConflict {
+			continue
+		}
+		if code == http.StatusTooManyRequests {
+			pause(ctx, hdr, time.Second)
+			continue
+		}
+		if code != http.StatusCreated {
+			return fmt.Sprintf("hold %d", code), ""
+		}
+		if tok := hdr.Get("X-Waitroom-Access-Token"); tok != "" {
+			p.token = tok
+		}
+		code, _, co := p.call(ctx, "checkout", http.MethodPost, "/api/v1/booking/holds/"+h["holdId"].(string)+"/checkout",
+			map[string]string{"Idempotency-Key": "k-" + ticket[:16]}, nil)
+		if code != http.StatusCreated {
+			return fmt.Sprintf("checkout %d", code), ""
+		}
+		bookingID = co["bookingId"].(string)
+		for ctx.Err() == nil {
+			code, _, b := p.call(ctx, "booking", http.MethodGet, "/api/v1/booking/bookings/"+bookingID, nil, nil)
+			if code == 200 && b["status"] == "CONFIRMED" {
+				return outConfirmed, bookingID
+			}
+			if code == 200 && b["status"] != "PENDING" {
+				return fmt.Sprint(b["status"]), bookingID
+			}
+			pause(ctx, nil, 100*time.Millisecond)
+		}
+		return outPending, bookingID
+	}
+	return "told-taken", ""
+}
+
+// ticketID is the id (the Redis member, the pass's sub) of a ticket.
+func ticketID(t *testing.T, s *stack.Stack, ticket string) string {
+	t.Helper()
+	id, err := queue.NewStore(s.RDB, []byte(stack.TicketSecret)).TicketID(fairEvent, ticket)
+	if err != nil {
+		t.Fatalf("ticket id: %v", err)
+	}
+	return id
+}

@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"bytes"
+	"net/netip"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/waitroom/waitroom/internal/config"
+)
+
+// proxies are the load balancers in front (gateway.trusted_proxies). Behind
+// them every connection comes from their addresses, so a per-IP limit keyed
+// on the connection would throttle every fan at once; only from them are
+// X-Forwarded-For and X-Forwarded-Proto believed. From anywhere else those
+// headers are the client's own words and are ignored.
+type proxies []netip.Prefix
+
+// proxiesOf parses the config's list; config.Validate refused a bad entry
+// already, so one that fails here is skipped.
+func proxiesOf(cfg *config.Config) proxies {
+	var out proxies
+	for _, s := range cfg.Gateway.TrustedProxies {
+		if p, err := config.ParsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (ps proxies) trusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// client is who sent a request: the fan's address and whether the fan's
+// connection is HTTPS.
+type client struct {
+	addr   netip.Addr
+	secure bool
+}
+
+// clientOf finds the fan behind c. From a trusted proxy the fan is the
+// right-most X-Forwarded-For entry outside the trusted ranges (entries to
+// its left were written by whoever sent the request and prove nothing), and
+// X-Forwarded-Proto: https marks the fan's connection secure.
+func (ps proxies) clientOf(c *fiber.Ctx) client {
+	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
+	peer = peer.Unmap()
+	cl := client{addr: peer, secure: c.Context().IsTLS()}
+	if len(ps) == 0 || !ps.trusted(peer) {
+		return cl
+	}
+	h := &c.Request().Header
+	if proto := h.Peek(fiber.HeaderXForwardedProto); len(proto) > 0 {
+		cl.secure = cl.secure || bytes.EqualFold(bytes.TrimSpace(lastEntry(proto)), []byte("https"))
+	}
+	values := h.PeekAll(fiber.HeaderXForwardedFor)
+	for i := len(values) - 1; i >= 0; i-- {
+		v := values[i]
+		for len(v) > 0 {
+			entry := v
+			if j := bytes.LastIndexByte(v, ','); j >= 0 {
+				entry, v = v[j+1:], v[:j]
+			} else {
+				v = nil
+			}
+			a, err := netip.ParseAddr(string(bytes.TrimSpace(entry)))
+			if err != nil {
+				// A malformed hop: nothing to its left can be trusted either.
+				return cl
+			}
+			cl.addr = a.Unmap()
+			if !ps.trusted(cl.addr) {
+				return cl
+			}
+		}
+	}
+	return cl
+}
+
+// lastEntry is the last comma-separated entry of a header value: the one
+// the nearest proxy wrote.
+func lastEntry(v []byte) []byte {
+	if j := bytes.LastIndexByte(v, ','); j >= 0 {
+		return v[j+1:]
+	}
+	return v
+}

@@ -1,0 +1,31 @@
+package queue
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// BookingEvent is one confirmed booking to publish to BookingStream.
+type BookingEvent struct {
+	BookingID string
+	Type      string // "BookingConfirmed"
+	OutboxID  int64  // the booking core's outbox row: consumers de-duplicate by it
+	Payload   []byte // JSON
+}
+
+// PublishBookings appends events to BookingStream, in order: one pipeline
+// on one connection keeps them in the order given. At least once: a caller
+// that fails after this returned publishes them again.
+func (s *Store) PublishBookings(ctx context.Context, events []BookingEvent) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, e := range events {
+			p.XAdd(ctx, &redis.XAddArgs{Stream: BookingStream, Values: []any{
+				"bookingId", e.BookingID, "type", e.Type, "outboxId", strconv.FormatInt(e.OutboxID, 10), "payload", string(e.Payload),
+			}})
+		}
+		return nil
+	})
+	return interpretError("publish bookings", err)
+}

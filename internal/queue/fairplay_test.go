@@ -1,0 +1,131 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
+)
+
+// Every Join is a new place: the store never turns a ticket the fan sends
+// back into a place by itself (the gateway resumes live tickets with Status
+// and counts every new place against the per-IP limit).
+func TestJoinIsAlwaysANewPlace(t *testing.T) { onEach(t, testJoinIsAlwaysANewPlace) }
+
+func testJoinIsAlwaysANewPlace(t *testing.T, e env) {
+	set := open()
+	seen := map[string]bool{}
+	for i := range 5 {
+		r := join(t, e.store, set)
+		if seen[r.ID] || r.Position.Position != int64(i+1) {
+			t.Fatalf("join %d: %+v; want a new id at place %d", i, r, i+1)
+		}
+		seen[r.ID] = true
+	}
+	checkBooks(t, e)
+}
+
+// A place is claimed once, by the first look that finds it admitted, and
+// claiming gives the full access window; a passthrough place is claimed at
+// join.
+func TestClaimIsOnce(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	set := open()
+	set.Mode = "passthrough"
+	r := join(t, e.store, set)
+	if r.State != queue.Admitted || time.Until(r.ActiveUntil) < 9*time.Minute {
+		t.Fatalf("passthrough join: %+v; want admitted for the access window", r)
+	}
+	if st := status(t, e.store, r.Ticket, set); st.FirstAdmission {
+		t.Fatal("a passthrough place was claimed again by its first poll")
+	}
+	// Its ceiling counts from the join: access_ttl 10m + window 1m.
+	got, ok, err := e.store.Extend(ctx, event, r.ID, time.Now().Add(time.Hour), 11*time.Minute)
+	if err != nil || !ok || time.Until(got) > 11*time.Minute {
+		t.Fatalf("Extend = %v, %v, %v; want at most 11 minutes from the join", got, ok, err)
+	}
+}
+
+// No endless window: however many holds ask to stretch it, and however many
+// at once, an access window never ends later than claim + window.
+func TestExtendNeverPassesTheCeiling(t *testing.T) { onEach(t, testExtendNeverPassesTheCeiling) }
+
+func testExtendNeverPassesTheCeiling(t *testing.T, e env) {
+	ctx := context.Background()
+	set := open()
+	set.AdmitPerSecond = 1000
+	set.AccessTTL = 30 * time.Second
+	const window = 50 * time.Second // access_ttl 30s + hold_ttl 20s
+	r := join(t, e.store, set)
+	tick(t, e.store, set)
+	time.Sleep(10 * time.Millisecond)
+	tick(t, e.store, set)
+	before := time.Now().Truncate(time.Second) // the claim time is kept in whole seconds
+	st := status(t, e.store, r.Ticket, set)
+	if st.State != queue.Admitted || !st.FirstAdmission {
+		t.Fatalf("status: %+v; want the claim", st)
+	}
+	ceiling := time.Now().Add(window)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var latest time.Time
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Holds cycled for ever: each asks for up to an hour more.
+			until := time.Now().Add(time.Duration(1+rand.IntN(3600)) * time.Second)
+			got, ok, err := e.store.Extend(ctx, event, r.ID, until, window)
+			if err != nil || !ok {
+				t.Errorf("extend %d: %v, %v", i, ok, err)
+				return
+			}
+			mu.Lock()
+			if got.After(latest) {
+				latest = got
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	score := e.rdb.ZScore(ctx, "wr:{"+event+"}:active", r.ID).Val()
+	inRedis := time.UnixMilli(int64(score))
+	if inRedis.After(ceiling) || latest.After(ceiling) {
+		t.Fatalf("window ends at %v (reported %v); want no later than claim + %v = %v", inRedis, latest, window, ceiling)
+	}
+	if inRedis.Before(before.Add(window - time.Second)) {
+		t.Fatalf("window ends at %v; want about claim + %v (%v): the ceiling must not cut honest holds short", inRedis, window, before.Add(window))
+	}
+}
+
+// Every error of a Redis that is gone is ErrUnavailable (the edge answers
+// 503 and the fan retries), from the one translation in redis.go.
+func TestRedisDownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	srv, rdb := testenv.Redis(t)
+	s := queue.NewStore(rdb, secret)
+	ctx := context.Background()
+	set := open()
+	r := join(t, s, set)
+	srv.Kill()
+	checks := map[string]error{}
+	_, checks["join"] = s.Join(ctx, event, set)
+	_, checks["status"] = s.Status(ctx, event, r.Ticket, set)
+	checks["leave"] = s.Leave(ctx, event, r.Ticket)
+	_, checks["active"] = s.Active(ctx, event, r.ID)
+	_, checks["counts"] = s.Counts(ctx, event)
+	_, checks["tick"] = s.Tick(ctx, event, set)
+	checks["ping"] = s.Ping(ctx)
+	for op, err := range checks {
+		if !errors.Is(err, queue.ErrUnavailable) {
+			t.Errorf("%s with Redis gone: %v; want ErrUnavailable", op, err)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/platform/metrics"
+)
+
+// ErrUnavailable: Redis cannot serve right now (down, restarting, loading,
+// a cluster failing over, the network to it cut). The caller answers 503
+// and the client retries; every error of the Store that is one wraps it.
+var ErrUnavailable = errors.New("queue: redis unavailable")
+
+// rediser is what the Store needs of a go-redis client: a single node
+// (*redis.Client) and a Cluster (*redis.ClusterClient) both satisfy it, so
+// every script runs unchanged on either.
+type rediser interface {
+	redis.Scripter
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	Get(ctx context.Context, key string) *redis.StringCmd
+	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+	Ping(ctx context.Context) *redis.StatusCmd
+}
+
+// poolSize is the connections per Redis node: go-redis's default (10 per
+// CPU) makes a busy gateway's requests queue for a connection; a redis://
+// URL's pool_size= still wins.
+const poolSize = 128
+
+// Open connects to Redis as config redis.url names it: a redis:// (or
+// rediss://) URL is a single node; a comma-separated list of host:port seeds
+// is a Redis Cluster. service labels the Redis metrics of this process;
+// ticketSecret is the HMAC key of tickets (config auth.ticket_secret).
+// Close the Store when done.
+func Open(url, service string, ticketSecret []byte) (*Store, error) {
+	c, err := newClient(url)
+	if err != nil {
+		return nil, err
+	}
+	c.AddHook(metricsHook{service: service})
+	s := NewStore(c, ticketSecret)
+	s.close = c.Close
+	return s, nil
+}
+
+func newClient(url string) (redis.UniversalClient, error) {
+	url = strings.TrimSpace(url)
+	if url == "" {
+		return nil, fmt.Errorf("queue: empty redis url")
+	}
+	if strings.Contains(url, "://") {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("queue: redis url: %w", err)
+		}
+		if !strings.Contains(url, "pool_size=") {
+			opt.PoolSize = poolSize
+		}
+		return redis.NewClient(opt), nil
+	}
+	var addrs []string
+	for _, a := range strings.Split(url, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("queue: redis url %q names no cluster seed", url)
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: poolSize}), nil
+}
+
+// interpretError is the one place Redis errors are translated: an outage
+// becomes ErrUnavailable (with the cause kept in the text), anything else is
+// returned as it is, a bug to log.
+func interpretError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if isOutage(err) {
+		return fmt.Errorf("%s: %w: %v", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isOutage tells a Redis that cannot serve now from a request or a script
+// that is wrong.
+func isOutage(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, ErrUnavailable) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		// Errors Redis itself answers while it cannot serve: loading its
+		// data, a cluster without a master for the slot, a replica.
+		msg := re.Error()
+		for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY"} {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+		return false
+	}
+	// go-redis reports a few transport failures as plain errors.
+	msg := err.Error()
+	for _, p := range []string{"connection refused", "connection reset", "broken pipe", "i/o timeout"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// isNoScript: a Redis that restarted (or a new one) has none of our scripts
+// cached; the call is sent again with EVAL (batch.go), and the miss is not a
+// fault (metricsHook).
+func isNoScript(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOSCRIPT")
+}
+
+// metricsHook measures every command and pipeline of the client.
+type metricsHook struct{ service string }
+
+func (h metricsHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			metrics.RedisFailed(h.service)
+		}
+		return c, err
+	}
+}
+
+func (h metricsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		start := time.Now()
+		err := next(ctx, cmd)
+		h.done(start, err)
+		return err
+	}
+}
+
+func (h metricsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		start := time.Now()
+		err := next(ctx, cmds)
+		h.done(start, err)
+		return err
+	}
+}
+
+func (h metricsHook) done(start time.Time, err error) {
+	metrics.ObserveRedis(h.service, time.Since(start))
+	if err != nil && !errors.Is(err, redis.Nil) && !isNoScript(err) {
+		metrics.RedisFailed(h.service)
+	}
+}
