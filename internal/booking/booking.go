@@ -85,18 +85,26 @@ type Seat struct {
 	Status string `json:"status"`
 }
 
-// Block is a general-admission block on the map.
+// Block is a general-admission block on the map; PriceCents is the price
+// of one place in it.
 type Block struct {
-	Code      string `json:"code"`
-	Capacity  int    `json:"capacity"`
-	Available int    `json:"available"`
+	Code       string `json:"code"`
+	Capacity   int    `json:"capacity"`
+	Available  int    `json:"available"`
+	PriceCents int64  `json:"priceCents"`
 }
 
-// SeatMap of one showtime. It never says who holds a seat.
+// SeatMap of one showtime. It never says who holds a seat. PriceCents is the
+// price of one reserved seat; every amount is in Currency's minor unit
+// (booking.currency).
 type SeatMap struct {
-	ShowtimeID       int64   `json:"showtimeId"`
-	Seats            []Seat  `json:"seats"`
-	GeneralAdmission []Block `json:"generalAdmission"`
+	ShowtimeID       int64     `json:"showtimeId"`
+	Title            string    `json:"title"`
+	StartsAt         time.Time `json:"startsAt"`
+	PriceCents       int64     `json:"priceCents"`
+	Currency         string    `json:"currency"`
+	Seats            []Seat    `json:"seats"`
+	GeneralAdmission []Block   `json:"generalAdmission"`
 }
 
 // HoldRequest is a validated hold: Seats sorted and unique, GA codes known.
@@ -128,12 +136,13 @@ func (r HoldRequest) Places() int {
 	return n
 }
 
-// Hold is a successful hold.
+// Hold is a successful hold; AmountCents is what it costs, fixed at hold time.
 type Hold struct {
 	ID               string         `json:"holdId"`
 	ExpiresAt        time.Time      `json:"expiresAt"`
 	Seats            []string       `json:"seats"`
 	GeneralAdmission map[string]int `json:"generalAdmission"`
+	AmountCents      int64          `json:"amountCents"`
 }
 
 // CheckoutRequest opens (or finds again) the payment of a hold.
@@ -156,13 +165,16 @@ type Checkout struct {
 // checkout, under the hold's row lock, so that one key opens one session.
 type OpenSession func(ctx context.Context, bookingID string, amountCents int64, ttl time.Duration) (payment.Session, error)
 
-// Booking as the fan sees it.
+// Booking as the fan sees it: what was bought, for when, for how much.
 type Booking struct {
 	ID               string         `json:"bookingId"`
 	Status           string         `json:"status"`
 	Seats            []string       `json:"seats"`
 	GeneralAdmission map[string]int `json:"generalAdmission,omitempty"`
 	ShowtimeID       int64          `json:"showtimeId"`
+	AmountCents      int64          `json:"amountCents"`
+	Title            string         `json:"title"`
+	StartsAt         time.Time      `json:"startsAt"`
 }
 
 // Outcome of settling a payment.

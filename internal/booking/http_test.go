@@ -127,13 +127,25 @@ func TestSeatMapAndBookingRoutes(t *testing.T) {
 	if len(seats) != 150 || first["code"] != "A1" || first["row"] != "A" || first["number"] != float64(1) || first["status"] != "AVAILABLE" {
 		t.Fatalf("seats: %d, first %v", len(seats), first)
 	}
-	if ga := fmt.Sprint(m["generalAdmission"]); ga != "[map[available:40 capacity:40 code:BALCONY] map[available:250 capacity:250 code:FLOOR]]" {
+	if ga := fmt.Sprint(m["generalAdmission"]); ga != "[map[available:40 capacity:40 code:BALCONY priceCents:3000] map[available:250 capacity:250 code:FLOOR priceCents:4500]]" {
 		t.Fatalf("generalAdmission = %s", ga)
+	}
+	// What is at stake: the showtime, when, and the price of a seat, in booking.currency.
+	if m["title"] != "Live" || m["startsAt"] != "2026-12-02T20:00:00Z" || m["priceCents"] != float64(6000) || m["currency"] != "USD" {
+		t.Fatalf("seat map title/startsAt/priceCents/currency = %v %v %v %v; want Live 2026-12-02T20:00:00Z 6000 USD",
+			m["title"], m["startsAt"], m["priceCents"], m["currency"])
+	}
+	code, h, _ := e.call(p, "POST", "/api/v1/booking/showtimes/43/holds", booking.HoldInput{Seats: []string{"A2"}, GeneralAdmission: map[string]int{"BALCONY": 1}}, nil)
+	if code != 201 || h["amountCents"] != float64(6000+3000) {
+		t.Fatalf("hold: %d %v; want 201 with amountCents 9000", code, h)
 	}
 	_, c := e.holdAndCheckout(p, 43, booking.HoldInput{Seats: []string{"A1"}, GeneralAdmission: map[string]int{"FLOOR": 2}})
 	code, b, _ := e.call(p, "GET", "/api/v1/booking/bookings/"+c.BookingID, nil, nil)
 	if code != 200 || b["status"] != "PENDING" || fmt.Sprint(b["seats"]) != "[A1]" || b["showtimeId"] != float64(43) {
 		t.Fatalf("booking: %d %v", code, b)
+	}
+	if b["amountCents"] != float64(6000+2*4500) || b["title"] != "Live" || b["startsAt"] != "2026-12-02T20:00:00Z" {
+		t.Fatalf("booking amountCents/title/startsAt = %v %v %v; want 15000 Live 2026-12-02T20:00:00Z", b["amountCents"], b["title"], b["startsAt"])
 	}
 	if code, _, _ := e.call(fan(live, "someone"), "GET", "/api/v1/booking/bookings/"+c.BookingID, nil, nil); code != 404 {
 		t.Fatalf("another customer's booking: %d; want 404", code)

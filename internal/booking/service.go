@@ -96,11 +96,22 @@ func (s *Service) showtime(p Pass, id int64) (*config.Showtime, error) {
 
 // SeatMap returns the showtime's seats and blocks.
 func (s *Service) SeatMap(ctx context.Context, p Pass, showtimeID int64) (SeatMap, error) {
-	if _, err := s.showtime(p, showtimeID); err != nil {
+	st, err := s.showtime(p, showtimeID)
+	if err != nil {
 		return SeatMap{}, err
 	}
 	m, err := s.store.SeatMap(ctx, showtimeID)
-	return m, s.dbErr("seat_map", err)
+	if err != nil {
+		return m, s.dbErr("seat_map", err)
+	}
+	// What is at stake comes from the catalog: the store keeps seats, not prices.
+	m.Title, m.StartsAt, m.PriceCents, m.Currency = st.Title, st.StartsAt, st.PriceCents, s.cfg.Booking.Currency
+	for i := range m.GeneralAdmission {
+		if blk, ok := gaBlock(st, m.GeneralAdmission[i].Code); ok {
+			m.GeneralAdmission[i].PriceCents = blk.PriceCents
+		}
+	}
+	return m, nil
 }
 
 // HoldInput is a hold as the fan asked for it.
@@ -330,6 +341,9 @@ func (s *Service) Booking(ctx context.Context, p Pass, id string) (Booking, erro
 	}
 	if b.Seats == nil {
 		b.Seats = []string{}
+	}
+	if _, st, ok := s.cfg.EventOfShowtime(b.ShowtimeID); ok {
+		b.Title, b.StartsAt = st.Title, st.StartsAt
 	}
 	return b, nil
 }

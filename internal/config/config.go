@@ -91,7 +91,11 @@ type Booking struct {
 	// ReholdCooldown keeps a seat out of a customer's reach this long after
 	// a hold of theirs on it was released or lapsed; nil = hold_ttl, 0 = off.
 	ReholdCooldown *Duration `yaml:"rehold_cooldown"`
-	Payment        Payment   `yaml:"payment"`
+	// Currency is the ISO 4217 code every *_cents amount is in, counted in
+	// its minor unit: cents of USD, but whole yen or won (JPY and KRW have
+	// no minor unit, so price_cents: 1500 is ¥1,500).
+	Currency string  `yaml:"currency"`
+	Payment  Payment `yaml:"payment"`
 }
 
 type Payment struct {
@@ -117,8 +121,10 @@ type Event struct {
 	PrequeueOpensAt *time.Time `yaml:"prequeue_opens_at"`
 	OpensAt         *time.Time `yaml:"opens_at"`
 	ClosesAt        *time.Time `yaml:"closes_at"`
-	Admission       Admission  `yaml:"admission"`
-	Showtimes       []Showtime `yaml:"showtimes"`
+	// Venue is where the event takes place, shown on the fans' pages.
+	Venue     string     `yaml:"venue"`
+	Admission Admission  `yaml:"admission"`
+	Showtimes []Showtime `yaml:"showtimes"`
 }
 
 type Admission struct {
@@ -310,6 +316,7 @@ func (c *Config) setDefaults() {
 		d := c.Booking.HoldTTL
 		c.Booking.ReholdCooldown = &d
 	}
+	def(&c.Booking.Currency, "USD")
 	defD(&c.Booking.Payment.SessionTTL, 8*time.Minute)
 	defD(&c.Booking.Payment.ReconcileAfter, 15*time.Minute)
 	def(&c.Booking.Payment.Simulator.Outcome, "succeed")
@@ -338,6 +345,8 @@ func (c *Config) setDefaults() {
 var (
 	eventIDPattern = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
 	gaCodePattern  = regexp.MustCompile(`^[A-Z0-9-]{1,32}$`)
+	// ISO 4217 codes are three capital letters.
+	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
 )
 
 // MaxRows is how many rows a showtime may have: rows are lettered A..Z.
@@ -385,6 +394,9 @@ func (c *Config) Validate() error {
 		if _, err := ParsePrefix(p); err != nil {
 			bad(fmt.Sprintf("gateway.trusted_proxies[%d]", i), "%q is not a CIDR or an IP address", p)
 		}
+	}
+	if !currencyPattern.MatchString(c.Booking.Currency) {
+		bad("booking.currency", "%q must be an ISO 4217 code such as USD, EUR or JPY", c.Booking.Currency)
 	}
 	p := c.Booking.Payment
 	if p.SessionTTL.D() <= 0 {

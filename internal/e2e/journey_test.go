@@ -22,11 +22,12 @@ import (
 
 const journeyEvents = `  - id: "premiere"
     name: "Premiere night"
+    venue: "Shinjuku Hall 3"
     admission: {admit_per_second: 1, max_active: 10, access_ttl: "5m", abandon_after: "60s"}
     showtimes:
       - id: 42
         title: "Premiere 19:00"
-        starts_at: "2026-12-01T19:00:00Z"
+        starts_at: "2036-12-01T19:00:00+09:00"
         rows: 5
         seats_per_row: 10
         price_cents: 1500
@@ -147,6 +148,8 @@ func TestBrowserJourney(t *testing.T) {
 	}
 	shots.shot(fan, "waiting")
 	fitsScreen(t, fan, "the waiting room on a phone")
+	wordsOK(t, fan, "en", "the waiting room")
+	checkA11y(t, fan, "the waiting room")
 	// Record every position the page shows, in sessionStorage, which
 	// survives the page's own move to the booking page.
 	run(t, fan, 5*time.Second, "watch the position", chromedp.Evaluate(`(() => {
@@ -177,6 +180,16 @@ func TestBrowserJourney(t *testing.T) {
 	t.Logf("positions shown while waiting: %v", seen)
 	shots.shot(fan, "seat-map")
 	fitsScreen(t, fan, "the seat map on a phone")
+	wordsOK(t, fan, "en", "the seat map")
+	checkA11y(t, fan, "the seat map")
+	// What is at stake: the showtime and when (in Tokyo), the price of a
+	// seat and of a standing place.
+	if line, price := text(t, fan, "#showtime-line"), text(t, fan, "#seat-price"); !strings.Contains(line, "Mon, Dec 1, 2036, 19:00") || !strings.Contains(price, "$15.00") {
+		t.Errorf("seat map says %q, %q; want the showtime in Tokyo time and $15.00 a seat", line, price)
+	}
+	if ga := text(t, fan, `[data-ga-block="FLOOR"] .ga-price`); !strings.Contains(ga, "$9.00") {
+		t.Errorf("standing price %q; want $9.00", ga)
+	}
 
 	// The second fan joins now and is admitted within a few ticks.
 	rival := tab(t, browser(t)) // a second browser: its own cookies and storage
@@ -195,12 +208,20 @@ func TestBrowserJourney(t *testing.T) {
 		chromedp.Click(`[data-ga-inc="FLOOR"]`, chromedp.ByQuery),
 		chromedp.Poll(`document.querySelector('[data-ga="FLOOR"]').value === '1'`, nil),
 	)
+	// 2 × $15.00 + $9.00.
+	if total := text(t, fan, "#selection-total"); total != "$39.00" {
+		t.Errorf("the choice costs %q; want $39.00", total)
+	}
 	run(t, fan, 10*time.Second, "hold",
 		chromedp.Click(`#hold`, chromedp.ByQuery),
 		chromedp.Poll(`document.querySelector('main').dataset.phase === 'held'`, nil),
 		chromedp.WaitVisible(`#countdown`, chromedp.ByQuery),
 	)
 	shots.shot(fan, "held")
+	if total, pay := text(t, fan, "#held-total"), text(t, fan, "#pay"); total != "$39.00" || pay != "Pay $39.00" {
+		t.Errorf("hold total %q, button %q; want $39.00 and Pay $39.00", total, pay)
+	}
+	checkA11y(t, fan, "the hold")
 	run(t, rival, 10*time.Second, "the rival is told the seats are taken",
 		chromedp.Click(`#hold`, chromedp.ByQuery),
 		chromedp.Poll(`(() => { const m = document.querySelector('#message'); return m && /took|taken/i.test(m.textContent); })()`, nil),
@@ -211,12 +232,19 @@ func TestBrowserJourney(t *testing.T) {
 		chromedp.Click(`#pay`, chromedp.ByQuery),
 		chromedp.Poll(`(() => { const b = document.querySelector('#booking-status'); return b && /CONFIRMED/.test(b.textContent + ' ' + (b.dataset.status || '')); })()`, nil),
 	)
-	bookingID := text(t, fan, "#booking-id")
+	var bookingID string
+	run(t, fan, 5*time.Second, "read the booking id", chromedp.AttributeValue("#booking-id", "data-id", &bookingID, nil, chromedp.ByQuery))
 	shots.shot(fan, "confirmed")
+	if total, when, ref := text(t, fan, "#receipt-total"), text(t, fan, "#receipt-when"), text(t, fan, "#booking-id"); total != "$39.00" || when != "Mon, Dec 1, 2036, 19:00" || len(ref) != 9 {
+		t.Errorf("receipt: total %q, when %q, reference %q; want $39.00, the showtime, XXXX-XXXX", total, when, ref)
+	}
+	wordsOK(t, fan, "en", "the confirmation")
+	checkA11y(t, fan, "the confirmation")
 	// The same pages on a desktop screen.
 	run(t, rival, 10*time.Second, "desktop size", chromedp.EmulateViewport(1280, 800))
 	fitsScreen(t, rival, "the seat map on a desktop")
 	shots.shot(rival, "desktop-seat-map")
+	checkA11y(t, rival, "the seat map on a desktop, after a conflict")
 	if bookingID == "" {
 		t.Fatal("no booking id shown")
 	}

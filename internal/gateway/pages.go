@@ -1,13 +1,22 @@
 package gateway
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"io/fs"
 	"mime"
+	"net/url"
 	"path"
+	"strconv"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 
+	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // csp allows nothing but the gateway itself: the pages carry no inline
@@ -15,29 +24,24 @@ import (
 const csp = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; " +
 	"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
+// langCookie keeps the language a fan chose (DESIGN.md: wr_lang).
+const langCookie = "wr_lang"
+
+// notices are the ?e= codes the room page explains: what a form post to
+// join ended with, or a takeover link that did not work.
+var notices = map[string]bool{
+	"rate_limited": true, "not_open": true, "event_closed": true, "invalid_link": true, "error": true,
+}
+
 func (s *Server) pageRoutes() {
 	files := web.FS()
-	page := func(name string) fiber.Handler {
-		return func(c *fiber.Ctx) error {
-			if name != web.IndexPage {
-				if _, err := s.event(c); err != nil {
-					return err
-				}
-			}
-			b, err := fs.ReadFile(files, name)
-			if err != nil {
-				return err
-			}
-			c.Set(fiber.HeaderContentSecurityPolicy, csp)
-			c.Set(fiber.HeaderXFrameOptions, "DENY")
-			c.Set(fiber.HeaderCacheControl, "no-cache")
-			c.Type("html", "utf-8")
-			return c.Send(b)
-		}
-	}
-	s.app.Get("/", page(web.IndexPage))
-	s.app.Get("/e/:event", page(web.RoomPage))
-	s.app.Get("/e/:event/book", page(web.BookPage))
+	s.app.Get("/", s.page(s.indexPage))
+	s.app.Get("/e/:event", s.page(s.roomPage))
+	s.app.Get("/e/:event/book", s.page(s.bookPage))
+	s.app.Get("/e/:event/leave", s.page(s.leavePage))
+	s.app.Get("/e/:event/qr.svg", s.qrCode)
+	s.app.Post("/e/:event/join", s.joinForm)
+	s.app.Post("/e/:event/leave", s.leaveForm)
 	s.app.Get("/static/+", func(c *fiber.Ctx) error {
 		name := path.Clean(c.Params("+"))
 		b, err := fs.ReadFile(files, name)
@@ -50,4 +54,327 @@ func (s *Server) pageRoutes() {
 		c.Set(fiber.HeaderCacheControl, "public, max-age=300")
 		return c.Send(b)
 	})
+}
+
+type pageHandler func(c *fiber.Ctx, l *web.Locale) error
+
+// page runs a page handler in the fan's language. ?lang=xx switches
+// language: it is kept in wr_lang and the fan is sent back to the same page
+// without it, so that every link and refresh after that speaks it.
+func (s *Server) page(h pageHandler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if q := c.Query("lang"); q != "" {
+			if web.Supported(q) {
+				c.Cookie(&fiber.Cookie{Name: langCookie, Value: q, Path: "/", Expires: s.now().AddDate(1, 0, 0),
+					SameSite: fiber.CookieSameSiteLaxMode, Secure: c.Secure()})
+			}
+			return c.Redirect(pathWith(c, "lang", ""), fiber.StatusSeeOther)
+		}
+		return h(c, web.LocaleFor(web.Negotiate(c.Cookies(langCookie), c.Get(fiber.HeaderAcceptLanguage))))
+	}
+}
+
+// pathWith is the request's path and query with key set to value ("" drops it).
+func pathWith(c *fiber.Ctx, key, value string) string {
+	q, _ := url.ParseQuery(string(c.Request().URI().QueryString()))
+	q.Del("t") // a takeover link's ticket never travels further
+	if value == "" {
+		q.Del(key)
+	} else {
+		q.Set(key, value)
+	}
+	if len(q) == 0 {
+		return c.Path()
+	}
+	return c.Path() + "?" + q.Encode()
+}
+
+// render writes a page under the CSP, in l's language.
+func (s *Server) render(c *fiber.Ctx, status int, name string, l *web.Locale, p *web.Page) error {
+	p.L = l
+	p.Currency = s.config().Booking.Currency
+	for _, lang := range web.Languages {
+		p.Langs = append(p.Langs, web.LangLink{Code: lang.Code, Name: lang.Name, Href: pathWith(c, "lang", lang.Code), Current: lang.Code == l.Lang})
+	}
+	var buf bytes.Buffer
+	if err := s.pages.Render(&buf, name, p); err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentSecurityPolicy, csp)
+	c.Set(fiber.HeaderXFrameOptions, "DENY")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set(fiber.HeaderVary, "Accept-Language, Cookie")
+	c.Set(fiber.HeaderContentLanguage, l.Lang)
+	c.Type("html", "utf-8")
+	return c.Status(status).Send(buf.Bytes())
+}
+
+// pageEvent finds the route's event, or renders the page that says it is not there.
+func (s *Server) pageEvent(c *fiber.Ctx, l *web.Locale) (*config.Event, error) {
+	ev, err := s.event(c)
+	if err != nil {
+		return nil, s.render(c, fiber.StatusNotFound, web.NotFoundPage, l, &web.Page{Title: l.T("notfound.title")})
+	}
+	return ev, nil
+}
+
+// zoneOf is an event's time zone: the offset its first showtime's starts_at
+// was written with (the config has no zone of its own).
+func zoneOf(ev *config.Event) *time.Location {
+	if len(ev.Showtimes) > 0 {
+		return ev.Showtimes[0].StartsAt.Location()
+	}
+	return time.UTC
+}
+
+// eventView is an event as the pages show it.
+func (s *Server) eventView(ev *config.Event) *web.Event {
+	now := s.now()
+	set := s.settingsFor(ev)
+	v := &web.Event{ID: ev.ID, Name: ev.Name, Venue: ev.Venue, State: state(set, now), Waiting: -1}
+	zone := zoneOf(ev)
+	switch v.State {
+	case "prequeue":
+		if set.OpensAt != nil {
+			v.Detail = &web.Detail{Key: "index.detail.prequeue", At: set.OpensAt.In(zone)}
+			v.RoomDetail = &web.Detail{Key: "room.detail.prequeue", At: set.OpensAt.In(zone)}
+		} else {
+			v.Detail = &web.Detail{Key: "index.detail.prequeueSoon"}
+			v.RoomDetail = &web.Detail{Key: "room.detail.prequeueSoon"}
+		}
+	case "paused", "closed", "passthrough":
+		v.Detail = &web.Detail{Key: "index.detail." + v.State}
+		v.RoomDetail = &web.Detail{Key: "room.detail." + v.State}
+	}
+	for _, st := range ev.Showtimes {
+		w := web.Showtime{ID: st.ID, Title: st.Title, StartsAt: st.StartsAt, Past: st.StartsAt.Before(now), PriceCents: st.PriceCents}
+		if st.Rows == 0 && len(st.GeneralAdmission) > 0 {
+			w.PriceCents = st.GeneralAdmission[0].PriceCents // no reserved seats: the blocks set the price
+		}
+		for _, b := range st.GeneralAdmission {
+			w.Blocks = append(w.Blocks, b.PriceCents)
+		}
+		v.Showtimes = append(v.Showtimes, w)
+	}
+	return v
+}
+
+// indexPage: GET / — every event, rendered by the server.
+func (s *Server) indexPage(c *fiber.Ctx, l *web.Locale) error {
+	cfg := s.config()
+	p := &web.Page{Title: l.T("index.pageTitle"), Script: "index.js"}
+	for i := range cfg.Events {
+		v := s.eventView(&cfg.Events[i])
+		if counts, err := s.line.Counts(c.UserContext(), cfg.Events[i].ID); err == nil {
+			v.Waiting = counts.Waiting
+		}
+		p.Events = append(p.Events, *v)
+	}
+	return s.render(c, fiber.StatusOK, web.IndexPage, l, p)
+}
+
+// bookPage: GET /e/:event/book — the page; the seat map is the script's.
+func (s *Server) bookPage(c *fiber.Ctx, l *web.Locale) error {
+	ev, err := s.pageEvent(c, l)
+	if ev == nil {
+		return err
+	}
+	return s.render(c, fiber.StatusOK, web.BookPage, l, &web.Page{
+		Title: l.T("book.pageTitle", "event", ev.Name), Script: "book.js", Event: s.eventView(ev),
+	})
+}
+
+// leavePage: GET /e/:event/leave — "Leave the line? You will lose your
+// place", for fans without JavaScript (the script asks in a dialog).
+func (s *Server) leavePage(c *fiber.Ctx, l *web.Locale) error {
+	ev, err := s.pageEvent(c, l)
+	if ev == nil {
+		return err
+	}
+	if s.ticketCookie(c, ev) == "" {
+		return c.Redirect("/e/"+ev.ID, fiber.StatusSeeOther)
+	}
+	return s.render(c, fiber.StatusOK, web.LeavePage, l, &web.Page{Title: l.T("leave.question"), Event: s.eventView(ev)})
+}
+
+// ticketCookie is the fan's ticket of ev from its cookie, "" when there is
+// none or it is not an authentic ticket of ev.
+func (s *Server) ticketCookie(c *fiber.Ctx, ev *config.Event) string {
+	t := c.Cookies(ticketCookie + ev.ID)
+	if t == "" || s.line.CheckTicket(ev.ID, t) != nil {
+		return ""
+	}
+	return utils.CopyString(t)
+}
+
+// roomPage: GET /e/:event — the waiting room. With the fan's ticket cookie
+// it asks the line where the fan stands (a poll, as the script's) and
+// renders it, refreshing itself at pollAfter, so that it works without
+// JavaScript. ?t=<ticket> is a place carried from another device: it takes
+// that place over here.
+func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
+	ev, err := s.pageEvent(c, l)
+	if ev == nil {
+		return err
+	}
+	from, _ := strconv.ParseInt(c.Query("from"), 10, 64)
+	if t := c.Query("t"); t != "" {
+		if s.line.CheckTicket(ev.ID, t) != nil {
+			return c.Redirect("/e/"+ev.ID+"?e=invalid_link", fiber.StatusSeeOther)
+		}
+		s.setTicketCookie(c, ev, utils.CopyString(t), s.settingsFor(ev))
+		to := "/e/" + ev.ID + "?moved=1"
+		if from > 0 {
+			to += "&from=" + strconv.FormatInt(from, 10)
+		}
+		return c.Redirect(to, fiber.StatusSeeOther)
+	}
+	view := s.eventView(ev)
+	room := &web.Room{Status: "none", Hint: "none"}
+	if n := c.Query("e"); notices[n] {
+		room.Notice = n
+	}
+	if c.Query("left") != "" {
+		room.Status, room.Hint = "left", "left"
+	}
+	p := &web.Page{Title: l.T("room.pageTitle", "event", ev.Name), Script: "room.js", Event: view, Room: room}
+	if ticket := s.ticketCookie(c, ev); ticket != "" {
+		st, err := s.line.Status(c.UserContext(), ev.ID, ticket, s.settingsFor(ev))
+		switch {
+		case errors.Is(err, queue.ErrInvalidTicket):
+		case err != nil:
+			s.log.Warn("room page: status", "event", ev.ID, "err", err)
+			room.Status, room.Notice, room.Refresh = "error", "error", 5
+		case st.State == queue.Waiting:
+			room.Status, room.Hint = "waiting", "waiting"
+			if st.Position.Position == 1 {
+				room.Status = "next"
+			}
+			w := waiting("", st.Position)
+			room.Position, room.Ahead, room.ETA = w.Position, w.Ahead, w.ETASeconds
+			room.From = max(from, w.Position)
+			room.Refresh = max(1, (w.PollAfterMs+999)/1000)
+			share := "/e/" + ev.ID + "?t=" + url.QueryEscape(ticket) + "&from=" + strconv.FormatInt(room.From, 10)
+			room.ShareURL = c.BaseURL() + share
+			room.QRURL = "/e/" + ev.ID + "/qr.svg?from=" + strconv.FormatInt(room.From, 10)
+		case st.State == queue.Admitted:
+			s.observeAdmission(ev, st)
+			if _, err := s.grant(c, ev, "", st.ID, st.ActiveUntil); err != nil {
+				return err
+			}
+			room.Status, room.Hint = "admitted", "admitted"
+			p.Title = l.T("room.turnTitle", "event", ev.Name)
+		default: // Expired, Closed
+			s.clearCookie(c, accessCookie+ev.ID)
+			room.Status, room.Hint = string(st.State), "ended"
+		}
+	}
+	if room.Waiting() && c.Query("still") != "" {
+		// Without JavaScript the refresh is what keeps the place: a fan who
+		// cannot bear a page that reloads by itself turns it off and is told
+		// to update it at least once a minute (WCAG 2.2.1, "turn off").
+		room.Still, room.Refresh = true, 0
+	}
+	if room.Refresh > 0 {
+		to := "/e/" + ev.ID
+		if room.From > 0 {
+			to += "?from=" + strconv.FormatInt(room.From, 10)
+		}
+		p.Refresh = strconv.FormatInt(room.Refresh, 10) + "; url=" + to
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return s.render(c, fiber.StatusOK, web.RoomPage, l, p)
+}
+
+// sameSite refuses a form post made from another site: a page elsewhere
+// must not join or leave the line in the fan's name (SameSite=Lax keeps the
+// cookie off such a post, but a join would still replace it).
+func sameSite(c *fiber.Ctx) bool {
+	switch c.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return false
+	}
+	o := c.Get(fiber.HeaderOrigin)
+	return o == "" || o == "null" || o == c.BaseURL()
+}
+
+// joinForm: POST /e/:event/join — joining without JavaScript. It is the
+// join of the API, answered with a redirect (303): to the booking page when
+// admitted at once, else to the waiting room, which shows the place.
+func (s *Server) joinForm(c *fiber.Ctx) error {
+	ev, err := s.event(c)
+	if err != nil {
+		return err
+	}
+	if !sameSite(c) {
+		return c.Status(fiber.StatusForbidden).SendString("cross-site form post refused")
+	}
+	room := "/e/" + ev.ID
+	if err := s.join(c); err != nil {
+		code := "error"
+		if ae := toAPI(err); ae != nil && notices[ae.Code] {
+			code = ae.Code
+		} else if ae == nil {
+			s.log.Warn("join form", "event", ev.ID, "err", err)
+		}
+		c.Response().ResetBody()
+		return c.Redirect(room+"?e="+code, fiber.StatusSeeOther)
+	}
+	var out struct {
+		Status   string `json:"status"`
+		Position int64  `json:"position"`
+	}
+	_ = json.Unmarshal(c.Response().Body(), &out)
+	c.Response().ResetBody()
+	c.Response().Header.SetContentType(fiber.MIMETextPlainCharsetUTF8)
+	if out.Status == string(queue.Admitted) {
+		return c.Redirect(room+"/book", fiber.StatusSeeOther)
+	}
+	return c.Redirect(room+"?from="+strconv.FormatInt(out.Position, 10), fiber.StatusSeeOther)
+}
+
+// leaveForm: POST /e/:event/leave — leaving without JavaScript, once the
+// fan said yes on the leave page.
+func (s *Server) leaveForm(c *fiber.Ctx) error {
+	ev, err := s.event(c)
+	if err != nil {
+		return err
+	}
+	if !sameSite(c) {
+		return c.Status(fiber.StatusForbidden).SendString("cross-site form post refused")
+	}
+	if t := s.ticketCookie(c, ev); t != "" {
+		if err := s.line.Leave(c.UserContext(), ev.ID, t); err != nil {
+			s.log.Warn("leave form", "event", ev.ID, "err", err)
+			return c.Redirect("/e/"+ev.ID+"?e=error", fiber.StatusSeeOther)
+		}
+	}
+	s.clearCookie(c, ticketCookie+ev.ID)
+	s.clearCookie(c, accessCookie+ev.ID)
+	return c.Redirect("/e/"+ev.ID+"?left=1", fiber.StatusSeeOther)
+}
+
+// qrCode: GET /e/:event/qr.svg — the fan's place as a QR code of
+// /e/{event}?t=<ticket>, for the phone camera of another device.
+func (s *Server) qrCode(c *fiber.Ctx) error {
+	ev, err := s.event(c)
+	if err != nil {
+		return err
+	}
+	t := s.ticketCookie(c, ev)
+	if t == "" {
+		return errNotFound
+	}
+	link := c.BaseURL() + "/e/" + ev.ID + "?t=" + url.QueryEscape(t)
+	if from, err := strconv.ParseInt(c.Query("from"), 10, 64); err == nil && from > 0 {
+		link += "&from=" + strconv.FormatInt(from, 10)
+	}
+	svg, err := qrSVG(link)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "image/svg+xml")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Send(svg)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/gateway/web"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
@@ -37,6 +38,7 @@ type Server struct {
 	proxy    *proxy
 
 	proxies atomic.Pointer[proxies] // gateway.trusted_proxies, parsed; swapped on reload
+	pages   *web.Pages              // the fans' pages, rendered per request
 
 	settingsMu sync.RWMutex
 	settings   map[string]queue.Settings
@@ -77,6 +79,9 @@ func New(o Options) (*Server, error) {
 	s.proxy = p
 	ps := proxiesOf(o.Config)
 	s.proxies.Store(&ps)
+	if s.pages, err = web.NewPages(); err != nil {
+		return nil, err
+	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "waitroom-gateway",
 		DisableStartupMessage: true,

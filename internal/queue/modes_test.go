@@ -127,8 +127,18 @@ func TestPollAfterGrowsAndIsBounded(t *testing.T) {
 			prev = p
 		}
 	}
-	if prev < 40*time.Second {
-		t.Errorf("pollAfter 300 places back at 1/s = %v; want the 40s+ cap", prev)
+	// ahead/(4·rate) would be 75 s; the line-speed bound (ahead / 250 s)
+	// wakes the fan far sooner, in case the line runs faster than measured.
+	if base := 299 * time.Second / 250; prev < base || prev >= base*3/2+time.Millisecond {
+		t.Errorf("pollAfter 300 places back at 1/s = %v; want 299/250 s × [1, 1.5)", prev)
+	}
+	// Far back, the 40 s cap (×1.5 jitter) bounds it.
+	var last time.Duration
+	for i := 301; i <= 10_500; i++ {
+		last = join(t, e.store, set).PollAfter
+	}
+	if last < 40*time.Second || last >= 60*time.Second {
+		t.Errorf("pollAfter 10,500 places back = %v; want the 40 s cap × [1, 1.5)", last)
 	}
 }
 

@@ -46,12 +46,17 @@ local function b36(n)
 end
 
 -- pollAfter (ms) for a fan with ahead fans in front of it. See docs/QUEUE.md:
--- base = ahead / (4 × rate) seconds (about four polls over the wait), at least
--- the time left before opening, clamped to [1 s, 40 s], times a jitter of
--- 1 + u/2 (u in [0,1) from the caller) so the bounds are [1 s, 60 s).
+-- base = ahead / (4 × rate) seconds (about four polls over the wait), but
+-- never more than ahead / 250 s, so that a line that speeds up past the
+-- measured rate (a cap that stops binding, fans ahead who left) still finds
+-- its fans awake: up to 166.67 fans/s (250 / 1.5, the jitter) nobody sleeps
+-- past their turn. At least the time left before opening, clamped to
+-- [1 s, 40 s], times a jitter of 1 + u/2 (u in [0,1) from the caller) so the
+-- bounds are [1 s, 60 s).
 local function poll_after(ahead, rate, until_open, u)
   if rate == nil or rate < 0.01 then rate = 0.01 end
   local base = ahead / (4 * rate)
+  if ahead / 250 < base then base = ahead / 250 end
   if until_open > 0 and until_open / 1000 > base then base = until_open / 1000 end
   if base < 1 then base = 1 elseif base > 40 then base = 40 end
   return math.floor(base * (1 + 0.5 * u) * 1000)

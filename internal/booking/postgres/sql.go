@@ -280,7 +280,7 @@ UPDATE bookings SET status = 'REFUNDED', updated_at = now()
  WHERE id = (SELECT booking_id FROM done) AND status = 'FAILED'`
 
 	sqlBooking = `
-SELECT b.id, b.status, h.seats, h.ga, b.showtime_id
+SELECT b.id, b.status, h.seats, h.ga, b.showtime_id, b.amount_cents
   FROM bookings b JOIN holds h ON h.id = b.hold_id
  WHERE b.id = $1 AND b.customer_id = $2`
 

@@ -183,7 +183,7 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (_ booking.Hold
 		if gaOut == nil {
 			gaOut = map[string]int{}
 		}
-		return booking.Hold{ID: r.HoldID, ExpiresAt: *expiresAt, Seats: r.Seats, GeneralAdmission: gaOut}, nil
+		return booking.Hold{ID: r.HoldID, ExpiresAt: *expiresAt, Seats: r.Seats, GeneralAdmission: gaOut, AmountCents: r.AmountCents}, nil
 	}
 	// Refused: name why, in the order the statement's conditions read.
 	switch {
@@ -502,7 +502,7 @@ func (s *Store) Booking(ctx context.Context, bookingID, customer string) (_ book
 	var b booking.Booking
 	var ga []byte
 	// Anyone else's booking is no row: ErrNotFound, by interpretError.
-	if err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga, &b.ShowtimeID); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga, &b.ShowtimeID, &b.AmountCents); err != nil {
 		return b, fmt.Errorf("booking: %w", err)
 	}
 	if err := json.Unmarshal(ga, &b.GeneralAdmission); err != nil {

@@ -1,14 +1,18 @@
 // Package web holds the fan's pages of the gateway: the list of events, the
-// waiting room and the booking page, as static HTML, CSS and JavaScript
-// embedded in the binary.
+// waiting room and the booking page, as html/template pages rendered by the
+// gateway (templates/), the CSS and JavaScript they load (static/), and one
+// catalog of words per language (static/i18n/<lang>.json), all embedded in
+// the binary.
 //
 // The pages are plain files with no build step and no third-party code, so
 // that what runs in the browser is exactly what is reviewed here, and so that
 // they live under the gateway's strict Content-Security-Policy (everything
-// from 'self', no inline script or style). They talk only to the gateway's
-// JSON API of DESIGN.md. The gateway serves index.html at "/", room.html at
-// "/e/{event}", book.html at "/e/{event}/book" and every file at
-// "/static/<name>"; the pages read the event id from location.pathname.
+// from 'self', no inline script or style). The server renders each page
+// whole, in the fan's language, so that the list of events and the waiting
+// room work without JavaScript; the scripts then talk only to the gateway's
+// JSON API of DESIGN.md and take their words from the same catalog. The
+// gateway serves every static file at "/static/<name>"; the pages read the
+// event id from location.pathname.
 package web
 
 import (
@@ -16,18 +20,11 @@ import (
 	"io/fs"
 )
 
-// Page names the gateway serves at its HTML routes.
-const (
-	IndexPage = "index.html" // GET /
-	RoomPage  = "room.html"  // GET /e/{event}
-	BookPage  = "book.html"  // GET /e/{event}/book
-)
-
 //go:embed static
 var files embed.FS
 
 // FS returns the embedded files with the "static/" prefix stripped, so
-// FS().Open("room.html") works and a file server mounted at /static/ serves
+// FS().Open("app.css") works and a file server mounted at /static/ serves
 // "/static/app.css" from "app.css".
 //
 // JavaScript files are ES modules: serve them as text/javascript (Go's mime

@@ -1,67 +1,52 @@
-// index.js: the list of events on sale (GET /), refreshed every 15 s.
+// index.js: the list of events on sale (GET /). The server renders the list
+// (it works without JavaScript); this keeps each event's state and line
+// length current, every 15 s, and reloads the page when events were added
+// or removed.
 //
 // Stable hooks for end-to-end tests:
-//   #events                       the list; aria-busy="true" until the first load
+//   #events                       the list; aria-busy="true" while it reloads
 //   [data-event="<id>"]           one event's item
 //   [data-event="<id>"] .state    its state in words, data-state="prequeue|open|paused|passthrough|closed"
 //   [data-event="<id>"] .waiting  how many are waiting
-//   [data-event="<id>"] a.join    the link to /e/<id> (absent when closed)
+//   [data-event="<id>"] a.join    the link to /e/<id> (hidden when closed)
 //   #message                      load errors ("Can't reach…, retrying")
 
 import { api, backoffMs, NetworkError } from './api.js';
-import { $, h, setText, count, clock, STATE_WORDS } from './ui.js';
+import { $, setText, show } from './ui.js';
+import { t, clock } from './i18n.js';
 
 const REFRESH_MS = 15000;
 const list = $('events');
 const message = $('message');
 let failures = 0;
 
-function linkWords(state) {
-  switch (state) {
-    case 'prequeue':
-      return 'Get in line early';
-    case 'passthrough':
-      return 'Book now';
-    default:
-      return 'Join the line';
-  }
-}
-
 function detail(ev) {
   switch (ev.state) {
     case 'prequeue': {
       const at = clock(ev.opensAt);
-      return at ? `The order will be drawn at ${at}.` : 'The order will be drawn when the sale opens.';
+      return at ? t('index.detail.prequeue', { at }) : t('index.detail.prequeueSoon');
     }
     case 'paused':
-      return 'The line is paused for a moment; you can still join.';
     case 'closed':
-      return 'This sale has ended.';
+    case 'passthrough':
+      return t(`index.detail.${ev.state}`);
     default:
-      return null;
+      return '';
   }
 }
 
-function item(ev) {
-  const state = STATE_WORDS[ev.state] || ev.state || 'Unknown';
-  const waiting = Number.isFinite(ev.waiting) ? ev.waiting : null;
-  return h(
-    'li',
-    { class: 'card event', dataset: { event: ev.id } },
-    h('h2', { class: 'event-name' }, ev.name || ev.id),
-    h(
-      'p',
-      { class: 'event-facts' },
-      h('span', { class: 'state badge', dataset: { state: ev.state || '' } }, state),
-      waiting == null
-        ? null
-        : h('span', { class: 'waiting' }, waiting === 1 ? '1 person waiting' : `${count(waiting)} people waiting`),
-    ),
-    detail(ev) ? h('p', { class: 'muted' }, detail(ev)) : null,
-    ev.state === 'closed'
-      ? null
-      : h('a', { class: 'button join', href: `/e/${encodeURIComponent(ev.id)}` }, linkWords(ev.state)),
-  );
+function update(item, ev) {
+  const state = item.querySelector('.state');
+  state.dataset.state = ev.state || '';
+  setText(state, t(`state.${ev.state}`));
+  if (Number.isFinite(ev.waiting)) setText(item.querySelector('.waiting'), t('index.waiting', { n: ev.waiting }));
+  const d = item.querySelector('.detail');
+  const words = detail(ev);
+  setText(d, words);
+  show(d, Boolean(words));
+  const link = item.querySelector('a.join');
+  show(link, ev.state !== 'closed');
+  setText(link, t(`index.join.${ev.state}`));
 }
 
 async function load() {
@@ -71,25 +56,22 @@ async function load() {
     if (r.status === 429) throw new NetworkError('rate limited');
     if (!r.ok) throw new NetworkError(`HTTP ${r.status}`);
     const events = Array.isArray(r.data.events) ? r.data.events : [];
-    const focused = document.activeElement && document.activeElement.closest('[data-event]');
-    const focusedId = focused ? focused.dataset.event : null;
-    list.replaceChildren(
-      ...(events.length ? events.map(item) : [h('li', { class: 'muted' }, 'Nothing is on sale right now.')]),
-    );
-    // Keep keyboard focus where it was across a refresh.
-    if (focusedId) {
-      const again = list.querySelector(`[data-event="${CSS.escape(focusedId)}"] a.join`);
-      if (again) again.focus();
+    const shown = [...list.querySelectorAll('[data-event]')].map((el) => el.dataset.event);
+    if (shown.join(',') !== events.map((ev) => ev.id).join(',')) {
+      // Events came or went (a config reload): the server draws them afresh.
+      list.setAttribute('aria-busy', 'true');
+      location.reload();
+      return;
     }
-    list.setAttribute('aria-busy', 'false');
+    for (const ev of events) update(list.querySelector(`[data-event="${CSS.escape(ev.id)}"]`), ev);
     setText(message, '');
     failures = 0;
   } catch {
     failures += 1;
     delay = Math.max(backoffMs(failures), 2000);
-    setText(message, `Can't reach the ticket service, retrying in ${Math.ceil(delay / 1000)} s…`);
+    setText(message, t('index.retrying', { n: Math.ceil(delay / 1000) }));
   }
   setTimeout(load, delay);
 }
 
-load();
+setTimeout(load, REFRESH_MS);

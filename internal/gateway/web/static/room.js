@@ -1,46 +1,74 @@
-// room.js: the waiting room (GET /e/{event}).
+// room.js: the waiting room (GET /e/{event}), over the page the server
+// rendered (which works by itself without JavaScript: it refreshes).
 //
 // Joins on load, or resumes: the ticket is kept in localStorage per event and
 // sent back as X-Waitroom-Ticket, so a reload or a second tab keeps the same
 // place. Then polls the ticket at the pollAfterMs the gateway asks for, and
 // moves on to /e/{event}/book by itself once admitted (after storing the
 // access token in sessionStorage). 429: waits Retry-After. No answer: backs
-// off and says "reconnecting".
+// off and says "reconnecting". A place opened here from another device
+// (/e/{event}?t=…, which the server turns into the ticket cookie and
+// ?moved=1) is taken over: the ticket this browser kept is dropped so that
+// the cookie's is the one resumed.
 //
 // Stable hooks for end-to-end tests:
 //   #event-name     the event's name
 //   #state          event state in words; data-state="prequeue|open|paused|passthrough|closed"
-//   #state-detail   e.g. "The order will be drawn at 10:00." (local time)
-//   #status         the fan's status in words; data-status="joining|waiting|next|admitted|
+//   #state-detail   e.g. "The order will be drawn at 10:00." (the event's time zone)
+//   #status         the fan's status in words; data-status="none|joining|waiting|next|admitted|
 //                   not-open|left|expired|closed|unknown-event|error"
 //   #position       place in line (1 = next in)
 //   #ahead          people ahead
-//   #eta            wait in words: "about 4 minutes", "less than a minute",
-//                   "we'll tell you when the line opens"
-//   #progress       <progress max=1000>: from the place at join to the front
+//   #eta            wait in words: "about 4 minutes", "less than a minute", …
+//   #progress       <progress max=1000>: from the fan's own place at join to the front
+//   #progress-from  "You joined at place 230: 13% of the way to the front."
+//   #updated        "Updated 5 s ago"
 //   #message        transient notes: "Reconnecting…", "Busy, retrying in 5 s"
-//   #leave          "Leave the line" (shown while waiting)
+//   #leave          "Leave the line" (shown while waiting); opens #leave-dialog
+//   #leave-dialog   "Leave the line? You will lose your place": #leave-yes, #leave-no
 //   #rejoin         "Join the line again" (shown after leaving, expiry, close)
+//   #turn, #to-booking  the admitted screen's way on
+//   #share, #share-link, #share-qr  the place as a link and a QR code
+//   #notify         asks for a browser notification at admission
+//   #hint           what keeps (or lost) the place
 //   #live           the polite live region (position by bucket, state changes)
 
 import { api, store, Waiter, NetworkError, retryAfterMs, backoffMs, eventFromPath } from './api.js';
-import { $, setText, show, count, etaWords, clock, Announcer, STATE_WORDS } from './ui.js';
+import { $, setText, show, Announcer } from './ui.js';
+import { t, count, etaWords, clock } from './i18n.js';
+import { EtaSmoother } from './eta.js';
 
 const ui = {
+  main: $('main'),
   name: $('event-name'),
   state: $('state'),
   stateDetail: $('state-detail'),
   status: $('status'),
+  waiting: $('waiting'),
   position: $('position'),
   ahead: $('ahead'),
   eta: $('eta'),
   progress: $('progress'),
+  progressFrom: $('progress-from'),
+  updated: $('updated'),
   message: $('message'),
+  turn: $('turn'),
   leave: $('leave'),
+  leaveLine: $('leave').parentElement,
+  leaveDialog: $('leave-dialog'),
+  leaveYes: $('leave-yes'),
+  leaveNo: $('leave-no'),
   rejoin: $('rejoin'),
+  notify: $('notify'),
+  share: $('share'),
+  shareLink: $('share-link'),
+  shareQR: $('share-qr'),
+  copyLink: $('copy-link'),
+  hint: $('hint'),
 };
 const live = new Announcer($('live'));
 const waiter = new Waiter();
+const smoother = new EtaSmoother();
 
 const event = eventFromPath(location.pathname);
 const enc = event ? encodeURIComponent(event) : '';
@@ -53,16 +81,22 @@ const MAX_POLL_MS = 60000;
 // often, and never more often than every few polls, so a long line does not
 // double the gateway's load.
 const EVENT_REFRESH_MS = 30000;
+// How long the admitted screen shows before the booking page opens.
+const TURN_PAUSE_MS = 1200;
 
-let ticket = null; // the ticket this tab polls
-let info = null; // GET /api/v1/events/{event}
-let infoAt = 0;
-let infoLoading = false;
-let phase = 'join'; // join | poll
-let run = 0; // bumped on leave/rejoin so an old loop stops
-let failures = 0;
-let lastBucket = null;
-let lastEtaNull = null;
+// The room's own state: which ticket this tab follows and how the loop goes.
+const room = {
+  ticket: null,
+  info: null, // GET /api/v1/events/{event}
+  infoAt: 0,
+  infoLoading: false,
+  phase: 'join', // join | poll
+  run: 0, // bumped on leave/rejoin so an old loop stops
+  failures: 0,
+  lastBucket: null,
+  lastEtaNull: null,
+  updatedAt: 0, // when the last answer came
+};
 
 // Bucket bounds for announcing the place in line: a screen reader hears
 // "within the first 100" once, not every step of a moving line.
@@ -74,88 +108,87 @@ function bucketOf(pos) {
 }
 
 function bucketWords(b) {
-  if (b === 1) return "You're next in line.";
-  if (b <= 3) return `You're number ${b} in line.`;
+  if (b === 1) return t('room.live.next');
+  if (b <= 3) return t('room.live.number', { n: b });
   if (b === Infinity) return null;
-  return `You're now within the first ${count(b)} in line.`;
+  return t('room.live.within', { n: b });
 }
 
 function setStatus(kind, words) {
   ui.status.dataset.status = kind;
-  setText(ui.status, words);
+  setText(ui.status, words ?? t(`room.status.${kind}`));
 }
 
-function clearFigures() {
-  setText(ui.position, '–');
-  setText(ui.ahead, '–');
-  setText(ui.eta, '–');
-  ui.progress.value = 0;
+function setHint(kind) {
+  setText(ui.hint, t(`room.hint.${kind}`));
+}
+
+// inLine shows what belongs to a fan with a place: the figures, the way to
+// another device, the leave button, the offer to notify.
+function inLine(yes) {
+  show(ui.waiting, yes);
+  show(ui.share, yes && Boolean(ui.shareLink.getAttribute('href')));
+  show(ui.leaveLine, yes);
+  ui.leave.removeAttribute('aria-disabled');
+  show(ui.notify, yes && 'Notification' in window && Notification.permission === 'default');
 }
 
 function renderState() {
+  const info = room.info;
   if (!info) return;
-  if (info.name) {
-    setText(ui.name, info.name);
-    document.title = `${info.name} · waiting room`;
-  }
+  if (info.name) setText(ui.name, info.name);
   const st = info.state || '';
   const before = ui.state.dataset.state;
   ui.state.dataset.state = st;
-  setText(ui.state, STATE_WORDS[st] || st);
+  setText(ui.state, t(`state.${st}`));
   let detail = '';
   switch (st) {
     case 'prequeue': {
       const at = clock(info.opensAt);
-      detail = at
-        ? `You're in the pre-queue: the order will be drawn at ${at}. Everyone here by then gets a random place.`
-        : "You're in the pre-queue: the order will be drawn when the sale opens.";
+      detail = at ? t('room.detail.prequeue', { at }) : t('room.detail.prequeueSoon');
       break;
     }
     case 'paused':
-      detail = "The line is paused for a moment. You keep your place; we'll move on as soon as it restarts.";
-      break;
     case 'closed':
-      detail = 'This sale has ended.';
-      break;
     case 'passthrough':
-      detail = 'No waiting right now: you go straight to booking.';
+      detail = t(`room.detail.${st}`);
       break;
     default:
       detail = '';
   }
   setText(ui.stateDetail, detail);
   if (before && before !== st) {
-    if (st === 'paused') live.say('The line is paused. You keep your place.');
-    else if (st === 'open' && (before === 'paused' || before === 'prequeue')) live.say('The line is moving.');
+    if (st === 'paused') live.say(t('room.live.paused'));
+    else if (st === 'open' && (before === 'paused' || before === 'prequeue')) live.say(t('room.live.moving'));
   }
 }
 
 async function loadInfo() {
-  if (infoLoading) return;
-  infoLoading = true;
+  if (room.infoLoading) return;
+  room.infoLoading = true;
   try {
     const r = await api('GET', `/api/v1/events/${enc}`);
     if (r.ok) {
-      info = r.data;
-      infoAt = Date.now();
+      room.info = r.data;
+      room.infoAt = Date.now();
       renderState();
     } else if (r.status === 404) {
-      info = null;
-      infoAt = Date.now();
+      room.info = null;
+      room.infoAt = Date.now();
     }
   } catch {
     // The poll loop reports connectivity; the state line just stays as it was.
   } finally {
-    infoLoading = false;
+    room.infoLoading = false;
   }
 }
 
 function maybeRefreshInfo(pollMs, etaNull) {
-  const due = Date.now() - infoAt > Math.max(EVENT_REFRESH_MS, 3 * pollMs);
+  const due = Date.now() - room.infoAt > Math.max(EVENT_REFRESH_MS, 3 * pollMs);
   // An ETA turning null (or back) means paused/resumed or opened: worth a
   // look at once, which is what the fan wants explained.
-  const flipped = lastEtaNull !== null && etaNull !== lastEtaNull && Date.now() - infoAt > 3000;
-  lastEtaNull = etaNull;
+  const flipped = room.lastEtaNull !== null && etaNull !== room.lastEtaNull && Date.now() - room.infoAt > 3000;
+  room.lastEtaNull = etaNull;
   if (due || flipped) loadInfo();
 }
 
@@ -164,81 +197,127 @@ function pollDelay(ms) {
   return Math.min(Math.max(v, MIN_POLL_MS), MAX_POLL_MS);
 }
 
+function renderUpdated() {
+  if (!room.updatedAt || ui.waiting.hidden) return;
+  const secs = Math.floor((Date.now() - room.updatedAt) / 1000);
+  setText(ui.updated, secs < 3 ? t('room.updated.now') : t('room.updated.ago', { n: secs }));
+}
+
+function renderShare(start) {
+  if (!room.ticket) return;
+  const link = `${location.origin}/e/${enc}?t=${encodeURIComponent(room.ticket)}&from=${start}`;
+  if (ui.shareLink.getAttribute('href') !== link) {
+    ui.shareLink.href = link;
+    setText(ui.shareLink, link);
+    // The QR code is drawn by the gateway from the ticket cookie the join
+    // just set; the query only makes a new place a new image.
+    ui.shareQR.src = `/e/${enc}/qr.svg?from=${start}&v=${encodeURIComponent(room.ticket.slice(-8))}`;
+    show(ui.shareQR, true);
+  }
+  show(ui.copyLink, Boolean(navigator.clipboard));
+}
+
 function renderWaiting(d) {
   const saved = store.ticket.get(event);
   const pos = Number(d.position);
   const ahead = Number.isFinite(d.ahead) ? d.ahead : Math.max(0, pos - 1);
-  // The progress bar runs from the place at join to the front. In the
-  // pre-queue later joiners can be drawn ahead of us, so the place can grow:
-  // then the baseline grows with it rather than showing negative progress.
-  const ours = saved && saved.ticket === ticket;
+  room.updatedAt = Date.now();
+  // The progress bar runs from the fan's own place at join to the front. In
+  // the pre-queue later joiners can be drawn ahead of us, so the place can
+  // grow: then the baseline grows with it rather than showing negative
+  // progress.
+  const ours = saved && saved.ticket === room.ticket;
   let start = ours && Number.isFinite(saved.start) ? saved.start : pos;
   if (pos > start) {
     start = pos;
-    if (ours) store.ticket.set(event, { ticket, start });
+    if (ours) store.ticket.set(event, { ticket: room.ticket, start });
   }
   const frac = start > 1 ? (start - pos) / (start - 1) : 1;
+  const pct = Math.round(Math.min(Math.max(frac, 0), 1) * 100);
   ui.progress.value = Math.round(Math.min(Math.max(frac, 0), 1) * 1000);
-  ui.progress.setAttribute('aria-valuetext', `${Math.round(frac * 100)}% of the way to the front`);
+  ui.progress.setAttribute('aria-valuetext', t('room.progressValue', { pct }));
+  setText(ui.progressFrom, t('room.progressFrom', { n: start, pct }));
 
   setText(ui.position, count(pos));
   setText(ui.ahead, count(ahead));
-  const words = etaWords(d.etaSeconds);
+  const shown = smoother.update(pos, d.etaSeconds, Date.now());
+  const words = etaWords(shown);
   if (words) setText(ui.eta, words);
-  else if (info && info.state === 'paused') setText(ui.eta, "paused, we'll tell you when the line moves again");
-  else setText(ui.eta, "we'll tell you when the line opens");
+  else if (room.info && room.info.state === 'paused') setText(ui.eta, t('room.eta.paused'));
+  else setText(ui.eta, t('room.eta.unknown'));
 
-  if (pos === 1) setStatus('next', "You're next!");
-  else setStatus('waiting', "You're in line");
-  show(ui.leave, true);
-  ui.leave.disabled = false;
+  if (pos === 1) setStatus('next');
+  else setStatus('waiting');
+  setHint('waiting');
+  renderShare(start);
+  inLine(true);
+  show(ui.turn, false);
   show(ui.rejoin, false);
+  renderUpdated();
 
   const b = bucketOf(pos);
-  if (lastBucket === null) {
-    live.say(`You're in line. Place ${count(pos)}${words ? `, wait ${words}` : ''}.`);
-  } else if (b < lastBucket) {
+  if (room.lastBucket === null) {
+    live.say(words ? t('room.live.joinedEta', { n: pos, eta: words }) : t('room.live.joined', { n: pos }));
+  } else if (b < room.lastBucket) {
     const w = bucketWords(b);
     if (w) live.say(w);
   }
-  lastBucket = b;
+  room.lastBucket = b;
   maybeRefreshInfo(pollDelay(d.pollAfterMs), d.etaSeconds == null);
+}
+
+function notifyTurn() {
+  if (!('Notification' in window) || Notification.permission !== 'granted') return;
+  try {
+    const name = (room.info && room.info.name) || ui.name.textContent;
+    new Notification(t('room.notification.title'), { body: t('room.notification.body', { event: name }), tag: `waitroom-${event}` });
+  } catch {
+    // Some phones only notify from a service worker: the title still says it.
+  }
 }
 
 function admitted(d) {
   if (d.accessToken) store.access.set(event, { token: d.accessToken, expiresAt: d.expiresAt || null });
-  setStatus('admitted', "It's your turn! Taking you to booking…");
-  ui.progress.value = 1000;
-  show(ui.leave, false);
-  live.say("It's your turn. Taking you to booking.");
+  smoother.reset();
+  setStatus('admitted');
+  inLine(false);
+  show(ui.turn, true);
+  setHint('admitted');
+  setText(ui.message, '');
+  document.title = t('room.turnTitle', { event: (room.info && room.info.name) || ui.name.textContent });
+  live.say(t('room.live.admitted'));
+  notifyTurn();
   // replace, not assign: Back from booking should not land on a page that
   // forwards again at once.
-  location.replace(`/e/${enc}/book`);
+  setTimeout(() => location.replace(`/e/${enc}/book`), TURN_PAUSE_MS);
 }
 
 function ended(kind) {
-  clearFigures();
-  show(ui.leave, false);
+  smoother.reset();
+  inLine(false);
+  show(ui.turn, false);
   show(ui.rejoin, true);
   setText(ui.message, '');
+  setHint('ended');
   switch (kind) {
     case 'left':
-      setStatus('left', 'You left the line.');
-      ui.rejoin.textContent = 'Join the line again';
-      live.say('You left the line.');
+      setStatus('left');
+      setHint('left');
+      ui.rejoin.textContent = t('room.rejoin');
+      live.say(t('room.live.left'));
       break;
     case 'expired':
-      setStatus('expired', 'Your place in line expired.');
-      setText(ui.message, 'Places expire when the page stops checking in for a while, or when a turn to book runs out.');
-      ui.rejoin.textContent = 'Join the line again';
-      live.say('Your place in line expired. You can join the line again.');
+      setStatus('expired');
+      setText(ui.message, t('room.msg.expired'));
+      ui.rejoin.textContent = t('room.rejoin');
+      live.say(t('room.live.expired'));
       break;
     case 'closed':
-      setStatus('closed', 'The sale has closed (sold out or ended).');
-      ui.rejoin.textContent = 'Check again';
-      live.say('The sale has closed.');
-      if (info) {
-        info.state = 'closed';
+      setStatus('closed');
+      ui.rejoin.textContent = t('room.checkAgain');
+      live.say(t('room.live.closed'));
+      if (room.info) {
+        room.info.state = 'closed';
         renderState();
       }
       break;
@@ -247,26 +326,28 @@ function ended(kind) {
   }
 }
 
-function fatal(kind, words) {
-  clearFigures();
-  show(ui.leave, false);
+function fatal(kind) {
+  inLine(false);
   show(ui.rejoin, false);
+  const words = t(`room.status.${kind}`);
   setStatus(kind, words);
   live.say(words);
 }
 
 function onTicket(d, sent) {
   if (!d.ticket && !(sent && d.status)) throw new NetworkError('join answer without a ticket');
-  ticket = d.ticket || sent.ticket;
+  room.ticket = d.ticket || sent.ticket;
   const saved = store.ticket.get(event);
-  const keep = saved && saved.ticket === ticket && Number.isFinite(saved.start);
-  store.ticket.set(event, { ticket, start: keep ? saved.start : Number(d.position) || 1 });
+  const keep = saved && saved.ticket === room.ticket && Number.isFinite(saved.start);
+  const from = Number(ui.main.dataset.from);
+  const start = keep ? saved.start : Math.max(Number(d.position) || 1, Number.isFinite(from) ? from : 0);
+  store.ticket.set(event, { ticket: room.ticket, start });
   if (d.status === 'admitted') {
     admitted(d);
     return null;
   }
   renderWaiting(d);
-  phase = 'poll';
+  room.phase = 'poll';
   return pollDelay(d.pollAfterMs);
 }
 
@@ -285,8 +366,8 @@ async function join() {
       // (checking at least every minute in case the schedule moves), with a
       // little jitter so not everyone arrives in the same millisecond.
       const at = clock(r.data.opensAt);
-      setStatus('not-open', at ? `The waiting room opens at ${at}.` : "The waiting room isn't open yet.");
-      setText(ui.message, 'Keep this page open: it joins the line by itself when the waiting room opens.');
+      setStatus('not-open', at ? t('room.status.not-open', { at }) : t('room.status.not-open-soon'));
+      setText(ui.message, t('room.msg.notOpen'));
       const until = Date.parse(r.data.opensAt || '') - Date.now();
       const base = Number.isFinite(until) ? Math.min(Math.max(until, 2000), 60000) : 30000;
       return base + Math.random() * 3000;
@@ -295,11 +376,11 @@ async function join() {
       ended('closed');
       return null;
     case 404:
-      fatal('unknown-event', "We can't find this event. Check the link, or pick an event from the list.");
+      fatal('unknown-event');
       return null;
     case 429: {
       const ms = retryAfterMs(r);
-      setText(ui.message, `Lots of people are joining right now. Trying again in ${Math.ceil(ms / 1000)} s…`);
+      setText(ui.message, t('room.msg.busyJoin', { n: Math.ceil(ms / 1000) }));
       return ms;
     }
     case 400:
@@ -309,7 +390,7 @@ async function join() {
         store.ticket.clear(event);
         return 0;
       }
-      fatal('error', "Something went wrong joining the line. Please reload the page.");
+      fatal('error');
       return null;
     default:
       throw new NetworkError(`HTTP ${r.status}`);
@@ -322,12 +403,12 @@ async function poll() {
   // than join behind their back.
   const saved = store.ticket.get(event);
   if (!saved || !saved.ticket) {
-    ticket = null;
+    room.ticket = null;
     ended('left');
     return null;
   }
-  ticket = saved.ticket;
-  const r = await api('GET', `/api/v1/events/${enc}/tickets/${encodeURIComponent(ticket)}`);
+  room.ticket = saved.ticket;
+  const r = await api('GET', `/api/v1/events/${enc}/tickets/${encodeURIComponent(room.ticket)}`);
   switch (r.status) {
     case 200:
       setText(ui.message, '');
@@ -338,19 +419,19 @@ async function poll() {
       renderWaiting(r.data);
       return pollDelay(r.data.pollAfterMs);
     case 410:
-      if (store.ticket.get(event)?.ticket === ticket) store.ticket.clear(event);
+      if (store.ticket.get(event)?.ticket === room.ticket) store.ticket.clear(event);
       ended(r.data.status === 'closed' ? 'closed' : 'expired');
       return null;
     case 400:
-      if (store.ticket.get(event)?.ticket === ticket) store.ticket.clear(event);
-      phase = 'join';
+      if (store.ticket.get(event)?.ticket === room.ticket) store.ticket.clear(event);
+      room.phase = 'join';
       return 0;
     case 404:
-      fatal('unknown-event', "We can't find this event any more.");
+      fatal('unknown-event');
       return null;
     case 429: {
       const ms = retryAfterMs(r);
-      setText(ui.message, `Busy right now. Checking again in ${Math.ceil(ms / 1000)} s…`);
+      setText(ui.message, t('room.msg.busy', { n: Math.ceil(ms / 1000) }));
       return ms;
     }
     default:
@@ -359,45 +440,45 @@ async function poll() {
 }
 
 async function loop(mine) {
-  while (mine === run) {
+  while (mine === room.run) {
     let delay;
     try {
       ui.message.dataset.kind = 'info';
-      delay = phase === 'join' ? await join() : await poll();
-      if (failures >= 2) live.say('Connected again.');
-      failures = 0;
+      delay = room.phase === 'join' ? await join() : await poll();
+      if (room.failures >= 2) live.say(t('room.live.back'));
+      room.failures = 0;
     } catch (err) {
       // Any failure here is treated like a lost connection: the place in
       // line is safe on the server, so the page only needs to come back.
-      failures += 1;
-      delay = backoffMs(failures);
+      room.failures += 1;
+      delay = backoffMs(room.failures);
       ui.message.dataset.kind = 'net';
-      setText(ui.message, `Reconnecting… (trying again in ${Math.ceil(delay / 1000)} s)`);
-      if (failures === 2) live.say('Connection lost. Reconnecting. You keep your place.');
+      setText(ui.message, t('room.msg.reconnecting', { n: Math.ceil(delay / 1000) }));
+      if (room.failures === 2) live.say(t('room.live.lost'));
       if (!(err instanceof NetworkError)) ui.message.dataset.error = String(err && err.message);
     }
-    if (delay == null || mine !== run) return;
+    if (delay == null || mine !== room.run) return;
     if (delay > 0) await waiter.sleep(delay);
   }
 }
 
 function start() {
-  run += 1;
-  phase = 'join';
-  lastBucket = null;
-  failures = 0;
+  room.run += 1;
+  room.phase = 'join';
+  room.lastBucket = null;
+  room.failures = 0;
   waiter.wake();
-  loop(run);
+  loop(room.run);
 }
 
 async function leave() {
-  run += 1; // stop the loop first, so no poll races the DELETE
+  room.run += 1; // stop the loop first, so no poll races the DELETE
   waiter.wake();
-  ui.leave.disabled = true;
   const saved = store.ticket.get(event);
-  const gone = (saved && saved.ticket) || ticket;
+  const gone = (saved && saved.ticket) || room.ticket;
   store.ticket.clear(event);
-  ticket = null;
+  room.ticket = null;
+  ui.shareLink.removeAttribute('href');
   if (gone) {
     try {
       await api('DELETE', `/api/v1/events/${enc}/tickets/${encodeURIComponent(gone)}`);
@@ -412,30 +493,81 @@ async function leave() {
 function rejoin() {
   store.ticket.clear(event);
   show(ui.rejoin, false);
-  setStatus('joining', 'Joining the line…');
+  setStatus('joining');
+  setHint('none');
   setText(ui.message, '');
   start();
 }
 
-async function main() {
-  if (!event) {
-    fatal('unknown-event', "This link doesn't name an event. Pick one from the list.");
-    return;
-  }
-  ui.leave.addEventListener('click', leave);
+function wire() {
+  // Leaving costs the place: ask once. Without JavaScript the same link
+  // opens a page that asks.
+  ui.leave.addEventListener('click', (e) => {
+    e.preventDefault();
+    if (typeof ui.leaveDialog.showModal !== 'function') {
+      location.assign(ui.leave.href);
+      return;
+    }
+    ui.leaveDialog.showModal();
+    ui.leaveNo.focus();
+  });
+  ui.leaveNo.addEventListener('click', () => ui.leaveDialog.close());
+  ui.leaveYes.addEventListener('click', () => {
+    ui.leaveDialog.close();
+    leave();
+  });
   ui.rejoin.addEventListener('click', rejoin);
+  ui.notify.addEventListener('click', async () => {
+    try {
+      await Notification.requestPermission();
+    } catch {
+      // refused or unsupported: nothing changes
+    }
+    show(ui.notify, Notification.permission === 'default');
+    if (Notification.permission === 'granted') setText(ui.message, t('room.msg.notifyOn'));
+  });
+  ui.copyLink.addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(ui.shareLink.href);
+      setText(ui.message, t('room.share.copied'));
+    } catch {
+      setText(ui.message, t('room.share.copyFailed'));
+    }
+  });
   // Coming back to the tab, or back online: check now rather than at the end
   // of a long backoff.
   document.addEventListener('visibilitychange', () => {
     if (!document.hidden) waiter.wake();
   });
   window.addEventListener('online', () => waiter.wake());
-  await loadInfo();
-  if (!info && infoAt) {
-    fatal('unknown-event', "We can't find this event. Check the link, or pick an event from the list.");
+  setInterval(renderUpdated, 1000);
+}
+
+async function main() {
+  if (!event) {
+    fatal('unknown-event');
     return;
   }
-  if (info && info.state === 'closed' && !store.ticket.get(event)) {
+  const params = new URLSearchParams(location.search);
+  if (params.has('moved')) {
+    // A place carried here from another device: the server set its ticket
+    // as the cookie; the ticket this browser kept must not win over it.
+    store.ticket.clear(event);
+  }
+  if ([...params.keys()].length) history.replaceState(null, '', location.pathname);
+  wire();
+  if (ui.status.dataset.status === 'left') {
+    // Left on the page without JavaScript: stay out until asked.
+    ended('left');
+    return;
+  }
+  if (ui.status.dataset.status === 'none') setStatus('joining');
+  await loadInfo();
+  if (!room.info && room.infoAt) {
+    fatal('unknown-event');
+    return;
+  }
+  if (room.info && room.info.state === 'closed' && !store.ticket.get(event)) {
     // Nothing to join; "Check again" still asks the gateway, which decides.
     ended('closed');
     return;

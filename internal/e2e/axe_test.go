@@ -1,0 +1,124 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
+)
+
+// axeVersion is the axe-core the pages are checked with: a test-only
+// dependency, installed from the npm registry into a cache folder outside
+// the repository (never committed, never shipped to a fan's browser).
+const axeVersion = "4.14.1"
+
+var (
+	axeOnce sync.Once
+	axeJS   string
+	axeErr  error
+)
+
+// axeSource returns axe.min.js: from $WAITROOM_AXE (a file) when set, else
+// from the user cache (…/waitroom/axe-core-<version>), installing it there
+// with npm on first use.
+func axeSource(t *testing.T) string {
+	t.Helper()
+	axeOnce.Do(func() {
+		if p := os.Getenv("WAITROOM_AXE"); p != "" {
+			b, err := os.ReadFile(p)
+			axeJS, axeErr = string(b), err
+			return
+		}
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		dir := filepath.Join(cache, "waitroom", "axe-core-"+axeVersion)
+		file := filepath.Join(dir, "node_modules", "axe-core", "axe.min.js")
+		if _, err := os.Stat(file); err != nil {
+			npm, err := localsvc.Ensure("npm", "npm")
+			if err != nil {
+				axeErr = err
+				return
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				axeErr = err
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, npm, "install", "--prefix", dir, "--no-save", "--no-audit", "--no-fund",
+				"--no-package-lock", "axe-core@"+axeVersion)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				axeErr = fmt.Errorf("npm install axe-core@%s: %v\n%s", axeVersion, err, out)
+				return
+			}
+		}
+		b, err := os.ReadFile(file)
+		axeJS, axeErr = string(b), err
+	})
+	if axeErr != nil {
+		t.Fatalf("axe-core: %v", axeErr)
+	}
+	return axeJS
+}
+
+type axeViolation struct {
+	ID     string   `json:"id"`
+	Impact string   `json:"impact"`
+	Help   string   `json:"help"`
+	Nodes  []string `json:"nodes"`
+}
+
+// checkA11y runs axe-core on the page as it is and fails the test on any
+// serious or critical violation; lesser ones are logged. skip names rules
+// not to run, each for a reason its caller states.
+func checkA11y(t *testing.T, ctx context.Context, what string, skip ...string) {
+	t.Helper()
+	src := axeSource(t)
+	rules := map[string]map[string]bool{}
+	for _, r := range skip {
+		rules[r] = map[string]bool{"enabled": false}
+	}
+	opts, _ := json.Marshal(map[string]any{"resultTypes": []string{"violations"}, "rules": rules})
+	var out string
+	run(t, ctx, 30*time.Second, "axe on "+what,
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			var loaded bool
+			if err := chromedp.Evaluate(`typeof axe !== 'undefined'`, &loaded).Do(ctx); err != nil || loaded {
+				return err
+			}
+			return chromedp.Evaluate(src, nil).Do(ctx)
+		}),
+		chromedp.Evaluate(`axe.run(document, `+string(opts)+`).then((r) => JSON.stringify(r.violations.map((v) => ({
+			id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 5).map((n) => n.target.join(' ')),
+		}))))`, &out, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }),
+	)
+	var vs []axeViolation
+	if err := json.Unmarshal([]byte(out), &vs); err != nil {
+		t.Fatalf("axe on %s: %v (%s)", what, err, out)
+	}
+	var bad []string
+	for _, v := range vs {
+		line := fmt.Sprintf("%s (%s): %s at %s", v.ID, v.Impact, v.Help, strings.Join(v.Nodes, ", "))
+		if v.Impact == "serious" || v.Impact == "critical" {
+			bad = append(bad, line)
+		} else {
+			t.Logf("axe on %s, minor: %s", what, line)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("axe on %s: %d serious or critical violation(s):\n  %s", what, len(bad), strings.Join(bad, "\n  "))
+	}
+}

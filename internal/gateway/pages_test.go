@@ -1,0 +1,154 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// cookieOf reads a Set-Cookie's value ("" when the answer sets none).
+func cookieOf(r resp, name string) string {
+	for _, c := range (&http.Response{Header: r.hdr}).Cookies() {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	return ""
+}
+
+func TestPagesSpeakTheFansLanguage(t *testing.T) {
+	e := setup(t, 0)
+	tests := []struct {
+		name     string
+		hdr      []string
+		wantLang string
+		wantWord string
+	}{
+		{"default", nil, "en", "Tickets on sale"},
+		{"Accept-Language ja", []string{"Accept-Language", "ja-JP,ja;q=0.9,en;q=0.5"}, "ja", "販売中のチケット"},
+		{"Accept-Language ko", []string{"Accept-Language", "ko-KR"}, "ko", "판매 중인 티켓"},
+		{"the cookie wins", []string{"Accept-Language", "ja", "Cookie", "wr_lang=ko"}, "ko", "판매 중인 티켓"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(http.MethodGet, "/", nil, tt.hdr...)
+			if r.code != 200 || !strings.Contains(string(r.raw), `<html lang="`+tt.wantLang+`">`) || !strings.Contains(string(r.raw), tt.wantWord) {
+				t.Fatalf("GET /: %d, want <html lang=%q> with %q:\n%.400s", r.code, tt.wantLang, tt.wantWord, r.raw)
+			}
+		})
+	}
+	// ?lang= switches, keeps the choice in wr_lang and drops itself from the URL.
+	r := e.do(http.MethodGet, "/e/premiere?lang=ja&from=3", nil)
+	if r.code != http.StatusSeeOther || r.hdr.Get("Location") != "/e/premiere?from=3" || cookieOf(r, "wr_lang") != "ja" {
+		t.Fatalf("switch: %d Location %q wr_lang %q; want 303 /e/premiere?from=3 and ja", r.code, r.hdr.Get("Location"), cookieOf(r, "wr_lang"))
+	}
+}
+
+func TestIndexIsRenderedByTheServer(t *testing.T) {
+	e := setup(t, 0)
+	e.join("premiere")
+	r := e.do(http.MethodGet, "/", nil)
+	body := string(r.raw)
+	for _, want := range []string{`data-event="premiere"`, "1 person waiting", "Tue, Dec 1, 2026, 19:00", `data-event="shut"`, "This sale has ended."} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the list lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "Loading events") {
+		t.Error("the list still waits for a script")
+	}
+}
+
+// TestRoomWithoutJavaScript: join by form post, see the place in the HTML
+// with a refresh, be told it is your turn, leave after being asked.
+func TestRoomWithoutJavaScript(t *testing.T) {
+	e := setup(t, 0)
+	// Another site's form post is refused.
+	if r := e.do(http.MethodPost, "/e/premiere/join", nil, "Sec-Fetch-Site", "cross-site"); r.code != http.StatusForbidden {
+		t.Fatalf("cross-site join: %d; want 403", r.code)
+	}
+	r := e.do(http.MethodPost, "/e/premiere/join", nil, "Sec-Fetch-Site", "same-origin", "Origin", "http://example.com")
+	if r.code != http.StatusSeeOther || !strings.HasPrefix(r.hdr.Get("Location"), "/e/premiere?from=") {
+		t.Fatalf("join form: %d Location %q; want 303 to the room", r.code, r.hdr.Get("Location"))
+	}
+	ticket := cookieOf(r, "wr_t_premiere")
+	if ticket == "" {
+		t.Fatal("join form set no ticket cookie")
+	}
+	cookie := "wr_t_premiere=" + ticket
+	room := e.do(http.MethodGet, r.hdr.Get("Location"), nil, "Cookie", cookie)
+	body := string(room.raw)
+	for _, want := range []string{`data-status="next"`, `<dd id="position">1</dd>`, `http-equiv="refresh" content="`, `?t=` + url.QueryEscape(ticket), `/e/premiere/qr.svg`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the room lacks %q", want)
+		}
+	}
+	qr := e.do(http.MethodGet, "/e/premiere/qr.svg", nil, "Cookie", cookie)
+	if qr.code != 200 || qr.hdr.Get("Content-Type") != "image/svg+xml" || !strings.Contains(string(qr.raw), "<path") {
+		t.Errorf("qr: %d %q", qr.code, qr.hdr.Get("Content-Type"))
+	}
+	if r := e.do(http.MethodGet, "/e/premiere/qr.svg", nil); r.code != 404 {
+		t.Errorf("qr without a ticket: %d; want 404", r.code)
+	}
+
+	// Admitted: the page says so, without figures, and hands out the pass.
+	set := queue.Settings{Mode: "queue", AdmitPerSecond: 1000, MaxActive: 1000, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := e.line.Tick(context.Background(), "premiere", set); err != nil {
+			t.Fatal(err)
+		}
+		if room = e.do(http.MethodGet, "/e/premiere", nil, "Cookie", cookie); strings.Contains(string(room.raw), `data-status="admitted"`) {
+			break
+		}
+	}
+	if body := string(room.raw); !strings.Contains(body, `data-status="admitted"`) || strings.Contains(body, "http-equiv") || cookieOf(room, "wr_a_premiere") == "" {
+		t.Errorf("admitted room: status admitted %v, refresh %v, pass cookie %q", strings.Contains(body, `data-status="admitted"`), strings.Contains(body, "http-equiv"), cookieOf(room, "wr_a_premiere"))
+	}
+
+	// Leaving asks first, then takes the place away.
+	if r := e.do(http.MethodGet, "/e/premiere/leave", nil, "Cookie", cookie); r.code != 200 || !strings.Contains(string(r.raw), "You will lose your place.") {
+		t.Errorf("leave page: %d", r.code)
+	}
+	r = e.do(http.MethodPost, "/e/premiere/leave", nil, "Cookie", cookie, "Sec-Fetch-Site", "same-origin")
+	if r.code != http.StatusSeeOther || r.hdr.Get("Location") != "/e/premiere?left=1" {
+		t.Fatalf("leave form: %d %q", r.code, r.hdr.Get("Location"))
+	}
+	if st := e.do(http.MethodGet, "/api/v1/events/premiere/tickets/"+ticket, nil); st.code != http.StatusGone {
+		t.Errorf("status after leaving: %d; want 410", st.code)
+	}
+	if left := string(e.do(http.MethodGet, "/e/premiere?left=1", nil).raw); !strings.Contains(left, `data-status="left"`) || strings.Contains(left, "You keep your place") {
+		t.Error("the page after leaving does not say the place is gone")
+	}
+}
+
+// TestTakeover: /e/{event}?t=<ticket> on another device sets that ticket's
+// cookie, so the same place goes on there.
+func TestTakeover(t *testing.T) {
+	e := setup(t, 0)
+	j := e.join("premiere")
+	ticket := j.body["ticket"].(string)
+	r := e.do(http.MethodGet, "/e/premiere?t="+url.QueryEscape(ticket)+"&from=7", nil)
+	if r.code != http.StatusSeeOther || r.hdr.Get("Location") != "/e/premiere?moved=1&from=7" || cookieOf(r, "wr_t_premiere") != ticket {
+		t.Fatalf("takeover: %d Location %q cookie set %v", r.code, r.hdr.Get("Location"), cookieOf(r, "wr_t_premiere") == ticket)
+	}
+	again := e.join("premiere", "Cookie", "wr_t_premiere="+ticket)
+	if again.code != http.StatusOK || again.body["ticket"] != ticket {
+		t.Fatalf("join on the second device: %d, same ticket %v; want 200 with the same place", again.code, again.body["ticket"] == ticket)
+	}
+	if r := e.do(http.MethodGet, "/e/premiere?t=forged", nil); r.code != http.StatusSeeOther || r.hdr.Get("Location") != "/e/premiere?e=invalid_link" || cookieOf(r, "wr_t_premiere") != "" {
+		t.Errorf("forged takeover: %d %q", r.code, r.hdr.Get("Location"))
+	}
+}
+
+func TestUnknownEventPage(t *testing.T) {
+	e := setup(t, 0)
+	r := e.do(http.MethodGet, "/e/nope", nil, "Accept-Language", "ko")
+	if r.code != 404 || !strings.Contains(string(r.raw), "이벤트를 찾을 수 없습니다") {
+		t.Errorf("unknown event page: %d %.200s", r.code, r.raw)
+	}
+}

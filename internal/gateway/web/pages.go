@@ -1,0 +1,186 @@
+package web
+
+import (
+	"embed"
+	"fmt"
+	"html/template"
+	"io"
+	"time"
+)
+
+// Page templates the gateway renders (html/template, embedded), each inside
+// templates/base.html.
+const (
+	IndexPage    = "index"    // GET /
+	RoomPage     = "room"     // GET /e/{event}
+	BookPage     = "book"     // GET /e/{event}/book
+	LeavePage    = "leave"    // GET /e/{event}/leave: "Leave the line?" without JavaScript
+	NotFoundPage = "notfound" // an unknown event
+)
+
+//go:embed templates
+var templateFiles embed.FS
+
+// Pages are the parsed templates, one set per page.
+type Pages struct{ sets map[string]*template.Template }
+
+// NewPages parses every page with the base layout.
+func NewPages() (*Pages, error) {
+	funcs := template.FuncMap{
+		"deref": func(p *int64) int64 {
+			if p == nil {
+				return 0
+			}
+			return *p
+		},
+	}
+	base, err := template.New("base.html").Funcs(funcs).ParseFS(templateFiles, "templates/base.html")
+	if err != nil {
+		return nil, err
+	}
+	p := &Pages{sets: map[string]*template.Template{}}
+	for _, name := range []string{IndexPage, RoomPage, BookPage, LeavePage, NotFoundPage} {
+		b, err := base.Clone()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := b.ParseFS(templateFiles, "templates/"+name+".html"); err != nil {
+			return nil, fmt.Errorf("template %s: %w", name, err)
+		}
+		p.sets[name] = b
+	}
+	return p, nil
+}
+
+// Render writes page with data.
+func (p *Pages) Render(w io.Writer, page string, data *Page) error {
+	t, ok := p.sets[page]
+	if !ok {
+		return fmt.Errorf("web: no page %q", page)
+	}
+	return t.ExecuteTemplate(w, "base", data)
+}
+
+// Page is what every template reads.
+type Page struct {
+	L        *Locale
+	Title    string
+	Script   string     // the page's module under /static/ ("" = none)
+	Refresh  string     // <meta http-equiv="refresh"> content for pages without JavaScript
+	Langs    []LangLink // the language switcher
+	Currency string     // booking.currency
+	Events   []Event    // the index
+	Event    *Event     // the room, booking and leave pages
+	Room     *Room      // the room
+}
+
+// LangLink is one entry of the language switcher.
+type LangLink struct {
+	Code, Name, Href string
+	Current          bool
+}
+
+// Event as the pages show it.
+type Event struct {
+	ID, Name, Venue, State string
+	Waiting                int64
+	Detail                 *Detail // a line under the state on the index
+	RoomDetail             *Detail // the same, worded for the waiting room
+	Showtimes              []Showtime
+}
+
+// First is the first showtime, nil when there is none.
+func (e *Event) First() *Showtime {
+	if len(e.Showtimes) == 0 {
+		return nil
+	}
+	return &e.Showtimes[0]
+}
+
+// Detail is a catalog key with the time it names ({at}).
+type Detail struct {
+	Key string
+	At  time.Time
+}
+
+// Showtime as the pages show it; StartsAt keeps the offset it was written
+// with, which is the event's time zone.
+type Showtime struct {
+	ID         int64
+	Title      string
+	StartsAt   time.Time
+	Past       bool
+	PriceCents int64
+	Blocks     []int64 // the general-admission blocks' prices
+}
+
+// ISO is StartsAt as RFC 3339, for <time datetime> and the scripts.
+func (s Showtime) ISO() string { return s.StartsAt.Format(time.RFC3339) }
+
+// FromCents is the lowest price of a place.
+func (s Showtime) FromCents() int64 {
+	low, any := s.PriceCents, false
+	for _, p := range s.Blocks {
+		if !any || p < low {
+			low = p
+		}
+		any = true
+	}
+	if any && s.PriceCents < low {
+		low = s.PriceCents
+	}
+	return low
+}
+
+// OnePrice is true when every place costs the same.
+func (s Showtime) OnePrice() bool {
+	for _, p := range s.Blocks {
+		if p != s.PriceCents {
+			return false
+		}
+	}
+	return true
+}
+
+// Room is the fan's place in the waiting room, rendered without JavaScript.
+type Room struct {
+	// Status: none (no ticket), waiting, next, admitted, left, expired,
+	// closed, error.
+	Status          string
+	Position, Ahead int64
+	ETA             *int64 // seconds; nil while paused or before opening
+	From            int64  // the place the fan started at (the progress bar's zero)
+	Refresh         int64  // seconds until the page refreshes itself (0 = it does not)
+	Still           bool   // the fan asked the page not to refresh itself (?still=1)
+	Notice          string // a catalog key under room.notice. ("" = none)
+	Hint            string // a catalog key under room.hint.
+	ShareURL        string // /e/{event}?t=<ticket>: the place on another device
+	QRURL           string // that link as an SVG QR code
+}
+
+// Waiting is true while the fan has a place in line.
+func (r *Room) Waiting() bool { return r.Status == "waiting" || r.Status == "next" }
+
+// CanJoin is true when the page offers to join (again).
+func (r *Room) CanJoin() bool {
+	switch r.Status {
+	case "none", "left", "expired", "closed", "error":
+		return true
+	}
+	return false
+}
+
+// Permille is the progress bar's value (max 1000) from From to the front.
+func (r *Room) Permille() int64 {
+	if r.From <= 1 {
+		if r.Waiting() {
+			return 0
+		}
+		return 1000
+	}
+	v := (r.From - r.Position) * 1000 / (r.From - 1)
+	return max(0, min(1000, v))
+}
+
+// Percent is Permille in whole percent.
+func (r *Room) Percent() int64 { return (r.Permille() + 5) / 10 }
