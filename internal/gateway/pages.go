@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -127,11 +128,17 @@ func zoneOf(ev *config.Event) *time.Location {
 	return time.UTC
 }
 
-// eventView is an event as the pages show it.
-func (s *Server) eventView(ev *config.Event) *web.Event {
+// eventView is an event as the pages show it, with the line's figures when
+// Redis answers (a page renders without them when it does not).
+func (s *Server) eventView(ctx context.Context, ev *config.Event) *web.Event {
 	now := s.now()
 	set := s.settingsFor(ev)
-	v := &web.Event{ID: ev.ID, Name: ev.Name, Venue: ev.Venue, State: state(set, now), Waiting: -1}
+	var inv queue.Inventory
+	waiting := int64(-1)
+	if counts, err := s.line.Counts(ctx, ev.ID); err == nil {
+		inv, waiting = counts.Inventory, counts.Waiting
+	}
+	v := &web.Event{ID: ev.ID, Name: ev.Name, Venue: ev.Venue, State: state(set, inv, now), Waiting: waiting}
 	zone := zoneOf(ev)
 	switch v.State {
 	case "prequeue":
@@ -164,11 +171,7 @@ func (s *Server) indexPage(c *fiber.Ctx, l *web.Locale) error {
 	cfg := s.config()
 	p := &web.Page{Title: l.T("index.pageTitle"), Script: "index.js"}
 	for i := range cfg.Events {
-		v := s.eventView(&cfg.Events[i])
-		if counts, err := s.line.Counts(c.UserContext(), cfg.Events[i].ID); err == nil {
-			v.Waiting = counts.Waiting
-		}
-		p.Events = append(p.Events, *v)
+		p.Events = append(p.Events, *s.eventView(c.UserContext(), &cfg.Events[i]))
 	}
 	return s.render(c, fiber.StatusOK, web.IndexPage, l, p)
 }
@@ -180,7 +183,7 @@ func (s *Server) bookPage(c *fiber.Ctx, l *web.Locale) error {
 		return err
 	}
 	return s.render(c, fiber.StatusOK, web.BookPage, l, &web.Page{
-		Title: l.T("book.pageTitle", "event", ev.Name), Script: "book.js", Event: s.eventView(ev),
+		Title: l.T("book.pageTitle", "event", ev.Name), Script: "book.js", Event: s.eventView(c.UserContext(), ev),
 	})
 }
 
@@ -194,7 +197,7 @@ func (s *Server) leavePage(c *fiber.Ctx, l *web.Locale) error {
 	if s.ticketCookie(c, ev) == "" {
 		return c.Redirect("/e/"+ev.ID, fiber.StatusSeeOther)
 	}
-	return s.render(c, fiber.StatusOK, web.LeavePage, l, &web.Page{Title: l.T("leave.question"), Event: s.eventView(ev)})
+	return s.render(c, fiber.StatusOK, web.LeavePage, l, &web.Page{Title: l.T("leave.question"), Event: s.eventView(c.UserContext(), ev)})
 }
 
 // ticketCookie is the fan's ticket of ev from its cookie, "" when there is
@@ -229,7 +232,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 		}
 		return c.Redirect(to, fiber.StatusSeeOther)
 	}
-	view := s.eventView(ev)
+	view := s.eventView(c.UserContext(), ev)
 	room := &web.Room{Status: "none", Hint: "none"}
 	if n := c.Query("e"); notices[n] {
 		room.Notice = n
