@@ -31,7 +31,7 @@ var clusterEvents = fmt.Sprintf(`  - id: %q
     name: "Arena"
     admission: {admit_per_second: %d, max_active: %d, access_ttl: "5m", abandon_after: "60s"}
     showtimes:
-      - {id: 77, title: "Arena 20:00", starts_at: "2026-12-03T20:00:00Z", rows: 2, seats_per_row: 5, price_cents: 5000}
+      - {id: 77, title: "Arena 20:00", starts_at: "2026-12-03T20:00:00Z", rows: 10, seats_per_row: 20, price_cents: 5000}
 `, clusterEvent, clusterRate, clusterCap)
 
 // clusterFan is one fan of the cluster sale, as the test saw it.

@@ -223,7 +223,8 @@ const edgeEvents = `  - id: "edge"
     mode: "paused"
     admission: {admit_per_second: 100, max_active: 500, access_ttl: "10m", abandon_after: "1h"}
     showtimes:
-      - {id: 1, title: "Edge 20:00", starts_at: "2027-01-01T20:00:00Z", rows: 1, seats_per_row: 10, price_cents: 1000}
+      - {id: 1, title: "Edge 20:00", starts_at: "2027-01-01T20:00:00Z", rows: 1, seats_per_row: 10, price_cents: 1000,
+         general_admission: [{code: "FLOOR", capacity: 1000000, price_cents: 1000}]}
 `
 
 // BenchmarkEdge measures join and status through the real gateway, next to

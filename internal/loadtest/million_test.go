@@ -20,7 +20,8 @@ const millionEvents = `  - id: "million"
     mode: "paused"
     admission: {admit_per_second: 100, max_active: 500, access_ttl: "10m", abandon_after: "1h"}
     showtimes:
-      - {id: 2, title: "Million 20:00", starts_at: "2027-01-01T20:00:00Z", rows: 1, seats_per_row: 10, price_cents: 1000}
+      - {id: 2, title: "Million 20:00", starts_at: "2027-01-01T20:00:00Z", rows: 1, seats_per_row: 10, price_cents: 1000,
+         general_admission: [{code: "FLOOR", capacity: 1000000, price_cents: 1000}]}
 `
 
 // statusRate is the paced load of the latency points: a fixed rate, not a

@@ -30,7 +30,8 @@ const designEvents = `  - id: "concert"
       access_ttl: "10m"
       abandon_after: "1h"
     showtimes:
-      - {id: 3, title: "Concert 20:00", starts_at: "2027-01-01T20:00:00Z", rows: 1, seats_per_row: 10, price_cents: 1000}
+      - {id: 3, title: "Concert 20:00", starts_at: "2027-01-01T20:00:00Z", rows: 1, seats_per_row: 10, price_cents: 1000,
+         general_admission: [{code: "FLOOR", capacity: 1000000, price_cents: 1000}]}
 `
 
 const (
