@@ -20,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -39,7 +40,11 @@ type benchEnv struct {
 	svc   *booking.Service
 }
 
-func benchSetup(b *testing.B, events []config.Event) *benchEnv {
+// benchSetup gives a benchmark the service on a fresh database seeded with
+// events; with inventory, the service tells a waiting room on a private
+// Redis about every hold, as `booking serve` does, and the inventory's
+// background passes (lapses, syncs) run meanwhile.
+func benchSetup(b *testing.B, events []config.Event, inventory ...bool) *benchEnv {
 	b.Helper()
 	// The pool as `booking serve` builds it (Open), 32 connections.
 	url := testenv.Database(b, "booking", Migrate)
@@ -66,7 +71,23 @@ func benchSetup(b *testing.B, events []config.Event) *benchEnv {
 		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, 200*time.Millisecond)
 	}()
 	b.Cleanup(func() { cancel(); <-done })
-	return &benchEnv{pool: pool, store: store, svc: booking.NewService(store, sim, cfg, set, log)}
+	svc := booking.NewService(store, sim, cfg, set, log)
+	if len(inventory) > 0 && inventory[0] {
+		_, rdb := testenv.Redis(b)
+		ids := make([]string, len(events))
+		for i, ev := range events {
+			ids[i] = ev.ID
+		}
+		inv := booking.NewInventory(queue.NewStore(rdb, []byte("bench-ticket-secret-0123456789")), store, ids, log)
+		if err := inv.SyncOnce(ctx); err != nil {
+			b.Fatal(err)
+		}
+		svc.WithInventory(inv)
+		invDone := make(chan struct{})
+		go func() { defer close(invDone); inv.Run(ctx) }()
+		b.Cleanup(func() { cancel(); <-invDone })
+	}
+	return &benchEnv{pool: pool, store: store, svc: svc}
 }
 
 func hotShowtime() []config.Event {
@@ -141,9 +162,17 @@ var customerSeq atomic.Int64
 
 // BenchmarkHoldHotShowtime: 64 customers take 2 random seats each of one
 // 300-seat showtime, through the service (validation, per-customer limits,
-// the conditional UPDATE, the hold row).
+// the conditional UPDATE, the hold row), without and with the inventory told
+// to the waiting room (a Redis script before each hold, the lapse and sync
+// passes in the background). Run with -count to interleave the two.
 func BenchmarkHoldHotShowtime(b *testing.B) {
-	e := benchSetup(b, hotShowtime())
+	for _, inv := range []bool{false, true} {
+		b.Run(fmt.Sprintf("inventory=%v", inv), func(b *testing.B) { holdHotShowtime(b, inv) })
+	}
+}
+
+func holdHotShowtime(b *testing.B, inventory bool) {
+	e := benchSetup(b, hotShowtime(), inventory)
 	seats := seatList(10, 30)
 	var g granted
 	var ok, conflicts atomic.Int64
