@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -38,7 +39,7 @@ func (s *Server) loadSettings(ctx context.Context) {
 		set, err := s.line.Settings(ctx, ev.ID)
 		switch {
 		case errors.Is(err, queue.ErrNoSettings):
-			set = queue.SettingsFor(*ev)
+			set = admission.SettingsFor(*ev)
 		case err != nil:
 			continue // Redis hiccup: the last known settings stay
 		}
@@ -55,7 +56,7 @@ func (s *Server) settingsFor(ev *config.Event) queue.Settings {
 	set, ok := s.settings[ev.ID]
 	s.settingsMu.RUnlock()
 	if !ok {
-		return queue.SettingsFor(*ev)
+		return admission.SettingsFor(*ev)
 	}
 	return set
 }
@@ -63,13 +64,13 @@ func (s *Server) settingsFor(ev *config.Event) queue.Settings {
 // state is the event's state as the API reports it.
 func state(set queue.Settings, inv queue.Inventory, now time.Time) string {
 	switch {
-	case set.Mode == config.ModeClosed || (set.ClosesAt != nil && !now.Before(*set.ClosesAt)):
+	case set.Mode == queue.ModeClosed || (set.ClosesAt != nil && !now.Before(*set.ClosesAt)):
 		return "closed"
 	case inv.SoldOut():
 		return "soldout"
-	case set.Mode == config.ModePaused:
+	case set.Mode == queue.ModePaused:
 		return "paused"
-	case set.Mode == config.ModePassthrough:
+	case set.Mode == queue.ModePassthrough:
 		return "passthrough"
 	case set.OpensAt != nil && now.Before(*set.OpensAt):
 		return "prequeue"

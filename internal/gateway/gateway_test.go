@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/pass"
@@ -507,7 +508,7 @@ func TestGate(t *testing.T) {
 func TestEventRouteShowsTheDesignSizing(t *testing.T) {
 	e := setup(t, 0)
 	ev, _ := e.cfg.Event("later")
-	set := queue.SettingsFor(*ev)
+	set := admission.SettingsFor(*ev)
 	tiny := set
 	tiny.AdmitPerSecond = 0.004
 	cases := []struct {

@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/waitroom/waitroom/internal/booking"
-	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -44,7 +43,7 @@ type benchEnv struct {
 // events; with inventory, the service tells a waiting room on a private
 // Redis about every hold, as `booking serve` does, and the inventory's
 // background passes (lapses, syncs) run meanwhile.
-func benchSetup(b *testing.B, events []config.Event, inventory ...bool) *benchEnv {
+func benchSetup(b *testing.B, events []booking.Event, inventory ...bool) *benchEnv {
 	b.Helper()
 	// The pool as `booking serve` builds it (Open), 32 connections.
 	url := testenv.Database(b, "booking", Migrate)
@@ -57,7 +56,6 @@ func benchSetup(b *testing.B, events []config.Event, inventory ...bool) *benchEn
 	if _, err := store.Seed(context.Background(), events); err != nil {
 		b.Fatal(err)
 	}
-	cfg := &config.Config{Events: events}
 	set := booking.Settings{HoldTTL: benchTTL, SessionTTL: benchTTL / 2, MaxSeatsPerHold: 8, HoldsPerMinute: 5,
 		HoldAttemptsPerMinute: 20, ReholdCooldown: benchTTL}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -71,7 +69,7 @@ func benchSetup(b *testing.B, events []config.Event, inventory ...bool) *benchEn
 		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, 200*time.Millisecond)
 	}()
 	b.Cleanup(func() { cancel(); <-done })
-	svc := booking.NewService(store, sim, cfg, set, log)
+	svc := booking.NewService(store, sim, booking.NewCatalog(events), set, log)
 	if len(inventory) > 0 && inventory[0] {
 		_, rdb := testenv.Redis(b)
 		ids := make([]string, len(events))
@@ -90,10 +88,10 @@ func benchSetup(b *testing.B, events []config.Event, inventory ...bool) *benchEn
 	return &benchEnv{pool: pool, store: store, svc: svc}
 }
 
-func hotShowtime() []config.Event {
-	return []config.Event{{ID: "hot", Showtimes: []config.Showtime{{
+func hotShowtime() []booking.Event {
+	return []booking.Event{{ID: "hot", Showtimes: []booking.Showtime{{
 		ID: 1, Title: "hot", Rows: 10, SeatsPerRow: 30, PriceCents: 100,
-		GeneralAdmission: []config.GABlock{{Code: "FLOOR", Capacity: 250, PriceCents: 50}},
+		Blocks: []booking.GABlock{{Code: "FLOOR", Capacity: 250, PriceCents: 50}},
 	}}}}
 }
 
@@ -261,11 +259,11 @@ func BenchmarkBareConditionalUpdate(b *testing.B) {
 // 20 seats (little contention: the per-hold cost alone).
 func BenchmarkHoldColdShowtimes(b *testing.B) {
 	const n = 5000
-	ev := config.Event{ID: "cold"}
+	ev := booking.Event{ID: "cold"}
 	for i := 1; i <= n; i++ {
-		ev.Showtimes = append(ev.Showtimes, config.Showtime{ID: int64(i), Title: "c", Rows: 2, SeatsPerRow: 10, PriceCents: 100})
+		ev.Showtimes = append(ev.Showtimes, booking.Showtime{ID: int64(i), Title: "c", Rows: 2, SeatsPerRow: 10, PriceCents: 100})
 	}
-	e := benchSetup(b, []config.Event{ev})
+	e := benchSetup(b, []booking.Event{ev})
 	seats := seatList(2, 10)
 	var g granted
 	var ok, conflicts atomic.Int64
@@ -348,7 +346,7 @@ func seatList(rows, perRow int) []string {
 	var out []string
 	for r := range rows {
 		for n := 1; n <= perRow; n++ {
-			out = append(out, fmt.Sprintf("%s%d", config.RowLetter(r), n))
+			out = append(out, fmt.Sprintf("%c%d", 'A'+r, n))
 		}
 	}
 	return out
