@@ -690,3 +690,23 @@ func gaugeText(name, sample string) string {
 	}[name]
 	return "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n" + sample + "\n"
 }
+
+// The HTTP metric counts what the client got: an API error is its 4xx, not
+// a 500 (the fiber middleware once saw the handler's error, not the answer).
+func TestHTTPMetricCountsTheAnswersStatus(t *testing.T) {
+	e := setupWith(t, 1, "", "", fixedClock)
+	e.join("other")
+	if r := e.join("other"); r.code != http.StatusTooManyRequests {
+		t.Fatalf("second join: %d; want 429", r.code)
+	}
+	e.do(http.MethodGet, "/api/v1/events/other/tickets/garbage", nil) // 400
+	m := string(e.do(http.MethodGet, "/metrics", nil).raw)
+	for _, want := range []string{
+		`waitroom_http_requests_total{code="429",route="/api/v1/events/:event/tickets",service="gateway"}`,
+		`waitroom_http_requests_total{code="400",route="/api/v1/events/:event/tickets/:ticket",service="gateway"}`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
