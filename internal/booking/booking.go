@@ -26,6 +26,16 @@ const (
 	Booked    = "BOOKED"
 )
 
+// Hold statuses (the holds table): a hold is HELD until it is booked,
+// released, or swept as EXPIRED (a HELD hold past its expiry has lapsed
+// already: every statement judges expiry by time).
+const (
+	HoldHeld     = "HELD"
+	HoldBooked   = "BOOKED"
+	HoldReleased = "RELEASED"
+	HoldExpired  = "EXPIRED"
+)
+
 // Booking statuses.
 const (
 	StatusPending   = "PENDING"

@@ -61,21 +61,31 @@ func (s *Server) settingsFor(ev *config.Event) queue.Settings {
 	return set
 }
 
+// An event's states as the event route and the pages tell them (DESIGN.md).
+const (
+	statePrequeue    = "prequeue"
+	stateOpen        = "open"
+	statePaused      = "paused"
+	statePassthrough = "passthrough"
+	stateClosed      = "closed"
+	stateSoldOut     = "soldout"
+)
+
 // state is the event's state as the API reports it.
 func state(set queue.Settings, inv queue.Inventory, now time.Time) string {
 	switch {
 	case set.Mode == queue.ModeClosed || (set.ClosesAt != nil && !now.Before(*set.ClosesAt)):
-		return "closed"
+		return stateClosed
 	case inv.SoldOut():
-		return "soldout"
+		return stateSoldOut
 	case set.Mode == queue.ModePaused:
-		return "paused"
+		return statePaused
 	case set.Mode == queue.ModePassthrough:
-		return "passthrough"
+		return statePassthrough
 	case set.OpensAt != nil && now.Before(*set.OpensAt):
-		return "prequeue"
+		return statePrequeue
 	}
-	return "open"
+	return stateOpen
 }
 
 type showtimeJSON struct {

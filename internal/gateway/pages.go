@@ -141,7 +141,7 @@ func (s *Server) eventView(ctx context.Context, ev *config.Event) *web.Event {
 	v := &web.Event{ID: ev.ID, Name: ev.Name, Venue: ev.Venue, State: state(set, inv, now), Waiting: waiting}
 	zone := zoneOf(ev)
 	switch v.State {
-	case "prequeue":
+	case statePrequeue:
 		if set.OpensAt != nil {
 			v.Detail = &web.Detail{Key: "index.detail.prequeue", At: set.OpensAt.In(zone)}
 			v.RoomDetail = &web.Detail{Key: "room.detail.prequeue", At: set.OpensAt.In(zone)}
@@ -149,7 +149,7 @@ func (s *Server) eventView(ctx context.Context, ev *config.Event) *web.Event {
 			v.Detail = &web.Detail{Key: "index.detail.prequeueSoon"}
 			v.RoomDetail = &web.Detail{Key: "room.detail.prequeueSoon"}
 		}
-	case "paused", "closed", "passthrough", "soldout":
+	case statePaused, stateClosed, statePassthrough, stateSoldOut:
 		v.Detail = &web.Detail{Key: "index.detail." + v.State}
 		v.RoomDetail = &web.Detail{Key: "room.detail." + v.State}
 	}

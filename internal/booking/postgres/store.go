@@ -264,9 +264,9 @@ func (s *Store) Release(ctx context.Context, holdID, customer string) (err error
 		return fmt.Errorf("release: %w", err)
 	}
 	switch h.status {
-	case "BOOKED":
+	case booking.HoldBooked:
 		return fmt.Errorf("release: %w", booking.ErrHoldNotActive)
-	case "RELEASED", "EXPIRED":
+	case booking.HoldReleased, booking.HoldExpired:
 		return nil
 	}
 	if len(h.seats) > 0 {
@@ -314,10 +314,10 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 		}
 		return booking.Checkout{BookingID: *bID, PaymentID: *pID, PaymentURL: *pURL, ExpiresAt: *pExp}, nil
 	}
-	if h.status == "BOOKED" {
+	if h.status == booking.HoldBooked {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", booking.ErrHoldNotActive)
 	}
-	if h.status != "HELD" || !h.expires.After(now) {
+	if h.status != booking.HoldHeld || !h.expires.After(now) {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", booking.ErrHoldExpired)
 	}
 	var (
