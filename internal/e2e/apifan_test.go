@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,29 +22,44 @@ type apiFan struct {
 
 func (f *apiFan) do(method, path string, body any, hdr map[string]string) (int, map[string]any) {
 	f.t.Helper()
+	code, _, raw, err := sendJSON(context.Background(), http.DefaultClient, f.base, method, path, f.pass, hdr, body)
+	if err != nil {
+		f.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return code, out
+}
+
+// sendJSON makes one request to base+path with a JSON body (when body is
+// not nil), the pass as a Bearer token (when given) and hdr, and returns the
+// answer.
+func sendJSON(ctx context.Context, hc *http.Client, base, method, path, pass string, hdr map[string]string, body any) (int, http.Header, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, f.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if f.pass != "" {
-		req.Header.Set("Authorization", "Bearer "+f.pass)
+	if pass != "" {
+		req.Header.Set("Authorization", "Bearer "+pass)
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := hc.Do(req)
 	if err != nil {
-		f.t.Fatalf("%s %s: %v", method, path, err)
+		return 0, nil, nil, err
 	}
 	defer res.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(res.Body).Decode(&out)
-	return res.StatusCode, out
+	raw, err := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header, raw, err
 }
 
 func (f *apiFan) join() {

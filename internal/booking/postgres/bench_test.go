@@ -172,25 +172,36 @@ func BenchmarkHoldHotShowtime(b *testing.B) {
 func holdHotShowtime(b *testing.B, inventory bool) {
 	e := benchSetup(b, hotShowtime(), inventory)
 	seats := seatList(10, 30)
+	g := raceHolds(b, e, 1, booking.ErrSeatsUnavailable, func(rng *rand.Rand) (string, int64, booking.HoldInput) {
+		i, j := rng.IntN(len(seats)), rng.IntN(len(seats)-1)
+		if j >= i {
+			j++
+		}
+		return "hot", 1, booking.HoldInput{Seats: []string{seats[i], seats[j]}}
+	})
+	g.check(b, 0)
+}
+
+// raceHolds runs a benchmark's holds: 64 concurrent customers, each hold
+// as ask draws it; conflict is the refusal that means another customer was
+// faster. It reports the rates and returns what was granted, to check.
+func raceHolds(b *testing.B, e *benchEnv, seed uint64, conflict error, ask func(*rand.Rand) (event string, showtime int64, in booking.HoldInput)) *granted {
 	var g granted
 	var ok, conflicts atomic.Int64
 	concurrency64(b)
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
-		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), 1))
+		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), seed))
 		for pb.Next() {
-			i, j := rng.IntN(len(seats)), rng.IntN(len(seats)-1)
-			if j >= i {
-				j++
-			}
-			p := booking.Pass{Event: "hot", Customer: fmt.Sprintf("c%d", customerSeq.Add(1))}
-			h, err := e.svc.Hold(context.Background(), p, 1, booking.HoldInput{Seats: []string{seats[i], seats[j]}})
+			event, st, in := ask(rng)
+			p := booking.Pass{Event: event, Customer: fmt.Sprintf("c%d", customerSeq.Add(1))}
+			h, err := e.svc.Hold(context.Background(), p, st, in)
 			switch {
 			case err == nil:
 				ok.Add(1)
-				g.add(h, 1)
-			case errors.Is(err, booking.ErrSeatsUnavailable):
+				g.add(h, st)
+			case errors.Is(err, conflict):
 				conflicts.Add(1)
 			default:
 				b.Fatal(err)
@@ -199,7 +210,7 @@ func holdHotShowtime(b *testing.B, inventory bool) {
 	})
 	report(b, start, ok.Load(), conflicts.Load())
 	b.StopTimer()
-	g.check(b, 0)
+	return &g
 }
 
 // sqlBareTakeSeats is the conditional UPDATE at the heart of a hold (sqlHold's
@@ -265,31 +276,10 @@ func BenchmarkHoldColdShowtimes(b *testing.B) {
 	}
 	e := benchSetup(b, []booking.Event{ev})
 	seats := seatList(2, 10)
-	var g granted
-	var ok, conflicts atomic.Int64
-	concurrency64(b)
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), 3))
-		for pb.Next() {
-			st := int64(1 + rng.IntN(n))
-			i := rng.IntN(len(seats) - 1)
-			p := booking.Pass{Event: "cold", Customer: fmt.Sprintf("c%d", customerSeq.Add(1))}
-			h, err := e.svc.Hold(context.Background(), p, st, booking.HoldInput{Seats: []string{seats[i], seats[i+1]}})
-			switch {
-			case err == nil:
-				ok.Add(1)
-				g.add(h, st)
-			case errors.Is(err, booking.ErrSeatsUnavailable):
-				conflicts.Add(1)
-			default:
-				b.Fatal(err)
-			}
-		}
+	g := raceHolds(b, e, 3, booking.ErrSeatsUnavailable, func(rng *rand.Rand) (string, int64, booking.HoldInput) {
+		i := rng.IntN(len(seats) - 1)
+		return "cold", int64(1 + rng.IntN(n)), booking.HoldInput{Seats: []string{seats[i], seats[i+1]}}
 	})
-	report(b, start, ok.Load(), conflicts.Load())
-	b.StopTimer()
 	g.check(b, 0)
 }
 
@@ -297,29 +287,9 @@ func BenchmarkHoldColdShowtimes(b *testing.B) {
 // general-admission block (lock the block, count, insert).
 func BenchmarkHoldHotBlock(b *testing.B) {
 	e := benchSetup(b, hotShowtime())
-	var g granted
-	var ok, conflicts atomic.Int64
-	concurrency64(b)
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), 4))
-		for pb.Next() {
-			p := booking.Pass{Event: "hot", Customer: fmt.Sprintf("c%d", customerSeq.Add(1))}
-			h, err := e.svc.Hold(context.Background(), p, 1, booking.HoldInput{GeneralAdmission: map[string]int{"FLOOR": 1 + rng.IntN(2)}})
-			switch {
-			case err == nil:
-				ok.Add(1)
-				g.add(h, 1)
-			case errors.Is(err, booking.ErrSoldOut):
-				conflicts.Add(1)
-			default:
-				b.Fatal(err)
-			}
-		}
+	g := raceHolds(b, e, 4, booking.ErrSoldOut, func(rng *rand.Rand) (string, int64, booking.HoldInput) {
+		return "hot", 1, booking.HoldInput{GeneralAdmission: map[string]int{"FLOOR": 1 + rng.IntN(2)}}
 	})
-	report(b, start, ok.Load(), conflicts.Load())
-	b.StopTimer()
 	g.check(b, 250)
 }
 
