@@ -131,6 +131,10 @@ type Admission struct {
 	// MaxActive is nil when the cap is to be computed by Little's law.
 	MaxActive    *int     `yaml:"max_active"`
 	Capacity     Capacity `yaml:"capacity"`
+	// Shards spreads the event's line over that many Redis hash tags (on a
+	// Cluster, that many masters); 0 and 1 are one. Fixed once the event's
+	// line has state (queue.Settings.Shards).
+	Shards int `yaml:"shards"`
 	AccessTTL    Duration `yaml:"access_ttl"`
 	AbandonAfter Duration `yaml:"abandon_after"`
 }
@@ -347,6 +351,10 @@ var (
 	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
 )
 
+// MaxShards bounds admission.shards: a waiting fan's poll counts on every
+// shard, and more shards than Redis masters buy nothing.
+const MaxShards = 64
+
 // MaxRows is how many rows a showtime may have: rows are lettered A..Z.
 const MaxRows = 26
 
@@ -461,6 +469,9 @@ func (c *Config) Validate() error {
 		}
 		if a.AccessTTL.D() < time.Second {
 			bad(k+".admission.access_ttl", "must be >= 1s")
+		}
+		if a.Shards < 0 || a.Shards > MaxShards {
+			bad(k+".admission.shards", "must be between 1 and %d, not %d", MaxShards, a.Shards)
 		}
 		if a.AbandonAfter.D() < time.Second {
 			bad(k+".admission.abandon_after", "must be >= 1s")

@@ -178,11 +178,11 @@ func TestAbandonment(t *testing.T) {
 	checkBooks(t, e)
 }
 
-func TestLeave(t *testing.T) { onEach(t, testLeave) }
+func TestLeave(t *testing.T) { onEachLayout(t, testLeave) }
 
 func testLeave(t *testing.T, e env) {
 	ctx := context.Background()
-	set := open()
+	set := e.open()
 	set.AdmitPerSecond = 1000
 	active := join(t, e.store, set)
 	tick(t, e.store, set)
@@ -430,11 +430,11 @@ func TestActiveExpires(t *testing.T) {
 	}
 }
 
-func TestExtendAndComplete(t *testing.T) { onEach(t, testExtendAndComplete) }
+func TestExtendAndComplete(t *testing.T) { onEachLayout(t, testExtendAndComplete) }
 
 func testExtendAndComplete(t *testing.T, e env) {
 	ctx := context.Background()
-	set := open()
+	set := e.open()
 	set.AdmitPerSecond = 1000
 	r := join(t, e.store, set)
 	tick(t, e.store, set)
