@@ -211,9 +211,13 @@ redis.call('HDEL', KEYS[4], ARGV[1])
 return 1
 `)
 
-// The tick of a sharded event is five steps, each one script on one tag,
+// The tick of a sharded event is six steps, each one script on one tag,
 // under a lease and a fencing number (the epoch) so that exactly one
-// admitter replica's tick can hand fans over at a time:
+// admitter replica's tick can hand fans over at a time. The lease is held
+// for one tick only and given back at its end, so the replicas take turns
+// (whoever ticks next) and a replica that dies between ticks costs nothing;
+// one that dies within a tick holds the others off until the lease lapses
+// (three tick intervals, at least a second):
 //
 //  1. sTickBegin (global): take the lease (or find another replica has it),
 //     a new epoch; drop ended actives; refill the bucket; the budget n, as
@@ -303,6 +307,9 @@ else
 end
 local q = 0
 if queueing then q = 1 end
+-- Nobody to hand over: the lease is given back now (the shards' steps
+-- that follow need no exclusivity; a newer epoch fences them).
+if n == 0 then redis.call('DEL', KEYS[7]) end
 return {'go', epoch, n, #gone, active, mark, tostring(rate_for_eta(KEYS[1], ARGV[6])), avail, soldout, room, now, q}
 `)
 
@@ -383,10 +390,10 @@ return out
 // sTickAccept: step 5.
 //
 // KEYS: 1 stats, 2 active, 3 bucket, 4 inventory, 5 holders, 6 claims,
-// 7 tick, 8 this epoch's outcomes
+// 7 tick, 8 this epoch's outcomes, 9 lease
 // ARGV: 1 epoch, 2 queueing 0|1, 3 max_active, 4 access_ttl ms, 5 rate
-// (/s, as configured), 6 fans still waiting after the take, then pairs
-// (member, abandon deadline)
+// (/s, as configured), 6 fans still waiting after the take, 7 this
+// replica's id, then pairs (member, abandon deadline)
 // Returns {"fenced"} | {outcomes, active, measured rate}: outcomes one
 // letter per member, a (admitted), r (refused: back in line), x (abandoned).
 var sTickAccept = redis.NewScript(prelude + invPrelude + `
@@ -395,12 +402,12 @@ local now, now_s = clock()
 local queueing = ARGV[2] == '1'
 local cap, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local active = redis.call('ZCARD', KEYS[2])
-local limit = (#ARGV - 6) / 2
+local limit = (#ARGV - 7) / 2
 if queueing then limit = math.min(limit, cap - active) end
 local holding = redis.call('EXISTS', KEYS[5]) == 1
 local codes, admitted, abandoned = {}, 0, 0
 local exp = now + ttl
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   local m, dl = ARGV[i], tonumber(ARGV[i + 1])
   local c
   if dl < now_s then
@@ -438,7 +445,18 @@ else
   redis.call('HSET', KEYS[1], 'rate', measured, 'rate_cfg', ARGV[5])
   redis.call('HDEL', KEYS[1], 'rate_ts')
 end
+if redis.call('GET', KEYS[9]) == ARGV[7] then redis.call('DEL', KEYS[9]) end
 return {table.concat(codes), redis.call('ZCARD', KEYS[2]), tostring(measured)}
+`)
+
+// sTickRelease gives the lease back at the end of a tick that handed
+// nobody over (if it still holds it).
+//
+// KEYS: 1 lease
+// ARGV: 1 this replica's id
+var sTickRelease = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 `)
 
 // sTickDone: step 6, on one shard; also how a dead tick's handover is

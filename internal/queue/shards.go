@@ -374,6 +374,14 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 		return TickResult{Busy: true, Room: -1}, nil
 	}
 	epoch, budget, watermark := r.int(1), r.int(2), r.int(5)
+	// The lease goes back at the tick's end: by the accept, or here when
+	// the tick hands nobody over (a tick that dies keeps it till it lapses).
+	leaseGone := budget == 0 // the begin gave it back already
+	defer func() {
+		if !leaseGone {
+			_ = sTickRelease.Run(context.WithoutCancel(ctx), s.rdb, []string{k.lease}, s.owner).Err()
+		}
+	}()
 	out := TickResult{Expired: r.int(3), Active: r.int(4), Room: r.int(9)}
 	rate, avail, soldout, queueing := r.str(6), r.int(7), r.int(8), r.int(11)
 	out.Rate, _ = strconv.ParseFloat(rate, 64)
@@ -446,6 +454,10 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 	if taking == 0 {
 		return out, nil
 	}
+	if err := s.fault("prepare"); err != nil {
+		leaseGone = true
+		return out, err
+	}
 
 	// 4. move them out of line, shard by shard.
 	taken := make([][]any, n)
@@ -468,11 +480,12 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 		return tickAborted(out, err)
 	}
 	if err := s.fault("take"); err != nil {
+		leaseGone = true
 		return out, err
 	}
 
 	// 5. into the active set, if this tick is still the newest.
-	args := []any{epoch, queueing, set.MaxActive, set.AccessTTL.Milliseconds(), rateArg(set.AdmitPerSecond), 0}
+	args := []any{epoch, queueing, set.MaxActive, set.AccessTTL.Milliseconds(), rateArg(set.AdmitPerSecond), 0, s.owner}
 	members := make([][]any, n) // per shard, the members in the order sent
 	var moved int64
 	for i, v := range taken {
@@ -484,7 +497,8 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 	}
 	out.Waiting -= moved
 	args[5] = out.Waiting
-	v, err := sTickAccept.Run(ctx, s.rdb, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.tick, outcomeKey(event, epoch)}, args...).Slice()
+	leaseGone = true // the accept gives it back, or a newer tick has it
+	v, err := sTickAccept.Run(ctx, s.rdb, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.tick, outcomeKey(event, epoch), k.lease}, args...).Slice()
 	if err != nil {
 		return tickAborted(out, err)
 	}
