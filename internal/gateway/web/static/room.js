@@ -363,6 +363,7 @@ function noWorker() {
   show(ui.rejoin, false);
   setStatus('no-worker');
   setText(ui.message, t('room.msg.noWorker'));
+  setText(ui.hint, ''); // "join to get your place" would promise what cannot be
   live.say(t('room.status.no-worker'));
 }
 
