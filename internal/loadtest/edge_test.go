@@ -277,6 +277,7 @@ func solvedProofs(tb testing.TB, n int) []string {
 // and on, at one number of connections.
 type proofRound struct {
 	conns       int
+	onFirst     bool // the round measured "on" before "off"
 	off, on     load
 	asked       load // joins of edge-proof with no proof: the 428 answer
 	proofsReady time.Duration
@@ -364,28 +365,62 @@ func BenchmarkEdge(b *testing.B) {
 			}
 		}
 	}
-	rounds := envInt(b, "WAITROOM_LOADTEST_PROOF_ROUNDS", 2)
+	rounds := envInt(b, "WAITROOM_LOADTEST_PROOF_ROUNDS", 3)
 	var proofRows []proofRound
 	for _, conns := range []int{100, 1000} {
-		for range rounds {
-			r := proofRound{conns: conns}
-			r.off = hammer(loadSpec{Addr: gw, Conns: conns, Warm: warm, Measure: pointDur, Want: http.StatusCreated,
-				Prepare: joinOn(s.Gateway+"/api/v1/events/edge/tickets", nil)})
-			// Enough proofs for half as many joins again as the point before.
+		expect := 0.0 // joins/s seen so far at this many connections
+		for _, r := range rows {
+			if r.route == "join" && r.conns == conns {
+				expect = r.gw.RPS
+			}
+		}
+		for round := range rounds {
+			r := proofRound{conns: conns, onFirst: round%2 == 1}
+			// Solved before the round, for half as many joins again as the
+			// fastest point so far, so neither point runs after the solving.
 			t0 := time.Now()
-			proofs := solvedProofs(b, max(20_000, int(1.5*r.off.RPS*(warm+pointDur).Seconds())))
+			proofs := solvedProofs(b, max(20_000, int(1.5*expect*(warm+pointDur).Seconds())))
 			r.proofsReady = time.Since(t0)
-			r.on = hammer(loadSpec{Addr: gw, Conns: conns, Warm: warm, Measure: pointDur, Want: http.StatusCreated,
-				Prepare: joinOn(s.Gateway+"/api/v1/events/edge-proof/tickets", proofs)})
-			b.Logf("join × %d, proof off %.0f/s p50 %v p99 %v (%d errors); on %.0f/s p50 %v p99 %v (%d errors; %d proofs solved in %v)",
-				conns, r.off.RPS, r.off.Lat.P50, r.off.Lat.P99, r.off.Errors, r.on.RPS, r.on.Lat.P50, r.on.Lat.P99, r.on.Errors, len(proofs), r.proofsReady)
+			off := func() {
+				r.off = hammer(loadSpec{Addr: gw, Conns: conns, Warm: warm, Measure: pointDur, Want: http.StatusCreated,
+					Prepare: joinOn(s.Gateway+"/api/v1/events/edge/tickets", nil)})
+			}
+			on := func() {
+				r.on = hammer(loadSpec{Addr: gw, Conns: conns, Warm: warm, Measure: pointDur, Want: http.StatusCreated,
+					Prepare: joinOn(s.Gateway+"/api/v1/events/edge-proof/tickets", proofs)})
+			}
+			// off, on; then on, off; …: a drift of the machine's load over a
+			// round falls on both alike.
+			if r.onFirst {
+				on()
+				off()
+			} else {
+				off()
+				on()
+			}
+			expect = max(expect, r.off.RPS, r.on.RPS)
+			b.Logf("join × %d round %d, proof off %.0f/s p50 %v p99 %v (%d errors); on %.0f/s p50 %v p99 %v (%d errors; %d proofs solved in %v)",
+				conns, round+1, r.off.RPS, r.off.Lat.P50, r.off.Lat.P99, r.off.Errors, r.on.RPS, r.on.Lat.P50, r.on.Lat.P99, r.on.Errors, len(proofs), r.proofsReady)
 			proofRows = append(proofRows, r)
 		}
 		// What a join without a proof costs where one is asked: the 428.
 		last := &proofRows[len(proofRows)-1]
 		last.asked = hammer(loadSpec{Addr: gw, Conns: conns, Warm: warm, Measure: pointDur, Want: http.StatusPreconditionRequired,
 			Prepare: joinOn(s.Gateway+"/api/v1/events/edge-proof/tickets", nil)})
-		b.ReportMetric(last.on.RPS/last.off.RPS, "join"+fmt.Sprint(conns)+"-proof-ratio")
+		b.Logf("join × %d without a proof where one is asked: %.0f/s 428 p50 %v p99 %v (%d errors)",
+			conns, last.asked.RPS, last.asked.Lat.P50, last.asked.Lat.P99, last.asked.Errors)
+	}
+	proofMedians := map[int][2]float64{} // conns → median off, on req/s
+	for _, conns := range []int{100, 1000} {
+		var off, on []float64
+		for _, r := range proofRows {
+			if r.conns == conns {
+				off, on = append(off, r.off.RPS), append(on, r.on.RPS)
+			}
+		}
+		m := [2]float64{median(off), median(on)}
+		proofMedians[conns] = m
+		b.ReportMetric(m[1]/m[0], "join"+fmt.Sprint(conns)+"-proof-ratio")
 	}
 
 	line, err := s.RDB.ZCard(ctx, "wr:{edge}:wait").Result()
@@ -442,11 +477,11 @@ ZRANK), records Prometheus metrics, and sets cookies.
 
 The same sale twice, with %s fans in line each: "edge" asks no proof, "edge-proof" asks
 %d bits (the gateway's work for a proof does not depend on the bits: one HMAC and one
-SHA-256 before Redis, one SADD in the join's script). Rounds interleaved, off then on, %v
-of warm-up then %v measured each; every join of "on" carries its own proof, minted with
+SHA-256 before Redis, one SADD in the join's script). Rounds interleaved (off then on, then
+on then off, …), %v of warm-up then %v measured each; every join of "on" carries its own proof, minted with
 the gateway's key as a 428 would hand it out and solved by the load generator before the
-point starts. The last line of each block is the 428 itself: a join of "edge-proof" with
-no proof (a fresh challenge, no Redis).
+round starts. After the rounds, the medians, and the 428 itself: a join of "edge-proof"
+with no proof (a fresh challenge, no Redis).
 
 | connections | round | proof off req/s | off p50 / p99 | proof on req/s | on p50 / p99 | on ÷ off |
 |---:|---:|---:|---:|---:|---:|---:|
@@ -456,11 +491,18 @@ no proof (a fresh challenge, no Redis).
 		for j := i - 1; j >= 0 && proofRows[j].conns == r.conns; j-- {
 			round++
 		}
-		fmt.Fprintf(&md, "| %s | %d | %s | %s / %s | %s | %s / %s | **%.0f%%** |\n", thousands(int64(r.conns)), round,
+		order := "off, on"
+		if r.onFirst {
+			order = "on, off"
+		}
+		fmt.Fprintf(&md, "| %s | %d (%s) | %s | %s / %s | %s | %s / %s | %.0f%% |\n", thousands(int64(r.conns)), round, order,
 			thousands(int64(r.off.RPS)), ms(r.off.Lat.P50), ms(r.off.Lat.P99), thousands(int64(r.on.RPS)), ms(r.on.Lat.P50), ms(r.on.Lat.P99),
 			100*r.on.RPS/r.off.RPS)
 		if r.asked.RPS > 0 {
-			fmt.Fprintf(&md, "| %s | 428 | | | %s | %s / %s | |\n", thousands(int64(r.conns)),
+			m := proofMedians[r.conns]
+			fmt.Fprintf(&md, "| %s | **median** | **%s** | | **%s** | | **%.0f%%** |\n", thousands(int64(r.conns)),
+				thousands(int64(m[0])), thousands(int64(m[1])), 100*m[1]/m[0])
+			fmt.Fprintf(&md, "| %s | no proof: 428 | | | %s | %s / %s | |\n", thousands(int64(r.conns)),
 				thousands(int64(r.asked.RPS)), ms(r.asked.Lat.P50), ms(r.asked.Lat.P99))
 		}
 	}

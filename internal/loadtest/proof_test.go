@@ -169,7 +169,7 @@ func sum(v []float64) float64 {
 // does), and the raw hash rates: the page's solver with one worker,
 // crypto.subtle.digest, Go.
 func BenchmarkProofSolve(b *testing.B) {
-	per := envInt(b, "WAITROOM_LOADTEST_PROOFS", 15)
+	per := envInt(b, "WAITROOM_LOADTEST_PROOFS", 30)
 	s := stack.Start(b, stack.Options{Events: proofEvents()})
 	tab := headless(b)
 	if err := chromedp.Run(tab, chromedp.Navigate(s.Gateway+"/")); err != nil {
@@ -276,3 +276,5 @@ func msf(ms float64) string {
 	}
 	return fmt.Sprintf("%.1f ms", ms)
 }
+
+func median(v []float64) float64 { return quantile(v, 0.5) }
