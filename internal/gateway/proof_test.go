@@ -14,10 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
@@ -62,7 +64,7 @@ type proofEnv struct {
 
 // setupProof is a gateway over proofYAML with joinsPerIP and "guarded" at
 // bits, its config in a file (for reloads) and its clock in the test's hand.
-func setupProof(t *testing.T, joinsPerIP, bits int) *proofEnv {
+func setupProof(t testing.TB, joinsPerIP, bits int) *proofEnv {
 	t.Helper()
 	rs, rdb := testenv.Redis(t)
 	src := fmt.Sprintf(proofYAML, joinsPerIP, bits)
@@ -402,5 +404,64 @@ func TestJoinProofWithoutJavaScript(t *testing.T) {
 	ja := string(e.do(http.MethodGet, "/e/guarded?e=proof_required", nil, "Accept-Language", "ja").raw)
 	if strings.Count(ja, "JavaScript が必要です") != 1 {
 		t.Errorf("the Japanese page says it needs JavaScript %d times; want once", strings.Count(ja, "JavaScript が必要です"))
+	}
+}
+
+// BenchmarkJoinHandler is a join through the gateway's handler, in process
+// (no network, no load generator), on real Redis, from 16 goroutines: a new
+// place of the sale without proof of work (off), of the one that asks it,
+// with a solved proof each (on), and its two refusals: no proof (missing:
+// the 428 that hands out a challenge) and a forged one (invalid). With
+// -count the four interleave, so the machine's load falls on all alike.
+func BenchmarkJoinHandler(b *testing.B) {
+	for _, c := range []struct{ name, event, proof string }{
+		{"off", "open", ""}, {"on", "guarded", "solved"}, {"missing", "guarded", ""}, {"invalid", "guarded", "forged"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			e := setupProof(b, 0, 8)
+			want := http.StatusCreated
+			var proofs []string
+			switch c.proof {
+			case "solved":
+				k := proof.NewKeeper([]byte(e.cfg.Auth.TicketSecret))
+				for range b.N {
+					ch, err := k.Issue(c.event, 8, e.clock.now())
+					if err != nil {
+						b.Fatal(err)
+					}
+					proofs = append(proofs, ch.Token+":"+proof.Solve(ch.Token, 8))
+				}
+			case "forged":
+				want = http.StatusPreconditionRequired
+				proofs = []string{strings.Repeat("A", proof.ChallengeLen) + ":12345"}
+			default:
+				if c.event == "guarded" {
+					want = http.StatusPreconditionRequired
+				}
+			}
+			h := e.srv.App().Handler()
+			uri := "/api/v1/events/" + c.event + "/tickets"
+			var next atomic.Int64
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				var ctx fasthttp.RequestCtx
+				var req fasthttp.Request
+				for pb.Next() {
+					req.Reset()
+					req.Header.SetMethod(http.MethodPost)
+					req.SetRequestURI(uri)
+					if len(proofs) > 0 {
+						req.Header.Set("X-Waitroom-Proof", proofs[int(next.Add(1)-1)%len(proofs)])
+					}
+					ctx.Init(&req, nil, nil)
+					h(&ctx)
+					if got := ctx.Response.StatusCode(); got != want {
+						b.Errorf("join: %d %s; want %d", got, ctx.Response.Body(), want)
+						return
+					}
+				}
+			})
+		})
 	}
 }

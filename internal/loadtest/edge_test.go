@@ -376,10 +376,10 @@ func BenchmarkEdge(b *testing.B) {
 		}
 		for round := range rounds {
 			r := proofRound{conns: conns, onFirst: round%2 == 1}
-			// Solved before the round, for half as many joins again as the
-			// fastest point so far, so neither point runs after the solving.
+			// Solved before the round, for twice as many joins as the fastest
+			// point so far, so neither point runs after the solving.
 			t0 := time.Now()
-			proofs := solvedProofs(b, max(20_000, int(1.5*expect*(warm+pointDur).Seconds())))
+			proofs := solvedProofs(b, max(50_000, int(2*expect*(warm+pointDur).Seconds())))
 			r.proofsReady = time.Since(t0)
 			off := func() {
 				r.off = hammer(loadSpec{Addr: gw, Conns: conns, Warm: warm, Measure: pointDur, Want: http.StatusCreated,
