@@ -92,7 +92,7 @@ func seed(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
-	res, err := postgres.New(pool).Seed(ctx, cfg.Events)
+	res, err := postgres.New(pool).Seed(ctx, catalogOf(cfg).Events())
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 
-	set := booking.SettingsFrom(cfg)
+	set, cat := settingsOf(cfg), catalogOf(cfg)
 	sim := payment.NewSimulator(payment.SimulatorConfig{
 		Outcome:     cfg.Booking.Payment.Simulator.Outcome,
 		Delay:       cfg.Booking.Payment.Simulator.Delay.D(),
@@ -135,12 +135,8 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}, nil, log)
 	defer sim.Close()
 
-	events := make([]string, len(cfg.Events))
-	for i, ev := range cfg.Events {
-		events[i] = ev.ID
-	}
-	inv := booking.NewInventory(line, store, events, log)
-	svc := booking.NewService(store, sim, cfg, set, log).WithInventory(inv)
+	inv := booking.NewInventory(line, store, cat.EventIDs(), log)
+	svc := booking.NewService(store, sim, cat, set, log).WithInventory(inv)
 	prometheus.MustRegister(booking.NewCollector(store))
 
 	mux := http.NewServeMux()
@@ -188,6 +184,34 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		err = nil
 	}
 	return err
+}
+
+// settingsOf is the config's booking rules.
+func settingsOf(c *config.Config) booking.Settings {
+	b := c.Booking
+	return booking.Settings{
+		HoldTTL: b.HoldTTL.D(), SessionTTL: b.Payment.SessionTTL.D(), ReconcileAfter: b.Payment.ReconcileAfter.D(),
+		MaxSeatsPerHold: b.MaxSeatsPerHold, HoldsPerMinute: b.HoldsPerMinute,
+		HoldAttemptsPerMinute: b.HoldAttemptsPerMinute, ReholdCooldown: b.ReholdCooldown.D(),
+		PaymentSecret: []byte(b.Payment.Secret), Currency: b.Currency,
+	}
+}
+
+// catalogOf is what the config's events sell.
+func catalogOf(c *config.Config) *booking.Catalog {
+	events := make([]booking.Event, len(c.Events))
+	for i, ev := range c.Events {
+		events[i] = booking.Event{ID: ev.ID}
+		for _, st := range ev.Showtimes {
+			bs := booking.Showtime{ID: st.ID, Title: st.Title, StartsAt: st.StartsAt,
+				Rows: st.Rows, SeatsPerRow: st.SeatsPerRow, PriceCents: st.PriceCents}
+			for _, b := range st.GeneralAdmission {
+				bs.Blocks = append(bs.Blocks, booking.GABlock{Code: b.Code, Capacity: b.Capacity, PriceCents: b.PriceCents})
+			}
+			events[i].Showtimes = append(events[i].Showtimes, bs)
+		}
+	}
+	return booking.NewCatalog(events)
 }
 
 func newVerifier(cfg *config.Config) (*pass.Verifier, error) {

@@ -84,7 +84,7 @@ func (a *Admitter) TickAll(ctx context.Context) {
 func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
 	start := time.Now()
 	defer func() { tickDuration.WithLabelValues(ev.ID).Observe(time.Since(start).Seconds()) }()
-	set := queue.SettingsFor(ev)
+	set := SettingsFor(ev)
 	tickErrors.WithLabelValues(ev.ID).Add(0) // exported from the first tick, so increase() sees the first error
 	configured := set.AdmitPerSecond
 	if !set.Admitting(time.Now()) {
@@ -128,7 +128,7 @@ func diff(old, cur *config.Config) []string {
 			out = append(out, fmt.Sprintf("event %s added", ev.ID))
 			continue
 		}
-		was, now := queue.SettingsFor(*o), queue.SettingsFor(ev)
+		was, now := SettingsFor(*o), SettingsFor(ev)
 		if was.Mode != now.Mode {
 			out = append(out, fmt.Sprintf("%s mode %s -> %s", ev.ID, was.Mode, now.Mode))
 		}

@@ -57,7 +57,7 @@ events:
 	store := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
 	joined := map[string]map[string]bool{}
 	for _, ev := range cfg.Events {
-		set := queue.SettingsFor(ev)
+		set := admission.SettingsFor(ev)
 		set.Mode = "paused" // nobody goes in before the replicas start
 		joined[ev.ID] = map[string]bool{}
 		for range fans {

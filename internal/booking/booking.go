@@ -26,6 +26,16 @@ const (
 	Booked    = "BOOKED"
 )
 
+// Hold statuses (the holds table): a hold is HELD until it is booked,
+// released, or swept as EXPIRED (a HELD hold past its expiry has lapsed
+// already: every statement judges expiry by time).
+const (
+	HoldHeld     = "HELD"
+	HoldBooked   = "BOOKED"
+	HoldReleased = "RELEASED"
+	HoldExpired  = "EXPIRED"
+)
+
 // Booking statuses.
 const (
 	StatusPending   = "PENDING"
@@ -241,7 +251,9 @@ type Store interface {
 	StalePayments(ctx context.Context, olderThan time.Duration, after Due, limit int) ([]Due, error)
 	PendingRefunds(ctx context.Context, after Due, limit int) ([]Due, error)
 	RelayOutbox(ctx context.Context, limit int, publish func(context.Context, []OutboxEvent) error) (int, error)
-	InventorySnapshot(ctx context.Context, event string) (InventorySnapshot, error)
+	// InventorySnapshot reads an event's places at one instant, with the
+	// holds confirmed in the last recent.
+	InventorySnapshot(ctx context.Context, event string, recent time.Duration) (InventorySnapshot, error)
 	// LapsedHolds lists up to limit holds whose expiry passed after since
 	// while HELD, oldest first, and the database's now.
 	LapsedHolds(ctx context.Context, since time.Time, limit int) ([]Lapsed, time.Time, error)

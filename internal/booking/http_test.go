@@ -175,7 +175,7 @@ func TestDatabaseDownIs503(t *testing.T) {
 	}
 	defer pool.Close()
 	down := postgres.New(pool)
-	svc := booking.NewService(down, e.sim, e.cfg, e.set, e.log)
+	svc := booking.NewService(down, e.sim, e.cat, e.set, e.log)
 	srv := httptest.NewServer(booking.NewHandler(svc, booking.PassAuth(pass.NewStaticVerifier(e.signer.PublicKey())), down.Ping, e.log))
 	defer srv.Close()
 	e.srv = srv

@@ -31,6 +31,7 @@ type InventorySnapshot struct {
 	Free     int64 // seats and general-admission places AVAILABLE, or held but lapsed
 	Holds    []LiveHold
 	Payments []string // PENDING payment ids
+	Booked   []string // holds confirmed lately (see queue.Snapshot)
 }
 
 // LiveHold is a hold that counts now.
@@ -152,12 +153,12 @@ func (i *Inventory) SyncOnce(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		snap, err := i.store.InventorySnapshot(ctx, ev)
+		snap, err := i.store.InventorySnapshot(ctx, ev, queue.RecentlyBooked)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		q := queue.Snapshot{Free: snap.Free, Payments: snap.Payments, Holds: make([]queue.LiveHold, len(snap.Holds))}
+		q := queue.Snapshot{Free: snap.Free, Payments: snap.Payments, Booked: snap.Booked, Holds: make([]queue.LiveHold, len(snap.Holds))}
 		for j, h := range snap.Holds {
 			q.Holds[j] = queue.LiveHold{HoldID: h.ID, Ticket: h.Customer, Places: h.Places}
 		}

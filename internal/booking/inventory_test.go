@@ -33,7 +33,7 @@ func setupInventory(t *testing.T, opts ...option) *invEnv {
 	t.Helper()
 	e := setup(t, opts...)
 	_, rdb := testenv.Redis(t)
-	line := queue.NewStore(rdb, []byte(e.cfg.Auth.TicketSecret))
+	line := queue.NewStore(rdb, []byte(testTicketSecret))
 	inv := booking.NewInventory(line, e.store, []string{"premiere", "live", "tiny"}, e.log)
 	e.svc.WithInventory(inv)
 	if err := inv.SyncOnce(e.ctx()); err != nil {
@@ -66,12 +66,14 @@ func (e *invEnv) published(event string) queue.Inventory {
 }
 
 // lapseNow ends a hold's time now (not in the past: lapses are read from
-// the last pass on, as time moves forward).
+// the last pass on, as time moves forward), in one statement, as time does:
+// its seats, places and row lapse at the same instant.
 func (e *invEnv) lapseNow(holdID string) {
 	e.t.Helper()
-	e.exec(`UPDATE seats SET hold_expires_at = now() WHERE hold_id = $1 AND status = 'HELD'`, holdID)
-	e.exec(`UPDATE ga_places SET expires_at = now() WHERE hold_id = $1`, holdID)
-	e.exec(`UPDATE holds SET expires_at = now() WHERE id = $1`, holdID)
+	e.exec(`
+WITH s AS (UPDATE seats SET hold_expires_at = now() WHERE hold_id = $1 AND status = 'HELD'),
+     g AS (UPDATE ga_places SET expires_at = now() WHERE hold_id = $1)
+UPDATE holds SET expires_at = now() WHERE id = $1`, holdID)
 }
 
 func (e *invEnv) checkMatches(event string) {
@@ -251,7 +253,9 @@ func TestNobodyIsAdmittedToNothing(t *testing.T) {
 			p := fan(tiny, tk.ID)
 			var h booking.Hold
 			got := false
+			tries := 0
 			for try := 0; try < 50 && !got; try++ {
+				tries++
 				free := freePlaces(e.env, p)
 				if len(free) == 0 {
 					break
@@ -274,7 +278,9 @@ func TestNobodyIsAdmittedToNothing(t *testing.T) {
 			}
 			if !got {
 				nothing.Add(1)
-				t.Errorf("fan %d was admitted and found nothing to hold", i)
+				inv, _ := e.line.InventoryOf(ctx, "tiny")
+				free, held, pending := e.truth("tiny")
+				t.Errorf("fan %d was admitted and found nothing to hold after %d tries (Redis now: %v; PostgreSQL %d free, %d held, %d pending)", i, tries, inv, free, held, pending)
 				return
 			}
 			found.Add(1)

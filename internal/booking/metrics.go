@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/waitroom/waitroom/internal/payment"
 )
 
 // Metrics are registered once on the default registry (the only package-level
@@ -87,7 +89,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				strconv.FormatInt(id, 10), status)
 		}
 	}
-	for _, status := range []string{"PENDING", "SUCCEEDED", "FAILED"} {
-		ch <- prometheus.MustNewConstMetric(descPayments, prometheus.GaugeValue, float64(st.Payments[status]), status)
+	for _, status := range []payment.Status{payment.Pending, payment.Succeeded, payment.Failed} {
+		ch <- prometheus.MustNewConstMetric(descPayments, prometheus.GaugeValue, float64(st.Payments[string(status)]), string(status))
 	}
 }

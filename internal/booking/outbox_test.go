@@ -37,7 +37,7 @@ func (c *crashingLine) Complete(ctx context.Context, event, ticket string) error
 func TestOutboxRelayKilledMidBatchLosesNoEvent(t *testing.T) {
 	e := setup(t)
 	_, rdb := testenv.Redis(t)
-	qs := queue.NewStore(rdb, []byte(e.cfg.Auth.TicketSecret))
+	qs := queue.NewStore(rdb, []byte(testTicketSecret))
 	const n = 25
 	seats := seatCodes(10, 30)
 	want := map[string]bool{}

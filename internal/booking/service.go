@@ -10,10 +10,8 @@ import (
 	"log/slog"
 	"regexp"
 	"sort"
-	"strconv"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/payment"
 )
 
@@ -23,7 +21,7 @@ type Pass struct {
 	Event    string // the event the pass admits to (JWT evt)
 }
 
-// Settings are the booking rules from the config.
+// Settings are the booking rules (the process translates its config).
 type Settings struct {
 	HoldTTL         time.Duration
 	SessionTTL      time.Duration
@@ -34,33 +32,24 @@ type Settings struct {
 	HoldAttemptsPerMinute int
 	ReholdCooldown        time.Duration
 	PaymentSecret         []byte
-}
-
-// SettingsFrom reads the booking settings of a loaded config.
-func SettingsFrom(c *config.Config) Settings {
-	b := c.Booking
-	return Settings{
-		HoldTTL: b.HoldTTL.D(), SessionTTL: b.Payment.SessionTTL.D(), ReconcileAfter: b.Payment.ReconcileAfter.D(),
-		MaxSeatsPerHold: b.MaxSeatsPerHold, HoldsPerMinute: b.HoldsPerMinute,
-		HoldAttemptsPerMinute: b.HoldAttemptsPerMinute, ReholdCooldown: b.ReholdCooldown.D(),
-		PaymentSecret: []byte(b.Payment.Secret),
-	}
+	// Currency is the ISO 4217 code every *_cents amount is in.
+	Currency string
 }
 
 // Service applies the booking rules over a Store and a payment provider.
 type Service struct {
 	store Store
 	pay   payment.Provider
-	cfg   *config.Config
+	cat   *Catalog
 	set   Settings
 	log   *slog.Logger
 	inv   *Inventory // nil: the waiting room is not told what is left
 }
 
-// NewService returns a service; cfg supplies the catalog (which event owns a
-// showtime, its geometry, blocks and prices).
-func NewService(store Store, pay payment.Provider, cfg *config.Config, set Settings, log *slog.Logger) *Service {
-	return &Service{store: store, pay: pay, cfg: cfg, set: set, log: log}
+// NewService returns a service selling cat (which event owns a showtime,
+// its geometry, blocks and prices) under set.
+func NewService(store Store, pay payment.Provider, cat *Catalog, set Settings, log *slog.Logger) *Service {
+	return &Service{store: store, pay: pay, cat: cat, set: set, log: log}
 }
 
 // WithInventory has the service tell inv of every hold, release and
@@ -83,13 +72,13 @@ func NewID() string {
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // showtime finds the showtime and checks that the pass's event owns it.
-func (s *Service) showtime(p Pass, id int64) (*config.Showtime, error) {
-	ev, st, ok := s.cfg.EventOfShowtime(id)
+func (s *Service) showtime(p Pass, id int64) (*Showtime, error) {
+	st, ok := s.cat.Showtime(id)
 	if !ok {
 		return nil, fmt.Errorf("showtime %d: %w", id, ErrNotFound)
 	}
-	if ev.ID != p.Event {
-		return nil, fmt.Errorf("showtime %d belongs to %s, pass is for %s: %w", id, ev.ID, p.Event, ErrWrongEvent)
+	if st.Event != p.Event {
+		return nil, fmt.Errorf("showtime %d belongs to %s, pass is for %s: %w", id, st.Event, p.Event, ErrWrongEvent)
 	}
 	return st, nil
 }
@@ -105,9 +94,9 @@ func (s *Service) SeatMap(ctx context.Context, p Pass, showtimeID int64) (SeatMa
 		return m, s.dbErr("seat_map", err)
 	}
 	// What is at stake comes from the catalog: the store keeps seats, not prices.
-	m.Title, m.StartsAt, m.PriceCents, m.Currency = st.Title, st.StartsAt, st.PriceCents, s.cfg.Booking.Currency
+	m.Title, m.StartsAt, m.PriceCents, m.Currency = st.Title, st.StartsAt, st.PriceCents, s.set.Currency
 	for i := range m.GeneralAdmission {
-		if blk, ok := gaBlock(st, m.GeneralAdmission[i].Code); ok {
+		if blk, ok := st.Block(m.GeneralAdmission[i].Code); ok {
 			m.GeneralAdmission[i].PriceCents = blk.PriceCents
 		}
 	}
@@ -152,7 +141,7 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 		if i > 0 && seats[i-1] == c {
 			return Hold{}, fmt.Errorf("hold: seat %s asked twice: %w", c, ErrInvalidRequest)
 		}
-		if !validSeat(st, c) {
+		if !st.HasSeat(c) {
 			return Hold{}, fmt.Errorf("hold: no seat %q in showtime %d: %w", c, st.ID, ErrInvalidRequest)
 		}
 		amount += st.PriceCents
@@ -168,7 +157,7 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 	places := len(seats)
 	for _, code := range codes {
 		n := in.GeneralAdmission[code]
-		blk, ok := gaBlock(st, code)
+		blk, ok := st.Block(code)
 		if !ok {
 			return Hold{}, fmt.Errorf("hold: no block %q in showtime %d: %w", code, st.ID, ErrInvalidRequest)
 		}
@@ -209,25 +198,6 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 		h.Seats = []string{}
 	}
 	return h, nil
-}
-
-// validSeat reports whether code names a seat of st: a row letter within
-// st.Rows and a number 1..SeatsPerRow written without leading zeros.
-func validSeat(st *config.Showtime, code string) bool {
-	if len(code) < 2 || code[0] < 'A' || int(code[0]-'A') >= st.Rows || code[1] == '0' {
-		return false
-	}
-	n, err := strconv.Atoi(code[1:])
-	return err == nil && strconv.Itoa(n) == code[1:] && n >= 1 && n <= st.SeatsPerRow
-}
-
-func gaBlock(st *config.Showtime, code string) (config.GABlock, bool) {
-	for _, b := range st.GeneralAdmission {
-		if b.Code == code {
-			return b, true
-		}
-	}
-	return config.GABlock{}, false
 }
 
 // Release gives the hold back at once; only its holder may.
@@ -342,7 +312,7 @@ func (s *Service) Booking(ctx context.Context, p Pass, id string) (Booking, erro
 	if b.Seats == nil {
 		b.Seats = []string{}
 	}
-	if _, st, ok := s.cfg.EventOfShowtime(b.ShowtimeID); ok {
+	if st, ok := s.cat.Showtime(b.ShowtimeID); ok {
 		b.Title, b.StartsAt = st.Title, st.StartsAt
 	}
 	return b, nil

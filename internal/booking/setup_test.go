@@ -18,47 +18,44 @@ import (
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/booking/postgres"
-	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
-// Showtime 42 (event premiere): 10 rows × 30 = 300 reserved seats.
-// Showtime 43 (event live): 5 × 30 seats plus FLOOR (250) and BALCONY (40).
-// Showtime 44 (event tiny): 2 × 5 seats plus PIT (4): a sale that sells out.
-const testConfig = `
-auth: {ticket_secret: "test-ticket-secret-0123456789"}
-booking:
-  hold_ttl: "10m"
-  max_seats_per_hold: 8
-  holds_per_minute: 5
-  payment: {secret: "test-payment-secret", session_ttl: "8m", reconcile_after: "15m"}
-events:
-  - id: "premiere"
-    showtimes:
-      - {id: 42, title: "Premiere", starts_at: "2026-12-01T19:00:00Z", rows: 10, seats_per_row: 30, price_cents: 1500}
-  - id: "live"
-    showtimes:
-      - id: 43
-        title: "Live"
-        starts_at: "2026-12-02T20:00:00Z"
-        rows: 5
-        seats_per_row: 30
-        price_cents: 6000
-        general_admission:
-          - {code: "FLOOR", capacity: 250, price_cents: 4500}
-          - {code: "BALCONY", capacity: 40, price_cents: 3000}
-  - id: "tiny"
-    showtimes:
-      - id: 44
-        title: "Tiny"
-        starts_at: "2026-12-03T20:00:00Z"
-        rows: 2
-        seats_per_row: 5
-        price_cents: 1000
-        general_admission: [{code: "PIT", capacity: 4, price_cents: 500}]
-`
+// The catalog every test sells:
+// showtime 42 (event premiere): 10 rows × 30 = 300 reserved seats;
+// showtime 43 (event live): 5 × 30 seats plus FLOOR (250) and BALCONY (40);
+// showtime 44 (event tiny): 2 × 5 seats plus PIT (4): a sale that sells out.
+func testCatalog() *booking.Catalog {
+	at := func(s string) time.Time { t, _ := time.Parse(time.RFC3339, s); return t }
+	return booking.NewCatalog([]booking.Event{
+		{ID: "premiere", Showtimes: []booking.Showtime{
+			{ID: 42, Title: "Premiere", StartsAt: at("2026-12-01T19:00:00Z"), Rows: 10, SeatsPerRow: 30, PriceCents: 1500},
+		}},
+		{ID: "live", Showtimes: []booking.Showtime{
+			{ID: 43, Title: "Live", StartsAt: at("2026-12-02T20:00:00Z"), Rows: 5, SeatsPerRow: 30, PriceCents: 6000,
+				Blocks: []booking.GABlock{{Code: "FLOOR", Capacity: 250, PriceCents: 4500}, {Code: "BALCONY", Capacity: 40, PriceCents: 3000}}},
+		}},
+		{ID: "tiny", Showtimes: []booking.Showtime{
+			{ID: 44, Title: "Tiny", StartsAt: at("2026-12-03T20:00:00Z"), Rows: 2, SeatsPerRow: 5, PriceCents: 1000,
+				Blocks: []booking.GABlock{{Code: "PIT", Capacity: 4, PriceCents: 500}}},
+		}},
+	})
+}
+
+// testSettings are the booking rules of every test (the config's defaults,
+// but for the secret).
+func testSettings() booking.Settings {
+	return booking.Settings{
+		HoldTTL: 10 * time.Minute, SessionTTL: 8 * time.Minute, ReconcileAfter: 15 * time.Minute,
+		MaxSeatsPerHold: 8, HoldsPerMinute: 5, HoldAttemptsPerMinute: 20, ReholdCooldown: 10 * time.Minute,
+		PaymentSecret: []byte("test-payment-secret"), Currency: "USD",
+	}
+}
+
+// testTicketSecret keys the tickets of the waiting rooms some tests wire in.
+const testTicketSecret = "test-ticket-secret-0123456789"
 
 var (
 	premiere = booking.Pass{Event: "premiere"}
@@ -69,7 +66,7 @@ func fan(p booking.Pass, customer string) booking.Pass { p.Customer = customer; 
 
 type env struct {
 	t      testing.TB
-	cfg    *config.Config
+	cat    *booking.Catalog
 	set    booking.Settings
 	pool   *pgxpool.Pool
 	store  *postgres.Store
@@ -82,7 +79,6 @@ type env struct {
 
 // options are what a test may change before setup builds its env.
 type options struct {
-	cfg *config.Config
 	set *booking.Settings
 	sim *payment.SimulatorConfig
 	// provider, when set, stands between the service and the simulator
@@ -97,23 +93,19 @@ type option func(*options)
 // says otherwise, and the HTTP API on a local server.
 func setup(t testing.TB, opts ...option) *env {
 	t.Helper()
-	cfg, err := config.Parse([]byte(testConfig), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := booking.SettingsFrom(cfg)
+	cat, set := testCatalog(), testSettings()
 	simCfg := payment.SimulatorConfig{Outcome: "succeed", Manual: true, Secret: set.PaymentSecret, PageURL: "/api/v1/booking/payments/"}
-	o := options{cfg: cfg, set: &set, sim: &simCfg}
+	o := options{set: &set, sim: &simCfg}
 	for _, f := range opts {
 		f(&o)
 	}
 	pool, _ := testenv.Pool(t, "booking", postgres.Open, postgres.Migrate)
 	store := postgres.New(pool)
-	if _, err := store.Seed(context.Background(), cfg.Events); err != nil {
+	if _, err := store.Seed(context.Background(), cat.Events()); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	e := &env{t: t, cfg: cfg, set: set, pool: pool, store: store, log: log}
+	e := &env{t: t, cat: cat, set: set, pool: pool, store: store, log: log}
 
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	e.signer = pass.NewSigner(priv)
@@ -130,7 +122,7 @@ func setup(t testing.TB, opts ...option) *env {
 	if o.provider != nil {
 		provider = o.provider(e.sim)
 	}
-	e.svc = booking.NewService(store, provider, cfg, set, log)
+	e.svc = booking.NewService(store, provider, cat, set, log)
 	handler = booking.NewHandler(e.svc, booking.PassAuth(verifier), store.Ping, log)
 	return e
 }
@@ -238,7 +230,7 @@ func seatCodes(rows, perRow int) []string {
 	var out []string
 	for r := range rows {
 		for n := 1; n <= perRow; n++ {
-			out = append(out, fmt.Sprintf("%s%d", config.RowLetter(r), n))
+			out = append(out, fmt.Sprintf("%c%d", 'A'+r, n))
 		}
 	}
 	return out

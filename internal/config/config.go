@@ -8,9 +8,7 @@ package config
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"os"
 	"regexp"
@@ -533,13 +531,6 @@ func (e *Error) Error() string {
 	return "config: " + strings.Join(e.Problems, "; ")
 }
 
-// IsInvalid reports whether err is a validation or parse failure of the
-// config itself (as opposed to an unreadable file).
-func IsInvalid(err error) bool {
-	var ce *Error
-	return errors.As(err, &ce)
-}
-
 // Event returns the event with the given id.
 func (c *Config) Event(id string) (*Event, bool) {
 	for i := range c.Events {
@@ -548,73 +539,6 @@ func (c *Config) Event(id string) (*Event, bool) {
 		}
 	}
 	return nil, false
-}
-
-// EventOfShowtime returns the event that owns a showtime.
-func (c *Config) EventOfShowtime(id int64) (*Event, *Showtime, bool) {
-	for i := range c.Events {
-		for j := range c.Events[i].Showtimes {
-			if c.Events[i].Showtimes[j].ID == id {
-				return &c.Events[i], &c.Events[i].Showtimes[j], true
-			}
-		}
-	}
-	return nil, nil, false
-}
-
-// Rate is the admission rate in force: admit_per_second when given, else the
-// capacity model's backend_tps / (calls_per_user × retry_factor) fans per
-// second, exactly: 1000 TPS, 3 calls, ×2 retries is 166.666… fans/s, which
-// the token bucket refills at as it is. Rounding it up to 167 would admit
-// 0.2% more fans than the booking core can serve; rounding only ever happens
-// for display (the event route).
-func (a Admission) Rate() float64 {
-	if a.AdmitPerSecond != nil {
-		return *a.AdmitPerSecond
-	}
-	c := a.Capacity
-	return math.Max(minComputedRate, c.BackendTPS/(c.CallsPerUser*c.RetryFactor))
-}
-
-// minComputedRate is the least rate the capacity model yields. A validated
-// model (every figure > 0) always gives more than 0; the bound keeps a
-// degenerate one (a backend_tps far below one call per second) admitting a fan
-// now and then rather than no one while the event says open, and is the floor
-// the queue's scripts already put under the rate for ETAs and pollAfter.
-const minComputedRate = 0.01
-
-// Cap is the most fans active at once: max_active when given, else the rate
-// times the mean session length (Little's law: L = λW), rounded down, so the
-// fans inside never need more than backend_tps: with a computed rate,
-// floor(backend_tps × session_seconds / (calls_per_user × retry_factor)),
-// 1000 × 60 / (3 × 2) = 10,000; with admit_per_second given,
-// floor(admit_per_second × session_seconds). At least 1.
-func (a Admission) Cap() int {
-	if a.MaxActive != nil {
-		return *a.MaxActive
-	}
-	c := a.Capacity
-	fans := a.Rate() * c.SessionSeconds
-	if a.AdmitPerSecond == nil {
-		// From the model's own figures, so that the one division comes last.
-		fans = c.BackendTPS * c.SessionSeconds / (c.CallsPerUser * c.RetryFactor)
-	}
-	return max(1, floorExact(fans))
-}
-
-// floorExact is ⌊x⌋ for an x computed in floating point from decimal
-// figures: when x is within a relative 1e-9 of a whole number it is taken as
-// that number. The figures' decimal product or quotient may be whole while
-// the float one falls just below it: 330 × 60 / (3 × 1.1) is exactly 6,000,
-// but 3 × 1.1 is 3.3000000000000003 in binary and the quotient
-// 5999.999999999999, whose floor would lose a fan. Float error after these
-// few operations is about 1e-15 relative; a true fraction within 1e-9 of a
-// whole fan would need figures of ten significant digits.
-func floorExact(x float64) int {
-	if n := math.Round(x); math.Abs(x-n) <= 1e-9*math.Max(1, math.Abs(n)) {
-		return int(n)
-	}
-	return int(math.Floor(x))
 }
 
 // ParsePrefix reads a CIDR ("10.0.0.0/8") or a single address ("10.0.0.1",
@@ -631,6 +555,3 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 	}
 	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
 }
-
-// RowLetter is the letter of row i (0-based): A, B, …
-func RowLetter(i int) string { return string(rune('A' + i)) }

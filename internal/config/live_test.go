@@ -29,7 +29,7 @@ func TestLiveReload(t *testing.T) {
 	}
 	write(strings.Replace(valid, "admit_per_second: 50", "admit_per_second: 75", 1))
 	old, cur, err := l.Reload(false)
-	if err != nil || old != cfg || cur == nil || l.Load() != cur || l.Load().Events[0].Admission.Rate() != 75 {
+	if err != nil || old != cfg || cur == nil || l.Load() != cur || *l.Load().Events[0].Admission.AdmitPerSecond != 75 {
 		t.Fatalf("good edit: old %p cur %p err %v; want the new config (75/s) in force", old, cur, err)
 	}
 	write(strings.Replace(valid, "admit_per_second: 50", "admit_per_second: -1", 1))

@@ -9,11 +9,9 @@ package e2e_test
 // through join). docs/RELIABILITY.md, "Cheating", has its figures.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
 	"net/http"
 	"sort"
@@ -48,39 +46,21 @@ type player struct {
 }
 
 func (p *player) call(ctx context.Context, step, method, path string, hdr map[string]string, body any) (int, http.Header, map[string]any) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, p.s.Gateway+path, rd)
-	if err != nil {
-		p.t.Errorf("%s %s: %v", method, path, err)
-		return 0, nil, nil
-	}
-	req.Header.Set("X-Forwarded-For", p.ip)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if p.token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.token)
-	}
+	h := map[string]string{"X-Forwarded-For": p.ip}
 	for k, v := range hdr {
-		req.Header.Set(k, v)
+		h[k] = v
 	}
-	res, err := p.hc.Do(req)
+	code, rh, raw, err := sendJSON(ctx, p.hc, p.s.Gateway, method, path, p.token, h, body)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.tally.add(step, 0, nil, nil, err)
 		}
 		return 0, nil, nil
 	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	p.tally.add(step, res.StatusCode, res.Header, raw, nil)
+	p.tally.add(step, code, rh, raw, nil)
 	var out map[string]any
 	_ = json.Unmarshal(raw, &out)
-	return res.StatusCode, res.Header, out
+	return code, rh, out
 }
 
 // join joins (sending ticket back when given) and returns the answer.

@@ -18,8 +18,8 @@ import (
 
 // fanEvents are the browser scenarios' events: a line that hardly moves (the
 // waiting room stays a waiting room), a walk-in sale (admitted at once, to
-// reach the booking page in every language), and a line for the fan without
-// JavaScript.
+// reach the booking page in every language), a line for the fan without
+// JavaScript, and a sale of two seats that sells out.
 const fanEvents = `  - id: "slow"
     name: "Premiere night"
     venue: "Shinjuku Hall 3"
@@ -46,6 +46,12 @@ const fanEvents = `  - id: "slow"
     admission: {admit_per_second: 1, max_active: 10, abandon_after: "10m"}
     showtimes:
       - {id: 54, title: "Matinee 14:00", starts_at: "2036-12-06T14:00:00+09:00", rows: 4, seats_per_row: 8, price_cents: 1200}
+  - id: "last"
+    name: "Last two seats"
+    venue: "Shinjuku Hall 3"
+    admission: {admit_per_second: 5, max_active: 10, abandon_after: "10m"}
+    showtimes:
+      - {id: 55, title: "Encore 21:00", starts_at: "2036-12-07T21:00:00+09:00", rows: 1, seats_per_row: 2, price_cents: 3000}
 `
 
 // fanTab opens a tab in a Chromium of its own (its own cookies and storage:
@@ -403,5 +409,45 @@ func TestBrowserFanPages(t *testing.T) {
 		checkA11yNoJS(t, fan, "the leave page without JavaScript")
 		run(t, fan, 10*time.Second, "an unknown event", chromedp.Navigate(s.Gateway+"/e/nowhere"), chromedp.WaitVisible(`main`, chromedp.ByQuery))
 		checkA11yNoJS(t, fan, "the page of an unknown event")
+	})
+
+	t.Run("sold out", func(t *testing.T) {
+		shots.t = t
+		// Fan A (the API) is first in line, then chooser C and waiter B (browsers).
+		a := apiFan{t: t, base: s.Gateway, event: "last"}
+		a.join()
+		chooser, waiter := fanTab(t), fanTab(t)
+		run(t, chooser, 20*time.Second, "the chooser joins", desktop(), chromedp.Navigate(s.Gateway+"/e/last"))
+		waitEval(t, chooser, 10*time.Second, "the chooser in line", `document.querySelector('#status') && document.querySelector('#status').dataset.status !== 'joining'`)
+		run(t, waiter, 20*time.Second, "the waiter joins", phone(), chromedp.Navigate(s.Gateway+"/e/last"))
+		// Two seats: A and C are let in; B waits (two idle fans for two places).
+		a.waitAdmitted()
+		waitEval(t, chooser, 30*time.Second, "the chooser at the seat map", `location.pathname === '/e/last/book' && document.querySelector('[data-seat="A1"]') !== null`)
+		waitEval(t, waiter, 20*time.Second, "the waiter told the places left", `document.querySelector('#left') && !document.querySelector('#left').hidden`)
+		// A holds both: the chooser is told everything is taken for now, not
+		// shown a map of crosses; nobody more is let in.
+		a.hold([]string{"A1", "A2"})
+		waitEval(t, chooser, 15*time.Second, "everything taken for now", `!document.querySelector('#nothing-left').hidden && document.querySelector('#nothing-left').dataset.kind === 'allHeld' && document.querySelector('#choose').hidden`)
+		shots.shot(chooser, "last-all-held")
+		if st := text(t, waiter, "#status"); strings.Contains(st, "turn") {
+			t.Fatalf("the waiter was let in while every place was held: %q", st)
+		}
+		// A pays: sold out. The chooser is told so; the waiter's wait ends at once.
+		a.pay()
+		waitEval(t, chooser, 15*time.Second, "sold out on the booking page", `document.querySelector('#nothing-left').dataset.kind === 'soldout'`)
+		checkA11y(t, chooser, "the booking page of a sold-out show")
+		waitEval(t, waiter, 15*time.Second, "sold out in the waiting room", `document.querySelector('#status').dataset.status === 'soldout' && document.querySelector('#rejoin').hidden && document.querySelector('#message').textContent.length > 0`)
+		checkA11y(t, waiter, "the waiting room of a sold-out sale")
+		shots.shot(waiter, "last-sold-out")
+		run(t, waiter, 10*time.Second, "the list", chromedp.Navigate(s.Gateway+"/"), chromedp.WaitVisible(`[data-event="last"]`, chromedp.ByQuery))
+		waitEval(t, waiter, 10*time.Second, "the list says sold out", `document.querySelector('[data-event="last"] .state').dataset.state === 'soldout' && document.querySelector('[data-event="last"] a.join').hidden`)
+		res, err := http.Post(s.Gateway+"/api/v1/events/last/tickets", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusConflict {
+			t.Fatalf("a join once sold out: %d; want 409 sold_out", res.StatusCode)
+		}
 	})
 }

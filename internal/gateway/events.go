@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -38,7 +39,7 @@ func (s *Server) loadSettings(ctx context.Context) {
 		set, err := s.line.Settings(ctx, ev.ID)
 		switch {
 		case errors.Is(err, queue.ErrNoSettings):
-			set = queue.SettingsFor(*ev)
+			set = admission.SettingsFor(*ev)
 		case err != nil:
 			continue // Redis hiccup: the last known settings stay
 		}
@@ -55,26 +56,36 @@ func (s *Server) settingsFor(ev *config.Event) queue.Settings {
 	set, ok := s.settings[ev.ID]
 	s.settingsMu.RUnlock()
 	if !ok {
-		return queue.SettingsFor(*ev)
+		return admission.SettingsFor(*ev)
 	}
 	return set
 }
 
+// An event's states as the event route and the pages tell them (DESIGN.md).
+const (
+	statePrequeue    = "prequeue"
+	stateOpen        = "open"
+	statePaused      = "paused"
+	statePassthrough = "passthrough"
+	stateClosed      = "closed"
+	stateSoldOut     = "soldout"
+)
+
 // state is the event's state as the API reports it.
 func state(set queue.Settings, inv queue.Inventory, now time.Time) string {
 	switch {
-	case set.Mode == config.ModeClosed || (set.ClosesAt != nil && !now.Before(*set.ClosesAt)):
-		return "closed"
+	case set.Mode == queue.ModeClosed || (set.ClosesAt != nil && !now.Before(*set.ClosesAt)):
+		return stateClosed
 	case inv.SoldOut():
-		return "soldout"
-	case set.Mode == config.ModePaused:
-		return "paused"
-	case set.Mode == config.ModePassthrough:
-		return "passthrough"
+		return stateSoldOut
+	case set.Mode == queue.ModePaused:
+		return statePaused
+	case set.Mode == queue.ModePassthrough:
+		return statePassthrough
 	case set.OpensAt != nil && now.Before(*set.OpensAt):
-		return "prequeue"
+		return statePrequeue
 	}
-	return "open"
+	return stateOpen
 }
 
 type showtimeJSON struct {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/gateway"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // fixedClock pins the gateway's clock (the per-IP window is a calendar
@@ -66,7 +66,7 @@ func TestResumeThroughJoinClaimsThePlace(t *testing.T) {
 	r := e.join("premiere")
 	tk := r.body["ticket"].(string)
 	ev, _ := e.cfg.Event("premiere")
-	set := queue.SettingsFor(*ev)
+	set := admission.SettingsFor(*ev)
 	for range 2 { // the bucket starts empty
 		if _, err := e.line.Tick(context.Background(), "premiere", set); err != nil {
 			t.Fatal(err)

@@ -19,8 +19,11 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/pass"
@@ -505,7 +508,7 @@ func TestGate(t *testing.T) {
 func TestEventRouteShowsTheDesignSizing(t *testing.T) {
 	e := setup(t, 0)
 	ev, _ := e.cfg.Event("later")
-	set := queue.SettingsFor(*ev)
+	set := admission.SettingsFor(*ev)
 	tiny := set
 	tiny.AdmitPerSecond = 0.004
 	cases := []struct {
@@ -620,6 +623,90 @@ func TestRedisDownIs503(t *testing.T) {
 	} {
 		if r.code != http.StatusServiceUnavailable || r.hdr.Get("Retry-After") == "" {
 			t.Errorf("%s with Redis down: %d %s (Retry-After %q); want 503 with Retry-After", name, r.code, r.raw, r.hdr.Get("Retry-After"))
+		}
+	}
+}
+
+// The inventory as the gateway tells it: the event route's available, held
+// and state, the places left in a waiting fan's status, sold out ending the
+// wait (status 200 soldout, join 409 sold_out, the page without JavaScript),
+// and the two gauges.
+func TestInventoryAtTheEdge(t *testing.T) {
+	e := setup(t, 0)
+	ctx := context.Background()
+	tk := e.join("premiere").body["ticket"].(string)
+	if ev := e.do(http.MethodGet, "/api/v1/events/premiere", nil); ev.body["available"] != nil || ev.body["state"] != "open" {
+		t.Fatalf("before the booking core published: %s; want available null, open", ev.raw)
+	}
+	mark, _ := e.line.SyncMark(ctx)
+	if err := e.line.SyncInventory(ctx, "premiere", mark, queue.Snapshot{Free: 3, Holds: []queue.LiveHold{{HoldID: "h", Ticket: "1.x", Places: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	ev := e.do(http.MethodGet, "/api/v1/events/premiere", nil)
+	if ev.body["available"] != 3.0 || ev.body["held"] != 1.0 || ev.body["state"] != "open" {
+		t.Fatalf("event route: %s; want 3 available, 1 held, open", ev.raw)
+	}
+	if st := e.do(http.MethodGet, "/api/v1/events/premiere/tickets/"+tk, nil); st.body["available"] != 3.0 {
+		t.Fatalf("status: %s; want available 3", st.raw)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e.srv.NewCollector())
+	for name, want := range map[string]string{
+		"waitroom_places_available": `waitroom_places_available{event="premiere"} 3`,
+		"waitroom_places_held":      `waitroom_places_held{event="premiere"} 1`,
+	} {
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(gaugeText(name, want)), name); err != nil {
+			t.Error(err)
+		}
+	}
+	// Everything sold: the hold was booked, nothing is free.
+	if err := e.line.SyncInventory(ctx, "premiere", mark+int64(time.Hour/time.Millisecond), queue.Snapshot{Free: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := e.do(http.MethodGet, "/api/v1/events/premiere", nil); ev.body["state"] != "soldout" {
+		t.Fatalf("event route: %s; want soldout", ev.raw)
+	}
+	if st := e.do(http.MethodGet, "/api/v1/events/premiere/tickets/"+tk, nil); st.code != http.StatusOK || st.body["status"] != "soldout" {
+		t.Fatalf("a waiting fan's status: %d %s; want 200 soldout", st.code, st.raw)
+	}
+	if j := e.join("premiere"); j.code != http.StatusConflict || j.body["error"] != "sold_out" {
+		t.Fatalf("join: %d %s; want 409 sold_out", j.code, j.raw)
+	}
+	if j := e.join("premiere", "X-Waitroom-Ticket", tk); j.code != http.StatusConflict || j.body["error"] != "sold_out" {
+		t.Fatalf("resume of a waiting ticket: %d %s; want 409 sold_out", j.code, j.raw)
+	}
+	page := e.do(http.MethodGet, "/e/premiere", nil, "Cookie", "wr_t_premiere="+tk)
+	if !strings.Contains(string(page.raw), `data-status="soldout"`) || strings.Contains(string(page.raw), `http-equiv="refresh"`) {
+		t.Fatalf("the page without JavaScript does not say sold out, or still refreshes:\n%s", page.raw)
+	}
+}
+
+// gaugeText is the text exposition of one gauge sample, with its HELP as the
+// collector writes it.
+func gaugeText(name, sample string) string {
+	help := map[string]string{
+		"waitroom_places_available": "Places (seats and general-admission) that can be held now, as the booking core published them.",
+		"waitroom_places_held":      "Places in live holds, as the booking core published them.",
+	}[name]
+	return "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n" + sample + "\n"
+}
+
+// The HTTP metric counts what the client got: an API error is its 4xx, not
+// a 500 (the fiber middleware once saw the handler's error, not the answer).
+func TestHTTPMetricCountsTheAnswersStatus(t *testing.T) {
+	e := setupWith(t, 1, "", "", fixedClock)
+	e.join("other")
+	if r := e.join("other"); r.code != http.StatusTooManyRequests {
+		t.Fatalf("second join: %d; want 429", r.code)
+	}
+	e.do(http.MethodGet, "/api/v1/events/other/tickets/garbage", nil) // 400
+	m := string(e.do(http.MethodGet, "/metrics", nil).raw)
+	for _, want := range []string{
+		`waitroom_http_requests_total{code="429",route="/api/v1/events/:event/tickets",service="gateway"}`,
+		`waitroom_http_requests_total{code="400",route="/api/v1/events/:event/tickets/:ticket",service="gateway"}`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
 		}
 	}
 }

@@ -31,7 +31,7 @@ const langCookie = "wr_lang"
 // notices are the ?e= codes the room page explains: what a form post to
 // join ended with, or a takeover link that did not work.
 var notices = map[string]bool{
-	"rate_limited": true, "not_open": true, "event_closed": true, "invalid_link": true, "error": true,
+	"rate_limited": true, "not_open": true, "event_closed": true, "sold_out": true, "invalid_link": true, "error": true,
 	"proof_required": true, // a sale that asks a proof of work, joined by a form that cannot pay it
 }
 
@@ -142,7 +142,7 @@ func (s *Server) eventView(ctx context.Context, ev *config.Event) *web.Event {
 	v := &web.Event{ID: ev.ID, Name: ev.Name, Venue: ev.Venue, State: state(set, inv, now), Waiting: waiting}
 	zone := zoneOf(ev)
 	switch v.State {
-	case "prequeue":
+	case statePrequeue:
 		if set.OpensAt != nil {
 			v.Detail = &web.Detail{Key: "index.detail.prequeue", At: set.OpensAt.In(zone)}
 			v.RoomDetail = &web.Detail{Key: "room.detail.prequeue", At: set.OpensAt.In(zone)}
@@ -150,7 +150,7 @@ func (s *Server) eventView(ctx context.Context, ev *config.Event) *web.Event {
 			v.Detail = &web.Detail{Key: "index.detail.prequeueSoon"}
 			v.RoomDetail = &web.Detail{Key: "room.detail.prequeueSoon"}
 		}
-	case "paused", "closed", "passthrough":
+	case statePaused, stateClosed, statePassthrough, stateSoldOut:
 		v.Detail = &web.Detail{Key: "index.detail." + v.State}
 		v.RoomDetail = &web.Detail{Key: "room.detail." + v.State}
 	}
@@ -258,7 +258,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 				room.Status = "next"
 			}
 			w := waiting("", st.Position)
-			room.Position, room.Ahead, room.ETA = w.Position, w.Ahead, w.ETASeconds
+			room.Position, room.Ahead, room.ETA, room.Available = w.Position, w.Ahead, w.ETASeconds, w.Available
 			room.From = max(from, w.Position)
 			room.Refresh = max(1, (w.PollAfterMs+999)/1000)
 			share := "/e/" + ev.ID + "?t=" + url.QueryEscape(ticket) + "&from=" + strconv.FormatInt(room.From, 10)
@@ -271,6 +271,8 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 			}
 			room.Status, room.Hint = "admitted", "admitted"
 			p.Title = l.T("room.turnTitle", "event", ev.Name)
+		case st.State == queue.SoldOut:
+			room.Status, room.Hint, room.Notice = "soldout", "soldout", "sold_out"
 		default: // Expired, Closed
 			s.clearCookie(c, accessCookie+ev.ID)
 			room.Status, room.Hint = string(st.State), "ended"

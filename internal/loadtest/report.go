@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/waitroom/waitroom/internal/gateway/web"
 )
 
 // The report, docs/PERFORMANCE.md, is regenerated whole every time a
@@ -71,23 +73,8 @@ func writeSection(path, name, body string) error {
 	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
-// thousands formats n with comma separators: 1000000 → "1,000,000".
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+// thousands is 12,345, as the fans' pages write counts.
+func thousands(n int64) string { return web.Thousands(n) }
 
 // trimFloat formats v with prec decimals.
 func trimFloat(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }

@@ -56,18 +56,19 @@ const saleBooking = `  payment: {secret: "stack-payment-secret", simulator: {ena
 type outcome int
 
 const (
-	bought     outcome = iota // booking CONFIRMED
-	soldOut                   // admitted, found no seat left, left
-	gaveUp                    // admitted, lost every hold race, left
-	leftLine                  // chose to leave (DELETE)
-	abandoned                 // chose to stop polling
-	expired                   // told 410, or the pass stopped working
-	failed                    // an answer the fan could not use
-	unfinished                // still going when the run's time ran out
+	bought      outcome = iota // booking CONFIRMED
+	soldOut                    // admitted, found no seat left, left
+	gaveUp                     // admitted, lost every hold race, left
+	leftLine                   // chose to leave (DELETE)
+	abandoned                  // chose to stop polling
+	expired                    // told 410, or the pass stopped working
+	failed                     // an answer the fan could not use
+	unfinished                 // still going when the run's time ran out
+	toldSoldOut                // told sold out while waiting (or at join)
 	outcomes
 )
 
-var outcomeNames = [outcomes]string{"bought", "sold out, left", "lost every hold race, left", "left the line", "stopped polling", "expired", "failed", "unfinished"}
+var outcomeNames = [outcomes]string{"bought", "admitted, found no seat left", "lost every hold race, left", "left the line", "stopped polling", "expired", "failed", "unfinished", "told sold out while waiting"}
 
 // fan is what one fan saw.
 type fan struct {
@@ -77,7 +78,9 @@ type fan struct {
 	wait     time.Duration  // join answer → first admitted answer
 	eta      *time.Duration // etaSeconds told at join
 	seats    int
-	note     string // why a fan failed
+	note     string    // why a fan failed
+	joinedAt time.Time // its 201
+	doneAt   time.Time // the end of its wait: admitted, or told sold out
 }
 
 // saleClient is the fans' HTTP client: one fasthttp pool to the gateway,
@@ -88,6 +91,22 @@ type saleClient struct {
 	requests atomic.Int64
 	fiveXX   atomic.Int64
 	netErrs  atomic.Int64
+	start    time.Time
+	perSec   []atomic.Int64 // requests sent in each second since start
+}
+
+// loadBetween is the fans' mean requests per second in [from, to) (seconds
+// since start).
+func (sc *saleClient) loadBetween(from, to time.Duration) float64 {
+	a, b := max(0, int(from/time.Second)), min(len(sc.perSec), int(to/time.Second))
+	if b <= a {
+		return 0
+	}
+	var n int64
+	for i := a; i < b; i++ {
+		n += sc.perSec[i].Load()
+	}
+	return float64(n) / float64(b-a)
 }
 
 type answer struct {
@@ -117,6 +136,9 @@ func (sc *saleClient) do(ctx context.Context, method, path, token, idem string, 
 		req.SetBody(b)
 	}
 	sc.requests.Add(1)
+	if i := int(time.Since(sc.start) / time.Second); i >= 0 && i < len(sc.perSec) {
+		sc.perSec[i].Add(1)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -177,13 +199,17 @@ func (sc *saleClient) visit(ctx context.Context, rng *mrand.Rand, arrive time.Ti
 			}
 			break
 		}
+		if err == nil && a.status == http.StatusConflict && bytes.Contains(a.body, []byte(`"sold_out"`)) {
+			now := time.Now()
+			return fan{outcome: toldSoldOut, joinedAt: now, doneAt: now}
+		}
 		if err == nil && a.status < 500 && a.status != http.StatusTooManyRequests {
 			return fan{outcome: failed, note: fmt.Sprintf("join: %d %s", a.status, a.body)}
 		}
 		sleepUntil(ctx, time.Now().Add(max(time.Second, a.retryAfter)))
 	}
 	joined := time.Now()
-	f := fan{joined: true}
+	f := fan{joined: true, joinedAt: joined}
 	if join.ETASeconds != nil {
 		eta := time.Duration(*join.ETASeconds) * time.Second
 		f.eta = &eta
@@ -235,9 +261,14 @@ func (sc *saleClient) visit(ctx context.Context, rng *mrand.Rand, arrive time.Ti
 				f.outcome, f.note = failed, "status answer: "+string(a.body)
 				return f
 			}
-			if st.Status == "admitted" {
+			switch st.Status {
+			case "admitted":
 				token = st.AccessToken
-			} else {
+			case "soldout":
+				// The wait is over: nothing is left to wait for.
+				f.outcome, f.doneAt = toldSoldOut, time.Now()
+				return f
+			default:
 				poll = time.Duration(st.PollAfterMs) * time.Millisecond
 			}
 		default:
@@ -245,7 +276,7 @@ func (sc *saleClient) visit(ctx context.Context, rng *mrand.Rand, arrive time.Ti
 			return f
 		}
 	}
-	f.admitted, f.wait = true, time.Since(joined)
+	f.admitted, f.wait, f.doneAt = true, time.Since(joined), time.Now()
 	switch {
 	case !abandonAt.IsZero(): // admitted before they gave up: gone all the same
 		f.outcome = abandoned
@@ -453,6 +484,7 @@ func BenchmarkSale(b *testing.B) {
 	defer sc.c.CloseIdleConnections()
 
 	start := time.Now()
+	sc.start, sc.perSec = start, make([]atomic.Int64, int((saleTimeout+3*time.Minute)/time.Second))
 	sampleCtx, stopSampling := context.WithCancel(context.Background())
 	samplesCh := make(chan []saleSample, 1)
 	go func() { samplesCh <- sampleLine(sampleCtx, rdb, st, start) }()
@@ -475,10 +507,12 @@ func BenchmarkSale(b *testing.B) {
 	fansDone := time.Since(start)
 	// The fans who stopped polling are still in line until the admitter
 	// reaches them and drops them (or admits them, if their time is not up).
+	// Once sold out, nobody is admitted and the fans still in line were told
+	// so: their tickets stay waiting until they lapse.
 	drained := false
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		c, err := st.Counts(context.Background(), saleEvent)
-		if err == nil && c.Waiting == 0 {
+		if err == nil && (c.Waiting == 0 || c.SoldOut()) {
 			drained = true
 			break
 		}
@@ -532,6 +566,12 @@ func BenchmarkSale(b *testing.B) {
 		b.Errorf("%d seats in CONFIRMED bookings but %d seats BOOKED; want equal", confirmedSeats, sold)
 	}
 
+	// The last seat sold, by the database's record of the last confirmation.
+	var lastSoldAbs *time.Time
+	if err := db.QueryRow(bg, lastSoldSQL, saleShowtime).Scan(&lastSoldAbs); err != nil {
+		b.Fatalf("%s: %v", lastSoldSQL, err)
+	}
+
 	// What the fans saw.
 	var (
 		byOutcome    [outcomes]int
@@ -565,6 +605,40 @@ func BenchmarkSale(b *testing.B) {
 	}
 	slices.Sort(waits)
 	slices.Sort(etaErrs)
+
+	// The fans who got nothing and were still waiting when the last seat was
+	// sold: how long after it their wait ended (told sold out, or admitted to
+	// a sold-out map), how much waiting that wasted, and the poll load after.
+	var (
+		toldAfter  []time.Duration // fans waiting at sell-out: how long after it they learnt
+		lateWaits  []time.Duration // fans who joined after it: how long they waited
+		lateAtJoin int             // … of whom, told at join
+		wasted     time.Duration   // every fan who got nothing: waiting after the last seat was sold
+		lastSold   time.Duration
+	)
+	if lastSoldAbs != nil {
+		lastSold = lastSoldAbs.Sub(start)
+		for _, f := range fans {
+			nothing := f.outcome == toldSoldOut || f.outcome == soldOut || f.outcome == gaveUp
+			if !nothing || f.doneAt.IsZero() || !f.doneAt.After(*lastSoldAbs) {
+				continue
+			}
+			if f.joinedAt.Before(*lastSoldAbs) {
+				toldAfter = append(toldAfter, f.doneAt.Sub(*lastSoldAbs))
+				wasted += f.doneAt.Sub(*lastSoldAbs)
+				continue
+			}
+			lateWaits = append(lateWaits, f.doneAt.Sub(f.joinedAt))
+			wasted += f.doneAt.Sub(f.joinedAt)
+			if f.doneAt.Equal(f.joinedAt) {
+				lateAtJoin++
+			}
+		}
+	}
+	slices.Sort(toldAfter)
+	slices.Sort(lateWaits)
+	loadBefore := sc.loadBetween(lastSold-30*time.Second, lastSold)
+	loadAfter := sc.loadBetween(lastSold+10*time.Second, lastSold+40*time.Second)
 	if byOutcome[unfinished] > 0 {
 		b.Errorf("%d fans were still going after %v", byOutcome[unfinished], saleTimeout)
 	}
@@ -648,6 +722,7 @@ func BenchmarkSale(b *testing.B) {
 	b.ReportMetric(percentile(waits, 95).Seconds(), "wait-p95-s")
 	b.ReportMetric(float64(sold), "seats-sold")
 	b.ReportMetric(float64(doubles), "double-sales")
+	b.ReportMetric(float64(byOutcome[soldOut]), "admitted-to-nothing")
 	b.Logf("fans done after %v (line drained: %v); outcomes %v; notes %v", fansDone.Round(time.Second), drained, byOutcome, notes)
 
 	var md strings.Builder
@@ -681,6 +756,13 @@ against the configured %d/s (red, dashed); x axis: seconds since the sale opened
 | joins answered 201 to fans | %s |
 | requests sent by fans (transport errors) | %s in %v, %s/s (%d) |
 | admitted but never claimed (the fan had stopped polling) | %s |
+| fans admitted who found no seat left | **%s** |
+| fans still waiting when the last seat was sold (%v after opening) | %s |
+| … how long after it their wait ended (told sold out, or admitted to nothing): p50 / p99 | %s / **%s** |
+| fans who joined after the last seat was sold: refused at join / waited for nothing | %s / %s |
+| … their wait: p50 / p99 | %s / %s |
+| waiting for nothing after the last seat was sold, all fans together | **%s fan-minutes** |
+| fans' requests per second: the 30 s before the last seat was sold / 10–40 s after | %s / **%s** |
 `,
 		thousands(int64(nFans)), saleRows*saleSeatsRow,
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), thousands(int64(nFans)), arrivalWindow, saleRows, saleSeatsRow, saleRows*saleSeatsRow,
@@ -698,6 +780,13 @@ against the configured %d/s (red, dashed); x axis: seconds since the sale opened
 		thousands(joinedByFans),
 		thousands(sc.requests.Load()), fansDone.Round(time.Second), thousands(int64(float64(sc.requests.Load())/fansDone.Seconds())), sc.netErrs.Load(),
 		thousands(unclaimed),
+		thousands(int64(byOutcome[soldOut])),
+		lastSold.Round(time.Second), thousands(int64(len(toldAfter))),
+		secs(percentile(toldAfter, 50).Seconds()), secs(percentile(toldAfter, 99).Seconds()),
+		thousands(int64(lateAtJoin)), thousands(int64(len(lateWaits)-lateAtJoin)),
+		secs(percentile(lateWaits, 50).Seconds()), secs(percentile(lateWaits, 99).Seconds()),
+		thousands(int64(wasted.Minutes())),
+		thousands(int64(loadBefore)), thousands(int64(loadAfter)),
 	)
 	if admFound {
 		fmt.Fprintf(&md, "| admitted, by the admitter's waitroom_admitted_total | %s |\n", thousands(int64(admMetric)))
@@ -750,6 +839,7 @@ measured by the fan, so it includes the time until its next poll after admission
 // bookings can.
 const (
 	soldSeatsSQL      = `SELECT count(*) FROM seats WHERE showtime_id = $1 AND status = 'BOOKED'`
+	lastSoldSQL       = `SELECT max(updated_at) FROM bookings WHERE showtime_id = $1 AND status = 'CONFIRMED'`
 	confirmedSQL      = `SELECT count(*) FROM bookings WHERE showtime_id = $1 AND status = 'CONFIRMED'`
 	confirmedSeatsSQL = `
 SELECT coalesce(sum(cardinality(h.seats)), 0)

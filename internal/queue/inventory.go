@@ -19,6 +19,9 @@ import (
 //   - places (HASH hold id → "<ticket> <places> <reserved at ms>"): every
 //     live hold the inventory counts;
 //   - holders (HASH ticket → live holds): who holds something;
+//   - ended (HASH hold id → how and when it ended): the holds given back or
+//     booked in the last inFlight, which a sync needs to read a snapshot
+//     right (see syncScript);
 //   - payments (HASH payment id → opened at ms): the payments open.
 //
 // so that the tick can read, in the same script that admits, both the places
@@ -61,7 +64,14 @@ type Snapshot struct {
 	Free     int64 // places AVAILABLE or held but lapsed
 	Holds    []LiveHold
 	Payments []string // PENDING payment ids
+	// Booked are the holds confirmed in the last RecentlyBooked: those the
+	// snapshot already counts as sold.
+	Booked []string
 }
+
+// RecentlyBooked is how far back a snapshot's Booked must reach: past every
+// hold a sync may find ended lately (inFlight), with room to spare.
+const RecentlyBooked = 2 * inFlight
 
 // inFlight is how long a reservation may wait for its hold's statement: a
 // reservation younger than that at a sync's start, and absent from its
@@ -98,7 +108,7 @@ func (s *Store) Booked(ctx context.Context, event, holdID string) error {
 
 func (s *Store) giveBack(ctx context.Context, op, event, holdID string, booked int) error {
 	k := keysOf(event)
-	err := giveScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active}, holdID, booked).Err()
+	err := giveScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active, k.ended}, holdID, booked).Err()
 	return interpretError(op, err)
 }
 
@@ -106,13 +116,13 @@ func (s *Store) giveBack(ctx context.Context, op, event, holdID string, booked i
 // sale with a payment pending is not sold out: it may still fail).
 func (s *Store) PaymentOpened(ctx context.Context, event, paymentID string) error {
 	k := keysOf(event)
-	err := paymentScript.Run(ctx, s.rdb, []string{k.inventory, k.payments}, paymentID, 1).Err()
+	err := paymentScript.Run(ctx, s.rdb, []string{k.inventory, k.payments, k.ended}, paymentID, 1).Err()
 	return interpretError("payment opened", err)
 }
 
 func (s *Store) PaymentSettled(ctx context.Context, event, paymentID string) error {
 	k := keysOf(event)
-	err := paymentScript.Run(ctx, s.rdb, []string{k.inventory, k.payments}, paymentID, 0).Err()
+	err := paymentScript.Run(ctx, s.rdb, []string{k.inventory, k.payments, k.ended}, paymentID, 0).Err()
 	return interpretError("payment settled", err)
 }
 
@@ -135,15 +145,18 @@ func (s *Store) SyncMark(ctx context.Context) (int64, error) {
 // the next one corrects it.
 func (s *Store) SyncInventory(ctx context.Context, event string, mark int64, snap Snapshot) error {
 	k := keysOf(event)
-	args := make([]any, 0, 4+3*len(snap.Holds)+len(snap.Payments))
-	args = append(args, mark-inFlight.Milliseconds(), snap.Free, len(snap.Holds), len(snap.Payments))
+	args := make([]any, 0, 5+3*len(snap.Holds)+len(snap.Payments)+len(snap.Booked))
+	args = append(args, mark-inFlight.Milliseconds(), snap.Free, len(snap.Holds), len(snap.Payments), len(snap.Booked))
 	for _, h := range snap.Holds {
 		args = append(args, h.HoldID, h.Ticket, h.Places)
 	}
 	for _, p := range snap.Payments {
 		args = append(args, p)
 	}
-	err := syncScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active, k.payments}, args...).Err()
+	for _, b := range snap.Booked {
+		args = append(args, b)
+	}
+	err := syncScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active, k.payments, k.ended}, args...).Err()
 	return interpretError("sync inventory", err)
 }
 
@@ -214,9 +227,10 @@ return 1
 
 // giveScript ends a hold the inventory counts: its places go back
 // (refused, released, lapsed) or are sold (booked, which also frees the
-// fan's active place: the booking is done).
+// fan's active place: the booking is done). The end is noted in ended for
+// the syncs that may read a snapshot taken before it.
 //
-// KEYS: 1 inventory, 2 places, 3 holders, 4 active
+// KEYS: 1 inventory, 2 places, 3 holders, 4 active, 5 ended
 // ARGV: 1 hold id, 2 booked 0|1
 // Returns 1, or 0 when the hold was not counted (nothing changes).
 var giveScript = redis.NewScript(prelude + invPrelude + `
@@ -226,6 +240,9 @@ local now = clock()
 local ticket, places = string.match(v, '^(%S+) (%d+)')
 places = tonumber(places)
 redis.call('HDEL', KEYS[2], ARGV[1])
+local kind = 'r'
+if ARGV[2] == '1' then kind = 'b' end
+redis.call('HSET', KEYS[5], ARGV[1], kind .. ' ' .. places .. ' ' .. now)
 if ARGV[2] == '0' then redis.call('HINCRBY', KEYS[1], 'available', places) end
 redis.call('HINCRBY', KEYS[1], 'held', -places)
 local active = redis.call('ZSCORE', KEYS[4], ticket)
@@ -242,39 +259,75 @@ redis.call('HSET', KEYS[1], 'updatedAt', now)
 return 1
 `)
 
-// paymentScript keeps the set of open payments and its count.
+// paymentScript keeps the set of open payments and its count; a settled
+// one is noted in ended ("pay:<id>") for the syncs that may read a snapshot
+// taken while it was still open.
 //
-// KEYS: 1 inventory, 2 payments
+// KEYS: 1 inventory, 2 payments, 3 ended
 // ARGV: 1 payment id, 2 opened 1 | settled 0
 // Returns the payments open.
 var paymentScript = redis.NewScript(prelude + `
 if redis.call('HEXISTS', KEYS[1], 'available') == 0 then return -1 end
 local now = clock()
 if ARGV[2] == '1' then
-  redis.call('HSETNX', KEYS[2], ARGV[1], now)
+  if redis.call('HEXISTS', KEYS[3], 'pay:' .. ARGV[1]) == 0 then redis.call('HSETNX', KEYS[2], ARGV[1], now) end
 else
   redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HSET', KEYS[3], 'pay:' .. ARGV[1], 'p 0 ' .. now)
 end
 local n = redis.call('HLEN', KEYS[2])
 redis.call('HSET', KEYS[1], 'pending', n, 'updatedAt', now)
 return n
 `)
 
-// syncScript rebuilds an event's inventory from a PostgreSQL snapshot.
+// syncScript rebuilds an event's inventory from a PostgreSQL snapshot read
+// after mark. Between the snapshot and this script, holds went on; so:
 //
-// KEYS: 1 inventory, 2 places, 3 holders, 4 active, 5 payments
-// ARGV: 1 keep reservations (and payments) made at or after this (ms), 2 free places,
-// 3 live holds h, 4 pending payments p, then h × (hold id, ticket, places),
-// then p payment ids
+//   - a live hold of the snapshot that ended since (it is in ended) is not
+//     counted again; if it was given back, its places are free now although
+//     the snapshot did not count them free: they are added;
+//   - a hold booked since (in ended) that the snapshot neither held nor knew
+//     booked (not in Booked) was taken after the snapshot: the snapshot
+//     counted its places free, and they are sold: they are taken off;
+//   - a reservation absent from the snapshot is kept if it was made after
+//     mark − inFlight (its hold may be committing now; its places are taken
+//     off the snapshot's free), and dropped if older (a crash left it);
+//   - a payment open in the snapshot and settled since is not open again.
+//
+// Every case is exact or errs on the safe side (fewer places), which the
+// next sync puts right.
+//
+// KEYS: 1 inventory, 2 places, 3 holders, 4 active, 5 payments, 6 ended
+// ARGV: 1 mark − inFlight (ms), 2 free places, 3 live holds h, 4 pending
+// payments p, 5 booked lately b, then h × (hold id, ticket, places), then p
+// payment ids, then b hold ids
 // Returns {available, held, pending, engaged}.
 var syncScript = redis.NewScript(prelude + `
 local now = clock()
 local keep_after, free = tonumber(ARGV[1]), tonumber(ARGV[2])
-local h, p = tonumber(ARGV[3]), tonumber(ARGV[4])
+local h, p, b = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local snap = {}
 for i = 0, h - 1 do
-  local b = 5 + 3 * i
-  snap[ARGV[b]] = ARGV[b + 1] .. ' ' .. ARGV[b + 2]
+  local at = 6 + 3 * i
+  snap[ARGV[at]] = ARGV[at + 1] .. ' ' .. ARGV[at + 2]
+end
+local booked = {}
+for i = 6 + 3 * h + p, 5 + 3 * h + p + b do booked[ARGV[i]] = true end
+-- holds that ended lately
+local adjust = 0
+local ended = redis.call('HGETALL', KEYS[6])
+for i = 1, #ended, 2 do
+  local id = ended[i]
+  local kind, places, at = string.match(ended[i + 1], '^(%a) (%d+) (%d+)')
+  places = tonumber(places)
+  if tonumber(at) < keep_after then
+    redis.call('HDEL', KEYS[6], id) -- every snapshot from now on shows it
+  elseif snap[id] then
+    snap[id] = nil
+    if kind == 'r' then adjust = adjust + places end
+  elseif kind == 'b' and not booked[id] then
+    adjust = adjust - places
+  end
 end
 -- reservations not in the snapshot: kept only if their hold may be in flight
 local flying = 0
@@ -306,14 +359,17 @@ for i = 1, #cur, 2 do
 end
 -- open payments: the snapshot's, and any opened since the mark
 local pays = {}
-for i = 5 + 3 * h, 4 + 3 * h + p do pays[ARGV[i]] = true end
+for i = 6 + 3 * h, 5 + 3 * h + p do pays[ARGV[i]] = true end
 cur = redis.call('HGETALL', KEYS[5])
 for i = 1, #cur, 2 do
   if not pays[cur[i]] and tonumber(cur[i + 1]) < keep_after then redis.call('HDEL', KEYS[5], cur[i]) end
 end
-for id in pairs(pays) do redis.call('HSETNX', KEYS[5], id, now) end
+for id in pairs(pays) do
+  -- settled since the snapshot: not open again
+  if redis.call('HEXISTS', KEYS[6], 'pay:' .. id) == 0 then redis.call('HSETNX', KEYS[5], id, now) end
+end
 local pending = redis.call('HLEN', KEYS[5])
-local available = free - flying
+local available = free - flying + adjust
 redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'pending', pending, 'engaged', engaged, 'updatedAt', now)
 return {available, held, pending, engaged}
 `)

@@ -310,3 +310,61 @@ func testInventoryCountersUnderRace(t *testing.T, e env) {
 		t.Errorf("holders = %d; the places say %d", hl, len(holders))
 	}
 }
+
+// A sync reads a snapshot taken a moment before: holds that ended since
+// must be read right. A hold taken and booked after the snapshot was
+// counted free by it: taken off; a live hold of the snapshot given back
+// since is free now: added; one booked since is sold: not counted again.
+func TestSyncReadsHoldsThatEndedSince(t *testing.T) {
+	cases := []struct {
+		name  string
+		snap  queue.Snapshot // what PostgreSQL showed before the hold ended
+		end   func(e env) error
+		avail int64
+		held  int64
+	}{
+		{"taken and booked after the snapshot", queue.Snapshot{Free: 10},
+			func(e env) error { return e.store.Booked(context.Background(), event, "h") }, 9, 0},
+		{"booked after the snapshot, which knew it booked", queue.Snapshot{Free: 9, Booked: []string{"h"}},
+			func(e env) error { return e.store.Booked(context.Background(), event, "h") }, 9, 0},
+		{"live in the snapshot, booked since", queue.Snapshot{Free: 9, Holds: []queue.LiveHold{{HoldID: "h", Ticket: "1.a", Places: 1}}},
+			func(e env) error { return e.store.Booked(context.Background(), event, "h") }, 9, 0},
+		{"live in the snapshot, released since", queue.Snapshot{Free: 9, Holds: []queue.LiveHold{{HoldID: "h", Ticket: "1.a", Places: 1}}},
+			func(e env) error { return e.store.Release(context.Background(), event, "h") }, 10, 0},
+		{"taken and released after the snapshot", queue.Snapshot{Free: 10},
+			func(e env) error { return e.store.Release(context.Background(), event, "h") }, 10, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := setup(t)
+			ctx := context.Background()
+			sync0(t, e.store, queue.Snapshot{Free: 10})
+			mark, err := e.store.SyncMark(ctx)
+			must(t, err)
+			_, err = e.store.Reserve(ctx, event, "h", "1.a", 1)
+			must(t, err)
+			must(t, c.end(e))
+			must(t, e.store.SyncInventory(ctx, event, mark, c.snap))
+			if i := inv(t, e.store); i.Available != c.avail || i.Held != c.held {
+				t.Fatalf("after the sync: %v; want %d available, %d held", i, c.avail, c.held)
+			}
+		})
+	}
+}
+
+// A payment settled after the snapshot that still showed it open is not
+// reopened by the sync (sold out would wait for nothing).
+func TestSyncDoesNotReopenSettledPayments(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	sync0(t, e.store, queue.Snapshot{Free: 0})
+	mark, err := e.store.SyncMark(ctx)
+	must(t, err)
+	must(t, e.store.PaymentOpened(ctx, event, "p1"))
+	must(t, e.store.PaymentSettled(ctx, event, "p1"))
+	must(t, e.store.PaymentOpened(ctx, event, "p1")) // a late repeat of the checkout's news
+	must(t, e.store.SyncInventory(ctx, event, mark, queue.Snapshot{Free: 0, Payments: []string{"p1"}}))
+	if i := inv(t, e.store); i.Pending != 0 || !i.SoldOut() {
+		t.Fatalf("after the sync: %v; want no payment open, sold out", i)
+	}
+}

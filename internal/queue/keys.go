@@ -18,6 +18,7 @@ type keys struct {
 	inventory string // HASH available, held, pending, engaged, updatedAt (the contract's name)
 	places    string // HASH hold id → "<ticket> <places> <reserved at ms>"
 	holders   string // HASH ticket id → live holds
+	ended     string // HASH hold id → "<r|b> <places> <told at ms>": holds given back or booked lately
 	payments  string // HASH payment id → opened at ms
 }
 
@@ -35,6 +36,7 @@ func keysOf(event string) keys {
 		inventory: p + "inventory",
 		places:    p + "places",
 		holders:   p + "holders",
+		ended:     p + "ended",
 		payments:  p + "payments",
 	}
 }

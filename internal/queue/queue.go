@@ -324,7 +324,7 @@ func position(rank, pollMs int64, rate float64, available, nowMs int64, set Sett
 		p.Available = &available
 	}
 	before := set.OpensAt != nil && nowMs < set.OpensAt.UnixMilli()
-	if set.Mode != "paused" && !before && rate > 0 {
+	if set.Mode != ModePaused && !before && rate > 0 {
 		eta := time.Duration(float64(p.Position) / rate * float64(time.Second)).Round(time.Millisecond)
 		p.ETA = &eta
 	}

@@ -1,32 +1,21 @@
 package queue
 
-import (
-	"time"
+import "time"
 
-	"github.com/waitroom/waitroom/internal/config"
+// Modes of an event (config events[].mode; the config validates the same
+// four words).
+const (
+	ModeQueue       = "queue"       // a line, admitted at the rate, never above the cap
+	ModePassthrough = "passthrough" // no line: admitted at once
+	ModePaused      = "paused"      // the line holds, nobody is admitted
+	ModeClosed      = "closed"      // no joins, waiting tickets are told
 )
-
-// SettingsFor is what an event's config puts in force: the rate and cap are
-// computed from the capacity model when not given. The admitter publishes
-// it; the gateway falls back on it until an admitter has.
-func SettingsFor(ev config.Event) Settings {
-	return Settings{
-		Mode:            ev.Mode,
-		AdmitPerSecond:  ev.Admission.Rate(),
-		MaxActive:       ev.Admission.Cap(),
-		AccessTTL:       ev.Admission.AccessTTL.D(),
-		AbandonAfter:    ev.Admission.AbandonAfter.D(),
-		PrequeueOpensAt: ev.PrequeueOpensAt,
-		OpensAt:         ev.OpensAt,
-		ClosesAt:        ev.ClosesAt,
-	}
-}
 
 // Admitting reports whether the settings let anyone in at t: not paused or
 // closed, and inside the open window.
 func (s Settings) Admitting(t time.Time) bool {
 	switch {
-	case s.Mode == config.ModePaused || s.Mode == config.ModeClosed:
+	case s.Mode == ModePaused || s.Mode == ModeClosed:
 		return false
 	case s.OpensAt != nil && t.Before(*s.OpensAt):
 		return false

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/waitroom/waitroom/internal/booking"
-	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -39,7 +39,11 @@ type benchEnv struct {
 	svc   *booking.Service
 }
 
-func benchSetup(b *testing.B, events []config.Event) *benchEnv {
+// benchSetup gives a benchmark the service on a fresh database seeded with
+// events; with inventory, the service tells a waiting room on a private
+// Redis about every hold, as `booking serve` does, and the inventory's
+// background passes (lapses, syncs) run meanwhile.
+func benchSetup(b *testing.B, events []booking.Event, inventory ...bool) *benchEnv {
 	b.Helper()
 	// The pool as `booking serve` builds it (Open), 32 connections.
 	url := testenv.Database(b, "booking", Migrate)
@@ -52,7 +56,6 @@ func benchSetup(b *testing.B, events []config.Event) *benchEnv {
 	if _, err := store.Seed(context.Background(), events); err != nil {
 		b.Fatal(err)
 	}
-	cfg := &config.Config{Events: events}
 	set := booking.Settings{HoldTTL: benchTTL, SessionTTL: benchTTL / 2, MaxSeatsPerHold: 8, HoldsPerMinute: 5,
 		HoldAttemptsPerMinute: 20, ReholdCooldown: benchTTL}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -66,13 +69,29 @@ func benchSetup(b *testing.B, events []config.Event) *benchEnv {
 		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, 200*time.Millisecond)
 	}()
 	b.Cleanup(func() { cancel(); <-done })
-	return &benchEnv{pool: pool, store: store, svc: booking.NewService(store, sim, cfg, set, log)}
+	svc := booking.NewService(store, sim, booking.NewCatalog(events), set, log)
+	if len(inventory) > 0 && inventory[0] {
+		_, rdb := testenv.Redis(b)
+		ids := make([]string, len(events))
+		for i, ev := range events {
+			ids[i] = ev.ID
+		}
+		inv := booking.NewInventory(queue.NewStore(rdb, []byte("bench-ticket-secret-0123456789")), store, ids, log)
+		if err := inv.SyncOnce(ctx); err != nil {
+			b.Fatal(err)
+		}
+		svc.WithInventory(inv)
+		invDone := make(chan struct{})
+		go func() { defer close(invDone); inv.Run(ctx) }()
+		b.Cleanup(func() { cancel(); <-invDone })
+	}
+	return &benchEnv{pool: pool, store: store, svc: svc}
 }
 
-func hotShowtime() []config.Event {
-	return []config.Event{{ID: "hot", Showtimes: []config.Showtime{{
+func hotShowtime() []booking.Event {
+	return []booking.Event{{ID: "hot", Showtimes: []booking.Showtime{{
 		ID: 1, Title: "hot", Rows: 10, SeatsPerRow: 30, PriceCents: 100,
-		GeneralAdmission: []config.GABlock{{Code: "FLOOR", Capacity: 250, PriceCents: 50}},
+		Blocks: []booking.GABlock{{Code: "FLOOR", Capacity: 250, PriceCents: 50}},
 	}}}}
 }
 
@@ -141,29 +160,48 @@ var customerSeq atomic.Int64
 
 // BenchmarkHoldHotShowtime: 64 customers take 2 random seats each of one
 // 300-seat showtime, through the service (validation, per-customer limits,
-// the conditional UPDATE, the hold row).
+// the conditional UPDATE, the hold row), without and with the inventory told
+// to the waiting room (a Redis script before each hold, the lapse and sync
+// passes in the background). Run with -count to interleave the two.
 func BenchmarkHoldHotShowtime(b *testing.B) {
-	e := benchSetup(b, hotShowtime())
+	for _, inv := range []bool{false, true} {
+		b.Run(fmt.Sprintf("inventory=%v", inv), func(b *testing.B) { holdHotShowtime(b, inv) })
+	}
+}
+
+func holdHotShowtime(b *testing.B, inventory bool) {
+	e := benchSetup(b, hotShowtime(), inventory)
 	seats := seatList(10, 30)
+	g := raceHolds(b, e, 1, booking.ErrSeatsUnavailable, func(rng *rand.Rand) (string, int64, booking.HoldInput) {
+		i, j := rng.IntN(len(seats)), rng.IntN(len(seats)-1)
+		if j >= i {
+			j++
+		}
+		return "hot", 1, booking.HoldInput{Seats: []string{seats[i], seats[j]}}
+	})
+	g.check(b, 0)
+}
+
+// raceHolds runs a benchmark's holds: 64 concurrent customers, each hold
+// as ask draws it; conflict is the refusal that means another customer was
+// faster. It reports the rates and returns what was granted, to check.
+func raceHolds(b *testing.B, e *benchEnv, seed uint64, conflict error, ask func(*rand.Rand) (event string, showtime int64, in booking.HoldInput)) *granted {
 	var g granted
 	var ok, conflicts atomic.Int64
 	concurrency64(b)
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
-		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), 1))
+		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), seed))
 		for pb.Next() {
-			i, j := rng.IntN(len(seats)), rng.IntN(len(seats)-1)
-			if j >= i {
-				j++
-			}
-			p := booking.Pass{Event: "hot", Customer: fmt.Sprintf("c%d", customerSeq.Add(1))}
-			h, err := e.svc.Hold(context.Background(), p, 1, booking.HoldInput{Seats: []string{seats[i], seats[j]}})
+			event, st, in := ask(rng)
+			p := booking.Pass{Event: event, Customer: fmt.Sprintf("c%d", customerSeq.Add(1))}
+			h, err := e.svc.Hold(context.Background(), p, st, in)
 			switch {
 			case err == nil:
 				ok.Add(1)
-				g.add(h, 1)
-			case errors.Is(err, booking.ErrSeatsUnavailable):
+				g.add(h, st)
+			case errors.Is(err, conflict):
 				conflicts.Add(1)
 			default:
 				b.Fatal(err)
@@ -172,7 +210,7 @@ func BenchmarkHoldHotShowtime(b *testing.B) {
 	})
 	report(b, start, ok.Load(), conflicts.Load())
 	b.StopTimer()
-	g.check(b, 0)
+	return &g
 }
 
 // sqlBareTakeSeats is the conditional UPDATE at the heart of a hold (sqlHold's
@@ -232,37 +270,16 @@ func BenchmarkBareConditionalUpdate(b *testing.B) {
 // 20 seats (little contention: the per-hold cost alone).
 func BenchmarkHoldColdShowtimes(b *testing.B) {
 	const n = 5000
-	ev := config.Event{ID: "cold"}
+	ev := booking.Event{ID: "cold"}
 	for i := 1; i <= n; i++ {
-		ev.Showtimes = append(ev.Showtimes, config.Showtime{ID: int64(i), Title: "c", Rows: 2, SeatsPerRow: 10, PriceCents: 100})
+		ev.Showtimes = append(ev.Showtimes, booking.Showtime{ID: int64(i), Title: "c", Rows: 2, SeatsPerRow: 10, PriceCents: 100})
 	}
-	e := benchSetup(b, []config.Event{ev})
+	e := benchSetup(b, []booking.Event{ev})
 	seats := seatList(2, 10)
-	var g granted
-	var ok, conflicts atomic.Int64
-	concurrency64(b)
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), 3))
-		for pb.Next() {
-			st := int64(1 + rng.IntN(n))
-			i := rng.IntN(len(seats) - 1)
-			p := booking.Pass{Event: "cold", Customer: fmt.Sprintf("c%d", customerSeq.Add(1))}
-			h, err := e.svc.Hold(context.Background(), p, st, booking.HoldInput{Seats: []string{seats[i], seats[i+1]}})
-			switch {
-			case err == nil:
-				ok.Add(1)
-				g.add(h, st)
-			case errors.Is(err, booking.ErrSeatsUnavailable):
-				conflicts.Add(1)
-			default:
-				b.Fatal(err)
-			}
-		}
+	g := raceHolds(b, e, 3, booking.ErrSeatsUnavailable, func(rng *rand.Rand) (string, int64, booking.HoldInput) {
+		i := rng.IntN(len(seats) - 1)
+		return "cold", int64(1 + rng.IntN(n)), booking.HoldInput{Seats: []string{seats[i], seats[i+1]}}
 	})
-	report(b, start, ok.Load(), conflicts.Load())
-	b.StopTimer()
 	g.check(b, 0)
 }
 
@@ -270,29 +287,9 @@ func BenchmarkHoldColdShowtimes(b *testing.B) {
 // general-admission block (lock the block, count, insert).
 func BenchmarkHoldHotBlock(b *testing.B) {
 	e := benchSetup(b, hotShowtime())
-	var g granted
-	var ok, conflicts atomic.Int64
-	concurrency64(b)
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		rng := rand.New(rand.NewPCG(uint64(customerSeq.Add(1)), 4))
-		for pb.Next() {
-			p := booking.Pass{Event: "hot", Customer: fmt.Sprintf("c%d", customerSeq.Add(1))}
-			h, err := e.svc.Hold(context.Background(), p, 1, booking.HoldInput{GeneralAdmission: map[string]int{"FLOOR": 1 + rng.IntN(2)}})
-			switch {
-			case err == nil:
-				ok.Add(1)
-				g.add(h, 1)
-			case errors.Is(err, booking.ErrSoldOut):
-				conflicts.Add(1)
-			default:
-				b.Fatal(err)
-			}
-		}
+	g := raceHolds(b, e, 4, booking.ErrSoldOut, func(rng *rand.Rand) (string, int64, booking.HoldInput) {
+		return "hot", 1, booking.HoldInput{GeneralAdmission: map[string]int{"FLOOR": 1 + rng.IntN(2)}}
 	})
-	report(b, start, ok.Load(), conflicts.Load())
-	b.StopTimer()
 	g.check(b, 250)
 }
 
@@ -319,7 +316,7 @@ func seatList(rows, perRow int) []string {
 	var out []string
 	for r := range rows {
 		for n := 1; n <= perRow; n++ {
-			out = append(out, fmt.Sprintf("%s%d", config.RowLetter(r), n))
+			out = append(out, fmt.Sprintf("%c%d", 'A'+r, n))
 		}
 	}
 	return out

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/waitroom/waitroom/internal/booking"
-	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -24,15 +23,15 @@ var partitioned = []string{"seats", "ga_blocks", "ga_places"}
 
 var partitionName = regexp.MustCompile(`^(seats|ga_blocks|ga_places)_p(\d\d)$`)
 
-func showtimes(ids ...int64) []config.Event {
-	ev := config.Event{ID: "live"}
+func showtimes(ids ...int64) []booking.Event {
+	ev := booking.Event{ID: "live"}
 	for _, id := range ids {
-		ev.Showtimes = append(ev.Showtimes, config.Showtime{
+		ev.Showtimes = append(ev.Showtimes, booking.Showtime{
 			ID: id, Title: "T", Rows: 3, SeatsPerRow: 4, PriceCents: 100,
-			GeneralAdmission: []config.GABlock{{Code: "FLOOR", Capacity: 10, PriceCents: 50}},
+			Blocks: []booking.GABlock{{Code: "FLOOR", Capacity: 10, PriceCents: 50}},
 		})
 	}
-	return []config.Event{ev}
+	return []booking.Event{ev}
 }
 
 func holdReq(showtime int64, customer string, seats []string, ga map[string]int) booking.HoldRequest {

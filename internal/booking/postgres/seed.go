@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/booking"
 )
 
 const (
@@ -55,9 +55,9 @@ type SeedResult struct {
 	Clamped []string
 }
 
-// Seed upserts the showtimes, seats and general-admission blocks of events.
-// Seats that are held or sold are never touched.
-func (s *Store) Seed(ctx context.Context, events []config.Event) (SeedResult, error) {
+// Seed upserts the showtimes, seats and general-admission blocks of events
+// (the catalog's). Seats that are held or sold are never touched.
+func (s *Store) Seed(ctx context.Context, events []booking.Event) (SeedResult, error) {
 	var res SeedResult
 	for _, e := range events {
 		for _, st := range e.Showtimes {
@@ -71,21 +71,18 @@ func (s *Store) Seed(ctx context.Context, events []config.Event) (SeedResult, er
 	return res, nil
 }
 
-func seedShowtime(ctx context.Context, tx pgx.Tx, event string, st config.Showtime, res *SeedResult) error {
+func seedShowtime(ctx context.Context, tx pgx.Tx, event string, st booking.Showtime, res *SeedResult) error {
 	if _, err := tx.Exec(ctx, sqlSeedShowtime, st.ID, event, st.Title, st.StartsAt, st.PriceCents); err != nil {
 		return err
 	}
-	rows := make([]string, st.Rows)
-	for i := range rows {
-		rows[i] = config.RowLetter(i)
-	}
+	rows := st.RowLabels()
 	if _, err := tx.Exec(ctx, sqlSeedSeats, st.ID, rows, st.SeatsPerRow); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, sqlSeedDropSeats, st.ID, rows, st.SeatsPerRow); err != nil {
 		return err
 	}
-	for _, b := range st.GeneralAdmission {
+	for _, b := range st.Blocks {
 		if _, err := tx.Exec(ctx, sqlSeedBlock, st.ID, b.Code, b.Capacity, b.PriceCents); err != nil {
 			return err
 		}

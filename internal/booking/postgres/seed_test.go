@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/booking/postgres"
-	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -30,10 +30,10 @@ func TestSeedUpsertsWithoutTouchingHeldOrSold(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := testenv.Pool(t, "booking", postgres.Open, postgres.Migrate)
 	store := postgres.New(pool)
-	events := func(rows, capacity int) []config.Event {
-		return []config.Event{{ID: "live", Showtimes: []config.Showtime{{
+	events := func(rows, capacity int) []booking.Event {
+		return []booking.Event{{ID: "live", Showtimes: []booking.Showtime{{
 			ID: 7, Title: "T", Rows: rows, SeatsPerRow: 3, PriceCents: 100,
-			GeneralAdmission: []config.GABlock{{Code: "FLOOR", Capacity: capacity, PriceCents: 50}},
+			Blocks: []booking.GABlock{{Code: "FLOOR", Capacity: capacity, PriceCents: 50}},
 		}}}}
 	}
 	if _, err := store.Seed(ctx, events(2, 10)); err != nil {

@@ -387,6 +387,11 @@ SELECT id::text, customer_id, places FROM holds
 SELECT p.payment_id FROM payments p JOIN bookings b ON b.id = p.booking_id
  WHERE b.event_id = $1 AND p.status = 'PENDING'`
 
+	// $1 event, $2 seconds. Holds confirmed in the last $2 seconds.
+	sqlInventoryBooked = `
+SELECT hold_id::text FROM bookings
+ WHERE event_id = $1 AND status = 'CONFIRMED' AND updated_at > now() - make_interval(secs => $2)`
+
 	sqlNow = `SELECT now()`
 
 	// $1 since, $2 limit. Holds that lapsed after since and are still HELD

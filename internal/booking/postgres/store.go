@@ -264,9 +264,9 @@ func (s *Store) Release(ctx context.Context, holdID, customer string) (err error
 		return fmt.Errorf("release: %w", err)
 	}
 	switch h.status {
-	case "BOOKED":
+	case booking.HoldBooked:
 		return fmt.Errorf("release: %w", booking.ErrHoldNotActive)
-	case "RELEASED", "EXPIRED":
+	case booking.HoldReleased, booking.HoldExpired:
 		return nil
 	}
 	if len(h.seats) > 0 {
@@ -314,10 +314,10 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 		}
 		return booking.Checkout{BookingID: *bID, PaymentID: *pID, PaymentURL: *pURL, ExpiresAt: *pExp}, nil
 	}
-	if h.status == "BOOKED" {
+	if h.status == booking.HoldBooked {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", booking.ErrHoldNotActive)
 	}
-	if h.status != "HELD" || !h.expires.After(now) {
+	if h.status != booking.HoldHeld || !h.expires.After(now) {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", booking.ErrHoldExpired)
 	}
 	var (
@@ -600,10 +600,10 @@ func (s *Store) RelayOutbox(ctx context.Context, limit int, publish func(context
 
 // InventorySnapshot reads an event's places at one instant (one repeatable
 // read transaction): the places free to hold, the live holds, the open
-// payments.
-func (s *Store) InventorySnapshot(ctx context.Context, event string) (_ booking.InventorySnapshot, err error) {
+// payments, and the holds confirmed in the last recent.
+func (s *Store) InventorySnapshot(ctx context.Context, event string, recent time.Duration) (_ booking.InventorySnapshot, err error) {
 	defer translate(&err)
-	snap := booking.InventorySnapshot{Holds: []booking.LiveHold{}, Payments: []string{}}
+	snap := booking.InventorySnapshot{Holds: []booking.LiveHold{}, Payments: []string{}, Booked: []string{}}
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, sqlInventoryFree, event).Scan(&snap.Free); err != nil {
 			return err
@@ -619,7 +619,14 @@ func (s *Store) InventorySnapshot(ctx context.Context, event string) (_ booking.
 		if err != nil {
 			return err
 		}
-		snap.Payments, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		if snap.Payments, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, sqlInventoryBooked, event, recent.Seconds())
+		if err != nil {
+			return err
+		}
+		snap.Booked, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
 	})
 	if err != nil {

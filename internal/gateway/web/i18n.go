@@ -149,7 +149,11 @@ func asInt(v any) (int64, bool) {
 }
 
 // Count writes a whole number for people: 12,345 in all three languages.
-func (l *Locale) Count(n int64) string {
+func (l *Locale) Count(n int64) string { return Thousands(n) }
+
+// Thousands writes n with a comma between each group of three digits, as
+// English, Japanese and Korean all write counts: 12,345.
+func Thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")

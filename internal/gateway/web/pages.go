@@ -145,10 +145,11 @@ func (s Showtime) OnePrice() bool {
 // Room is the fan's place in the waiting room, rendered without JavaScript.
 type Room struct {
 	// Status: none (no ticket), waiting, next, admitted, left, expired,
-	// closed, error.
+	// closed, soldout, error.
 	Status          string
 	Position, Ahead int64
 	ETA             *int64 // seconds; nil while paused or before opening
+	Available       *int64 // places left to hold; nil until the booking core publishes them
 	From            int64  // the place the fan started at (the progress bar's zero)
 	Refresh         int64  // seconds until the page refreshes itself (0 = it does not)
 	Still           bool   // the fan asked the page not to refresh itself (?still=1)

@@ -5,7 +5,6 @@
 package metrics
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -108,16 +107,15 @@ func (s *statusRecorder) Flush() {
 func Fiber(service string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
-		err := c.Next()
-		code := c.Response().StatusCode()
-		if err != nil {
-			var fe *fiber.Error
-			if errors.As(err, &fe) {
-				code = fe.Code
-			} else {
-				code = fiber.StatusInternalServerError
+		// An error is answered here, by the app's error handler, so that the
+		// status recorded is the one the client gets (an API error is a 4xx,
+		// not the 500 an unanswered error would suggest).
+		if err := c.Next(); err != nil {
+			if herr := c.App().ErrorHandler(c, err); herr != nil {
+				_ = c.SendStatus(fiber.StatusInternalServerError)
 			}
 		}
+		code := c.Response().StatusCode()
 		// A request that no route matched ends in a Use handler (the 404);
 		// label it once, not by its path.
 		route := unmatched
@@ -125,7 +123,7 @@ func Fiber(service string) fiber.Handler {
 			route = r.Path
 		}
 		Observe(service, route, code, time.Since(start))
-		return err
+		return nil
 	}
 }
 

@@ -60,6 +60,9 @@ const ui = {
   backLink: $('back-link'),
   choose: $('choose'),
   chooseTitle: $('choose-title'),
+  nothing: $('nothing-left'),
+  nothingTitle: $('nothing-title'),
+  nothingDetail: $('nothing-detail'),
   mapHelp: $('map-help'),
   scrollHint: $('map-scroll-hint'),
   legend: $('legend'),
@@ -104,6 +107,7 @@ const page = {
   showtimeId: null,
   loading: false,
   refreshTimer: 0,
+  nothingLeft: false, // the showtime has no place to choose: say so, not a map of crosses
 };
 
 function say(text, kind = 'info') {
@@ -135,7 +139,9 @@ const flow = new BookingFlow({
 
 function renderPhase(p) {
   ui.main.dataset.phase = p;
-  show(ui.choose, p === 'choose' || p === 'held');
+  const empty = p === 'choose' && page.nothingLeft;
+  show(ui.nothing, empty);
+  show(ui.choose, (p === 'choose' && !empty) || p === 'held');
   show(ui.held, p === 'held' || p === 'paying');
   show(ui.result, p === 'paying' || p === 'done');
   const choosing = p === 'choose';
@@ -313,6 +319,7 @@ async function loadSeats() {
       case 200:
         if (ui.message.dataset.kind === 'net') say('');
         map.apply(r.data);
+        renderNothingLeft(r.data);
         return true;
       case 401:
         flow.end();
@@ -336,6 +343,27 @@ async function loadSeats() {
   } finally {
     page.loading = false;
   }
+}
+
+// renderNothingLeft tells a fan who is choosing that this showtime has no
+// place left instead of showing a map of crosses: sold out (every place
+// booked), or taken for now (others hold the last ones: they come back if
+// not paid for, and the map keeps refreshing).
+function renderNothingLeft(d) {
+  const seats = Array.isArray(d.seats) ? d.seats : [];
+  const blocks = Array.isArray(d.generalAdmission) ? d.generalAdmission : [];
+  const free = seats.some((s) => s.status === 'AVAILABLE') || blocks.some((b) => b.available > 0);
+  const was = page.nothingLeft;
+  page.nothingLeft = !free;
+  if (!free) {
+    // A block says only what is left, not whether the rest is held or sold.
+    const held = seats.some((s) => s.status === 'HELD') || (blocks.length > 0 && seats.length === 0);
+    const kind = held ? 'allHeld' : 'soldout';
+    ui.nothing.dataset.kind = kind;
+    setText(ui.nothingTitle, t(`book.${kind}.title`));
+    setText(ui.nothingDetail, t(`book.${kind}.detail`));
+  }
+  if (was !== page.nothingLeft && flow.state === 'choose') renderPhase(flow.state);
 }
 
 function scheduleRefresh(ms) {

@@ -29,6 +29,7 @@ function detail(ev) {
     case 'paused':
     case 'closed':
     case 'passthrough':
+    case 'soldout':
       return t(`index.detail.${ev.state}`);
     default:
       return '';
@@ -45,7 +46,7 @@ function update(item, ev) {
   setText(d, words);
   show(d, Boolean(words));
   const link = item.querySelector('a.join');
-  show(link, ev.state !== 'closed');
+  show(link, ev.state !== 'closed' && ev.state !== 'soldout');
   setText(link, t(`index.join.${ev.state}`));
 }
 

@@ -16,13 +16,14 @@
 //
 // Stable hooks for end-to-end tests:
 //   #event-name     the event's name
-//   #state          event state in words; data-state="prequeue|open|paused|passthrough|closed"
+//   #state          event state in words; data-state="prequeue|open|paused|passthrough|closed|soldout"
 //   #state-detail   e.g. "The order will be drawn at 10:00." (the event's time zone)
 //   #status         the fan's status in words; data-status="none|joining|checking|waiting|next|
-//                   admitted|not-open|left|expired|closed|unknown-event|no-worker|error"
+//                   admitted|not-open|left|expired|closed|soldout|unknown-event|no-worker|error"
 //   #position       place in line (1 = next in)
 //   #ahead          people ahead
 //   #eta            wait in words: "about 4 minutes", "less than a minute", …
+//   #left           the places left to hold: "312 places left"
 //   #progress       <progress max=1000>: from the fan's own place at join to the front
 //   #progress-from  "You joined at place 230: 13% of the way to the front."
 //   #updated        "Updated 5 s ago"
@@ -52,6 +53,7 @@ const ui = {
   position: $('position'),
   ahead: $('ahead'),
   eta: $('eta'),
+  left: $('left'),
   progress: $('progress'),
   progressFrom: $('progress-from'),
   updated: $('updated'),
@@ -157,6 +159,7 @@ function renderState() {
     case 'paused':
     case 'closed':
     case 'passthrough':
+    case 'soldout':
       detail = t(`room.detail.${st}`);
       break;
     default:
@@ -252,6 +255,12 @@ function renderWaiting(d) {
   else if (room.info && room.info.state === 'paused') setText(ui.eta, t('room.eta.paused'));
   else setText(ui.eta, t('room.eta.unknown'));
 
+  // The places left, as the booking core last told the line (absent until
+  // it has).
+  if (Number.isFinite(d.available)) {
+    setText(ui.left, d.available > 0 ? t('room.left', { n: count(d.available) }) : t('room.leftNone'));
+    show(ui.left, true);
+  }
   if (pos === 1) setStatus('next');
   else setStatus('waiting');
   setHint('waiting');
@@ -324,6 +333,19 @@ function ended(kind) {
       live.say(t('room.live.closed'));
       if (room.info) {
         room.info.state = 'closed';
+        renderState();
+      }
+      break;
+    case 'soldout':
+      // Nothing left to wait for: say so plainly, and stop (no polling, no
+      // offer to join again).
+      setStatus('soldout');
+      setHint('soldout');
+      setText(ui.message, t('room.msg.soldout'));
+      show(ui.rejoin, false);
+      live.say(t('room.live.soldout'));
+      if (room.info) {
+        room.info.state = 'soldout';
         renderState();
       }
       break;
@@ -424,7 +446,7 @@ async function join() {
       return base + Math.random() * 3000;
     }
     case 409:
-      ended('closed');
+      ended(r.data && r.data.error === 'sold_out' ? 'soldout' : 'closed');
       return null;
     case 404:
       fatal('unknown-event');
@@ -465,6 +487,10 @@ async function poll() {
       setText(ui.message, '');
       if (r.data.status === 'admitted') {
         admitted(r.data);
+        return null;
+      }
+      if (r.data.status === 'soldout') {
+        ended('soldout');
         return null;
       }
       renderWaiting(r.data);
