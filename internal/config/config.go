@@ -137,6 +137,10 @@ type Admission struct {
 	Shards int `yaml:"shards"`
 	AccessTTL    Duration `yaml:"access_ttl"`
 	AbandonAfter Duration `yaml:"abandon_after"`
+	// JoinProofBits is the proof of work a new place costs: about
+	// 2^JoinProofBits SHA-256 hashes (0 = off, at most MaxJoinProofBits).
+	// The gateway reads it from the config in force, so an edit acts at once.
+	JoinProofBits int `yaml:"join_proof_bits"`
 }
 
 // Capacity models the booking core, from which an absent rate and cap are computed.
@@ -358,6 +362,10 @@ const MaxShards = 64
 // MaxRows is how many rows a showtime may have: rows are lettered A..Z.
 const MaxRows = 26
 
+// MaxJoinProofBits bounds admission.join_proof_bits (DESIGN.md: at most 28;
+// 2^28 hashes are minutes of a phone's time).
+const MaxJoinProofBits = 28
+
 // Validate reports every problem of c at once, each as "key: problem".
 func (c *Config) Validate() error {
 	var errs []string
@@ -475,6 +483,9 @@ func (c *Config) Validate() error {
 		}
 		if a.AbandonAfter.D() < time.Second {
 			bad(k+".admission.abandon_after", "must be >= 1s")
+		}
+		if a.JoinProofBits < 0 || a.JoinProofBits > MaxJoinProofBits {
+			bad(k+".admission.join_proof_bits", "must be between 0 (off) and %d, not %d", MaxJoinProofBits, a.JoinProofBits)
 		}
 		for j, s := range e.Showtimes {
 			sk := fmt.Sprintf("%s.showtimes[%d]", k, j)

@@ -72,6 +72,15 @@ func keysOf(event string) keys {
 	}
 }
 
+// proofsKey is the set of join proofs spent (their challenges' ids) whose
+// challenges expire in one unix minute: one key per event and minute, never
+// one per challenge, and each is dropped a second after its minute ends
+// (see Store.JoinProved), so no spent proof outlives its challenge by more
+// than a minute.
+func proofsKey(event string, minute int64) string {
+	return "wr:{" + event + "}:proofs:" + strconv.FormatInt(minute, 10)
+}
+
 // joinLimitKey counts one address's joins in one calendar minute (unix
 // minute), shared by every gateway replica. Its own hash tag: an address is
 // not an event.

@@ -40,6 +40,10 @@ var (
 	// ErrSoldOut: every place of the event is sold (see Inventory): no new
 	// place in line.
 	ErrSoldOut = errors.New("queue: sold out")
+	// ErrProofSpent: the join's proof of work bought a place already.
+	ErrProofSpent = errors.New("queue: proof already spent")
+	// ErrProofExpired: the join's proof of work expired by Redis TIME.
+	ErrProofExpired = errors.New("queue: proof expired")
 )
 
 // State of a ticket.
@@ -207,6 +211,27 @@ func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResul
 	return s.join(ctx, event, set, nil)
 }
 
+// Proof is a join's proof of work, verified by the caller (package proof):
+// its challenge's id and when the challenge expires.
+type Proof struct {
+	ID        string
+	ExpiresAt time.Time
+}
+
+// JoinProved is Join paid for with a proof of work, which it spends in the
+// same script: exactly one join ever gets a place for one proof, however
+// many present it at once and through however many gateways. A proof spent
+// already is ErrProofSpent and one expired by Redis TIME ErrProofExpired;
+// neither gives a place, and a join refused for another reason (ErrClosed,
+// ErrNotOpen, ErrSoldOut) leaves its proof unspent.
+//
+// The spent proofs live in one set per event and expiry minute, kept a
+// second past that minute: the script refuses an expired proof by TIME, so
+// none can come back once its set is gone.
+func (s *Store) JoinProved(ctx context.Context, event string, set Settings, p Proof) (JoinResult, error) {
+	return s.join(ctx, event, set, &p)
+}
+
 func (s *Store) join(ctx context.Context, event string, set Settings, p *Proof) (JoinResult, error) {
 	r, err := s.joinOnce(ctx, event, set, p)
 	if set, again := relayout(set, err); again {
@@ -228,11 +253,17 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, p *Pro
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
 	k := keysOf(event)
-	res, err := s.batch.run(ctx, joinScript, []string{k.wait, k.active, k.seen, k.stats, k.inventory},
-		set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
+	keys := []string{k.wait, k.active, k.seen, k.stats, k.inventory}
+	args := []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
-		b64.EncodeToString(random[:]), lottery, mrand.Float64(),
-	).Slice()
+		b64.EncodeToString(random[:]), lottery, mrand.Float64()}
+	if p != nil {
+		exp := p.ExpiresAt.UnixMilli()
+		minute := exp / 60_000
+		keys = append(keys, proofsKey(event, minute))
+		args = append(args, p.ID, exp, (minute+1)*60_000+1000)
+	}
+	res, err := s.batch.run(ctx, joinScript, keys, args...).Slice()
 	if err != nil {
 		return JoinResult{}, interpretError("join", err)
 	}
@@ -244,6 +275,10 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, p *Pro
 		return JoinResult{}, ErrNotOpen
 	case "sold_out":
 		return JoinResult{}, ErrSoldOut
+	case "reused":
+		return JoinResult{}, ErrProofSpent
+	case "stale":
+		return JoinResult{}, ErrProofExpired
 	case "layout":
 		return JoinResult{}, errLayout{int(r.int(1))}
 	}

@@ -105,14 +105,25 @@ end
 // ticket is resumed by statusScript instead, so that a join can never turn
 // a dead ticket into a place for free: see Store.Join).
 //
-// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory
+// A join that pays with a proof of work (Store.JoinProved) spends it here,
+// in the same script and round trip as the place it buys: once a join would
+// hand out a place, the proof's id is added to the spent set of its expiry
+// minute, and a proof already there, or expired by Redis TIME, buys nothing.
+// Refusing by TIME as well as by the gateway's clock is what lets the set go
+// a second after its minute: whatever any gateway's clock says, no proof can
+// be spent once its set is gone.
+//
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory,
+// 6 (with a proof only) the spent proofs of its expiry minute
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
 // 7 abandon_after ms, 8 random part of the new id (base64url), 9 lottery
-// score (a negative integer, as a string), 10 jitter u in [0,1)
+// score (a negative integer, as a string), 10 jitter u in [0,1);
+// with a proof: 11 its id, 12 its expiry ms, 13 when its set goes (unix ms)
 // Returns one of
 //
-//	{"closed"} | {"not_open"} | {"sold_out"} | {"layout", k} (a sharded event)
+//	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"}
+//	{"layout", k} (a sharded event)
 //	{"waiting", seq, now ms, rank (0 = next), pollAfter ms, rate, available or -1}
 //	{"admitted", seq, now ms, active expiry ms}
 var joinScript = redis.NewScript(prelude + invPrelude + layoutPrelude + `
@@ -126,6 +137,11 @@ if (pre and now < pre) or (not pre and opens and now < opens) then return {'not_
 local known, avail = inv_read(KEYS[5])
 if inv_soldout(KEYS[5]) then return {'sold_out'} end
 if not known then avail = -1 end
+if KEYS[6] then
+  if now >= tonumber(ARGV[12]) then return {'stale'} end
+  if redis.call('SADD', KEYS[6], ARGV[11]) == 0 then return {'reused'} end
+  redis.call('PEXPIREAT', KEYS[6], ARGV[13])
+end
 local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
