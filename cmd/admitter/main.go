@@ -47,6 +47,7 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	store.WaitReplicas(cfg.Redis.WaitReplicas)
 	defer store.Close()
 	adm := admission.New(store, cfg, cfgPath, log)
 

@@ -115,6 +115,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	line.WaitReplicas(cfg.Redis.WaitReplicas)
 	defer line.Close()
 
 	verifier, err := newVerifier(cfg)

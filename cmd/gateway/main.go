@@ -46,6 +46,7 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	line.WaitReplicas(cfg.Redis.WaitReplicas)
 	defer line.Close()
 
 	srv, err := gateway.New(gateway.Options{

@@ -45,6 +45,12 @@ type Redis struct {
 	// URL is a redis:// URL, or a comma-separated list of host:port seeds of a
 	// Redis Cluster.
 	URL string `yaml:"url"`
+	// WaitReplicas > 0: the writes a fan is told of (a place, an
+	// admission) are answered only once that many replicas of their master
+	// have them (WAIT): a failover then loses none of them. 0 (the default)
+	// answers at once; docs/RELIABILITY.md gives what a failover may lose
+	// then, and what the wait costs.
+	WaitReplicas int `yaml:"wait_replicas"`
 }
 
 type Postgres struct {
@@ -129,12 +135,12 @@ type Admission struct {
 	// AdmitPerSecond is nil when the rate is to be computed from Capacity.
 	AdmitPerSecond *float64 `yaml:"admit_per_second"`
 	// MaxActive is nil when the cap is to be computed by Little's law.
-	MaxActive    *int     `yaml:"max_active"`
-	Capacity     Capacity `yaml:"capacity"`
+	MaxActive *int     `yaml:"max_active"`
+	Capacity  Capacity `yaml:"capacity"`
 	// Shards spreads the event's line over that many Redis hash tags (on a
 	// Cluster, that many masters); 0 and 1 are one. Fixed once the event's
 	// line has state (queue.Settings.Shards).
-	Shards int `yaml:"shards"`
+	Shards       int      `yaml:"shards"`
 	AccessTTL    Duration `yaml:"access_ttl"`
 	AbandonAfter Duration `yaml:"abandon_after"`
 	// JoinProofBits is the proof of work a new place costs: about
@@ -371,6 +377,9 @@ func (c *Config) Validate() error {
 	var errs []string
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
+	}
+	if c.Redis.WaitReplicas < 0 || c.Redis.WaitReplicas > 5 {
+		bad("redis.wait_replicas", "must be between 0 (off) and 5, not %d", c.Redis.WaitReplicas)
 	}
 	if c.Auth.TicketSecret == "" {
 		bad("auth.ticket_secret", "must be set (or WAITROOM_TICKET_SECRET)")

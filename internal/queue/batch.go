@@ -21,6 +21,10 @@ type batcher struct {
 	rdb  rediser
 	in   chan *call
 	once sync.Once
+
+	// replicas > 0: a durable call is answered only once that many
+	// replicas of its master have it (WAIT, see durable.go).
+	replicas int
 }
 
 // call is one script call waiting for its pipeline.
@@ -38,6 +42,10 @@ type call struct {
 	// whose reply has one element per item.
 	merge  bool
 	header int
+
+	// durable: with batcher.replicas > 0, the call's writes are on that
+	// many replicas before it is answered (a fan is told of them).
+	durable bool
 }
 
 const (
@@ -124,28 +132,45 @@ func (b *batcher) exec(batch []*call) {
 	// (cheap, harmless), so one impatient caller cannot fail the others.
 	ctx := context.WithoutCancel(batch[0].ctx)
 	sends := merge(batch)
-	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range sends {
-			c.cmd = c.script.EvalSha(ctx, p, c.keys, c.args...)
+	plain := sends
+	if b.replicas > 0 {
+		var durable []merged
+		plain, durable = splitDurable(sends)
+		if len(durable) > 0 {
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b.execDurable(ctx, durable)
+			}()
+			defer wg.Wait()
 		}
-		return nil
-	})
-	for _, c := range sends {
+	}
+	if len(plain) > 0 {
+		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range plain {
+				c.cmd = c.script.EvalSha(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+	}
+	for _, c := range plain {
 		// A Redis that restarted (or a new one) has no scripts cached:
 		// EVAL loads it, as script.Run does.
 		if isNoScript(c.cmd.Err()) {
 			c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
 		}
 	}
-	for _, c := range batch {
-		if c.merge {
-			continue // answered by split
-		}
-		close(c.done)
-	}
+	answer(plain)
+}
+
+// answer hands every call that sends carry its reply.
+func answer(sends []merged) {
 	for _, m := range sends {
 		if len(m.items) > 0 {
 			m.split()
+		} else {
+			close(m.done)
 		}
 	}
 }
@@ -174,7 +199,7 @@ func merge(batch []*call) []merged {
 			continue
 		}
 		groups[key] = len(out)
-		head := &call{ctx: c.ctx, script: c.script, keys: c.keys, args: append([]any(nil), c.args...)}
+		head := &call{ctx: c.ctx, script: c.script, keys: c.keys, args: append([]any(nil), c.args...), durable: c.durable}
 		out = append(out, merged{call: head, items: []*call{c}})
 	}
 	return out
@@ -183,6 +208,9 @@ func merge(batch []*call) []merged {
 // groupKey: calls merge when script, keys and header are the same.
 func groupKey(c *call) string {
 	var sb strings.Builder
+	if c.durable {
+		sb.WriteByte('d')
+	}
 	sb.WriteString(c.script.Hash())
 	for _, k := range c.keys {
 		sb.WriteByte(0)

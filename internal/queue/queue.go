@@ -263,7 +263,7 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, p *Pro
 		keys = append(keys, proofsKey(event, minute))
 		args = append(args, p.ID, exp, (minute+1)*60_000+1000)
 	}
-	res, err := s.batch.run(ctx, joinScript, keys, args...).Slice()
+	res, err := s.startTold(ctx, joinScript, keys, args...).wait().Slice()
 	if err != nil {
 		return JoinResult{}, interpretError("join", err)
 	}
@@ -534,7 +534,7 @@ func (s *Store) tick(ctx context.Context, event string, set Settings) (TickResul
 		return s.tickSharded(ctx, event, set)
 	}
 	k := keysOf(event)
-	res, err := tickScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.seen, k.stats, k.bucket, k.inventory, k.holders},
+	res, err := s.durably(ctx, tickScript, []string{k.wait, k.active, k.seen, k.stats, k.bucket, k.inventory, k.holders},
 		set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
 		set.MaxActive, set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch,
 	).Slice()

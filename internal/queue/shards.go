@@ -49,7 +49,9 @@ import (
 // errLayout: the event's state has another layout than the settings said.
 type errLayout struct{ shards int }
 
-func (e errLayout) Error() string { return fmt.Sprintf("queue: the event's line has %d shard(s)", e.shards) }
+func (e errLayout) Error() string {
+	return fmt.Sprintf("queue: the event's line has %d shard(s)", e.shards)
+}
 
 // relayout returns set with the layout err names, if it is a layout
 // bounce; callers run the operation again with it.
@@ -120,7 +122,7 @@ func (s *Store) joinSharded(ctx context.Context, event string, set Settings, p *
 		proofGoes = strconv.FormatInt((minute+1)*60_000+1000, 10)
 		proofID, proofExp = p.ID, strconv.FormatInt(exp, 10)
 	}
-	res, err := s.batch.startMerged(ctx, sJoinGlobal, keys, 8,
+	res, err := s.startToldMerged(ctx, sJoinGlobal, keys, 8,
 		set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), n, proofGoes,
 		b64.EncodeToString(random[:]), proofID, proofExp,
@@ -161,7 +163,7 @@ func (s *Store) joinSharded(ctx context.Context, event string, set Settings, p *
 		shards := s.shardKeysFor(event, n)
 		own := int(t.seq % int64(n))
 		sk := shards[own]
-		place := s.batch.start(ctx, sJoinShard, []string{sk.wait, sk.seen, sk.stats},
+		place := s.startTold(ctx, sJoinShard, []string{sk.wait, sk.seen, sk.stats},
 			t.id(), score, t.seq/int64(n), rate, untilOpen, set.AbandonAfter.Milliseconds(), mrand.Float64(), n)
 		ahead := s.startBelow(ctx, shards, own, score)
 		v, err := place.wait().Slice()
@@ -466,7 +468,7 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 			return nil
 		}
 		sk := shards[i]
-		v, err := sTickTake.Run(ctx, s.rdb, []string{sk.wait, sk.seen, sk.moving, sk.fence}, append([]any{epoch, n}, take[i]...)...).Slice()
+		v, err := s.durably(ctx, sTickTake, []string{sk.wait, sk.seen, sk.moving, sk.fence}, append([]any{epoch, n}, take[i]...)...).Slice()
 		if err != nil {
 			return err
 		}
@@ -498,7 +500,7 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 	out.Waiting -= moved
 	args[5] = out.Waiting
 	leaseGone = true // the accept gives it back, or a newer tick has it
-	v, err := sTickAccept.Run(ctx, s.rdb, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.tick, outcomeKey(event, epoch), k.lease}, args...).Slice()
+	v, err := s.durably(ctx, sTickAccept, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.tick, outcomeKey(event, epoch), k.lease}, args...).Slice()
 	if err != nil {
 		return tickAborted(out, err)
 	}

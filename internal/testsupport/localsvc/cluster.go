@@ -16,15 +16,21 @@ import (
 type ClusterOptions struct {
 	Dir string // one sub-folder per node is made in it
 	// Masters is the number of master nodes (default 3, the least
-	// redis-cli --cluster create accepts). The cluster has no replicas: it
-	// is for showing that events spread over shards, not for failover.
+	// redis-cli --cluster create accepts).
 	Masters int
+	// Replicas is the number of replicas of each master (default 0). With
+	// replicas, a master that dies is replaced by one of its replicas after
+	// cluster-node-timeout (2 s here): see Failover.
+	Replicas int
 }
 
-// Cluster is a running private Redis Cluster of masters only, every slot
-// assigned and every node agreeing that the cluster is ok.
+// Cluster is a running private Redis Cluster, every slot assigned and every
+// node agreeing that the cluster is ok.
 type Cluster struct {
 	Nodes []*Redis
+	// Masters are the first masters (redis-cli makes the first
+	// Masters nodes the masters); after a failover, see MasterOf.
+	Masters []*Redis
 }
 
 // StartCluster starts opts.Masters cluster-enabled redis-servers on free
@@ -47,7 +53,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		return nil, fmt.Errorf("localsvc: a Redis Cluster needs at least 3 masters, not %d", opts.Masters)
 	}
 	c := &Cluster{}
-	for i := range opts.Masters {
+	for i := range opts.Masters * (1 + opts.Replicas) {
 		n, err := StartRedis(ctx, RedisOptions{Dir: filepath.Join(opts.Dir, fmt.Sprintf("node%d", i+1)), Cluster: true})
 		if err != nil {
 			c.Kill()
@@ -56,17 +62,89 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		c.Nodes = append(c.Nodes, n)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(opts.Replicas), "--cluster-yes")
 	cmd := exec.CommandContext(ctx, cli, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		c.Kill()
 		return nil, fmt.Errorf("localsvc: redis-cli --cluster create: %v\n%s", err, out)
 	}
+	c.Masters = c.Nodes[:opts.Masters]
 	if err := c.waitOK(ctx); err != nil {
 		c.Kill()
 		return nil, err
 	}
+	if opts.Replicas > 0 {
+		if err := c.waitReplicasLinked(ctx, opts.Masters*opts.Replicas); err != nil {
+			c.Kill()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// waitReplicasLinked waits until n replicas report their link to their
+// master up (the initial sync done): before that, a replica could not take
+// over.
+func (c *Cluster) waitReplicasLinked(ctx context.Context, n int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		up := 0
+		for _, node := range c.Nodes {
+			info, err := command(node.Addr, "INFO", "replication")
+			if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
+				up++
+			}
+		}
+		if up == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("localsvc: %d of %d replicas linked after 30s", up, n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Node is the cluster's node at addr, or nil.
+func (c *Cluster) Node(addr string) *Redis {
+	for _, n := range c.Nodes {
+		if n.Addr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// MasterOf is the address of the node serving slot as master now, as the
+// live node at addr (any but a dead one) sees the cluster.
+func (c *Cluster) MasterOf(addr string, slot int) (string, error) {
+	nodes, err := command(addr, "CLUSTER", "NODES")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+			continue
+		}
+		for _, r := range f[8:] {
+			lo, hi, found := strings.Cut(r, "-")
+			if !found {
+				hi = lo
+			}
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := strconv.Atoi(hi)
+			if err1 == nil && err2 == nil && slot >= a && slot <= b {
+				host, _, _ := strings.Cut(f[1], "@")
+				return host, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("localsvc: no live master for slot %d in %s's view", slot, addr)
 }
 
 // waitOK polls CLUSTER INFO on every node until all say the cluster is ok.
@@ -140,39 +218,48 @@ func (c *Cluster) Kill() {
 	}
 }
 
-// clusterInfo sends CLUSTER INFO and parses the bulk-string reply into its
-// key:value lines.
+// clusterInfo sends CLUSTER INFO and parses the reply into its key:value
+// lines.
 func clusterInfo(addr string) (map[string]string, error) {
-	conn, err := dialTimeout(addr)
+	body, err := command(addr, "CLUSTER", "INFO")
 	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("CLUSTER INFO\r\n")); err != nil {
-		return nil, err
-	}
-	r := bufio.NewReader(conn)
-	head, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	if !strings.HasPrefix(head, "$") {
-		return nil, fmt.Errorf("CLUSTER INFO: %s", strings.TrimSpace(head))
-	}
-	size, err := strconv.Atoi(strings.TrimSpace(head[1:]))
-	if err != nil || size < 0 {
-		return nil, fmt.Errorf("CLUSTER INFO: bad reply %q", head)
-	}
-	body := make([]byte, size)
-	if _, err := io.ReadFull(r, body); err != nil {
 		return nil, err
 	}
 	info := map[string]string{}
-	for _, line := range strings.Split(string(body), "\r\n") {
+	for _, line := range strings.Split(body, "\r\n") {
 		if k, v, ok := strings.Cut(line, ":"); ok {
 			info[k] = v
 		}
 	}
 	return info, nil
+}
+
+// command sends one inline command and returns its bulk-string reply.
+func command(addr string, args ...string) (string, error) {
+	conn, err := dialTimeout(addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte(strings.Join(args, " ") + "\r\n")); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(conn)
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(head, "$") {
+		return "", fmt.Errorf("%s: %s", args[0], strings.TrimSpace(head))
+	}
+	size, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+	if err != nil || size < 0 {
+		return "", fmt.Errorf("%s: bad reply %q", args[0], head)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return "", err
+	}
+	return string(body), nil
 }

@@ -87,6 +87,9 @@ type Options struct {
 	// single server; redis.url is then the cluster's seed list. RedisAOF
 	// does not apply to it.
 	RedisCluster bool
+	// ClusterReplicas gives each master of the RedisCluster that many
+	// replicas (a master killed is replaced by its replica).
+	ClusterReplicas int
 }
 
 // Stack is a running waitroom.
@@ -146,7 +149,7 @@ func Start(t testing.TB, o Options) *Stack {
 		redisURL string
 	)
 	if o.RedisCluster {
-		cluster, rdb = testenv.Cluster(t)
+		cluster, rdb = testenv.ClusterWith(t, o.ClusterReplicas)
 		redisURL = cluster.Seeds()
 	} else {
 		rs = testenv.RedisServer(t, localsvc.RedisOptions{AOF: o.RedisAOF})

@@ -15,9 +15,15 @@ import (
 // test ends. cluster.Seeds() is what config redis.url takes for it.
 func Cluster(t testing.TB) (*localsvc.Cluster, *redis.ClusterClient) {
 	t.Helper()
+	return ClusterWith(t, 0)
+}
+
+// ClusterWith is Cluster with that many replicas per master (failover).
+func ClusterWith(t testing.TB, replicas int) (*localsvc.Cluster, *redis.ClusterClient) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := localsvc.StartCluster(ctx, localsvc.ClusterOptions{Dir: tempDir(t), Masters: 3})
+	c, err := localsvc.StartCluster(ctx, localsvc.ClusterOptions{Dir: tempDir(t), Masters: 3, Replicas: replicas})
 	if err != nil {
 		t.Fatalf("testenv: redis cluster: %v", err)
 	}

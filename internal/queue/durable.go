@@ -1,0 +1,146 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Durable writes (config redis.wait_replicas; docs/RELIABILITY.md,
+// "Redis fails over"). Redis replicates asynchronously: a master that dies
+// may take with it writes it had acknowledged, and the replica promoted in
+// its place never had them. With WaitReplicas(n), the writes a fan is told
+// of (a join's place, an admission, the claim of a place) are answered only
+// once n replicas of their master have them: each pipeline of such calls to
+// one master ends with WAIT n on the same connection, which waits for every
+// write before it. A WAIT that times out fails its calls with
+// ErrUnavailable: the fan is told to retry, and what was written stays
+// (a place nobody polls is abandoned; an admission is finished by the next
+// tick from what survived).
+//
+// What is not made durable is repaired from elsewhere: the inventory from
+// PostgreSQL by the booking core's sync, a poll's abandon deadline by the
+// next poll, a leave by the abandon deadline.
+
+// waitTimeout bounds a WAIT: a replica that lags longer than this fails
+// the write (503) rather than holding the fan.
+const waitTimeout = 500 * time.Millisecond
+
+// WaitReplicas makes the Store's durable writes wait for n replicas (0:
+// none, the default). Call it before use.
+func (s *Store) WaitReplicas(n int) { s.batch.replicas = n }
+
+func splitDurable(sends []merged) (plain, durable []merged) {
+	for _, m := range sends {
+		if m.durable {
+			durable = append(durable, m)
+		} else {
+			plain = append(plain, m)
+		}
+	}
+	return plain, durable
+}
+
+// execDurable runs sends on their masters, each master's share in one
+// pipeline ended by WAIT, and answers them.
+func (b *batcher) execDurable(ctx context.Context, sends []merged) {
+	groups := map[*redis.Client][]merged{}
+	for _, m := range sends {
+		node, err := b.masterFor(ctx, m.keys[0])
+		if err != nil {
+			m.cmd = errCmd(ctx, interpretError("durable write", err))
+			answer([]merged{m})
+			continue
+		}
+		groups[node] = append(groups[node], m)
+	}
+	var wg sync.WaitGroup
+	for node, ms := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.waited(ctx, node, ms)
+			for _, m := range ms {
+				answer([]merged{m})
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// waited runs ms on node, then WAIT; a script node did not have is loaded
+// and the calls are sent again.
+func (b *batcher) waited(ctx context.Context, node *redis.Client, ms []merged) {
+	var acked *redis.Cmd
+	run := func(ms []merged) {
+		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, m := range ms {
+				m.cmd = m.script.EvalSha(ctx, p, m.keys, m.args...)
+			}
+			acked = p.Do(ctx, "WAIT", b.replicas, waitTimeout.Milliseconds())
+			return nil
+		})
+	}
+	run(ms)
+	var again []merged
+	for _, m := range ms {
+		if isNoScript(m.cmd.Err()) {
+			if err := m.script.Load(ctx, node).Err(); err != nil {
+				m.cmd = errCmd(ctx, err)
+				continue
+			}
+			again = append(again, m)
+		}
+	}
+	if len(again) > 0 {
+		run(again)
+	}
+	n, err := acked.Int64()
+	if err == nil && n >= int64(b.replicas) {
+		return
+	}
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok && err != nil {
+		cc.ReloadState(ctx) // the master may have changed: look again
+	}
+	fail := fmt.Errorf("%w: written, but on %d of %d replicas within %v (%v)", ErrUnavailable, n, b.replicas, waitTimeout, err)
+	for _, m := range ms {
+		if m.cmd.Err() == nil {
+			m.cmd = errCmd(ctx, fail)
+		}
+	}
+}
+
+// masterFor is the client of the master that serves key.
+func (b *batcher) masterFor(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := b.rdb.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Client:
+		return c, nil
+	}
+	return nil, fmt.Errorf("queue: durable writes need a *redis.Client or a *redis.ClusterClient, not %T", b.rdb)
+}
+
+// startTold starts a call whose writes a fan is told of: durable when
+// WaitReplicas is set (batched as any other call).
+func (s *Store) startTold(ctx context.Context, script *redis.Script, keys []string, args ...any) *call {
+	return s.batch.submit(&call{ctx: ctx, script: script, keys: keys, args: args, durable: s.batch.replicas > 0, done: make(chan struct{})})
+}
+
+// startToldMerged is startTold for a mergeable call (batcher.startMerged).
+func (s *Store) startToldMerged(ctx context.Context, script *redis.Script, keys []string, header int, args ...any) *call {
+	return s.batch.submit(&call{ctx: ctx, script: script, keys: keys, args: args, merge: true, header: header, durable: s.batch.replicas > 0, done: make(chan struct{})})
+}
+
+// durably runs script as a durable call (see WaitReplicas): through the
+// batcher when writes are to wait for replicas, straight otherwise.
+func (s *Store) durably(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if s.batch.replicas == 0 {
+		return script.Run(ctx, s.rdb, keys, args...)
+	}
+	c := &call{ctx: ctx, script: script, keys: keys, args: args, durable: true, done: make(chan struct{})}
+	return s.batch.submit(c).wait()
+}
