@@ -122,19 +122,17 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 
-	set, cat := settingsOf(cfg), catalogOf(cfg)
-	sim := payment.NewSimulator(payment.SimulatorConfig{
-		Outcome:     cfg.Booking.Payment.Simulator.Outcome,
-		Delay:       cfg.Booking.Payment.Simulator.Delay.D(),
-		Duplicate:   cfg.Booking.Payment.Simulator.Duplicate,
-		Drop:        cfg.Booking.Payment.Simulator.Drop,
-		Manual:      !cfg.Booking.Payment.Simulator.Enabled,
-		CallbackURL: selfURL(cfg.Booking.Addr) + "/api/v1/booking/payments/callback",
-		Secret:      set.PaymentSecret,
-		PageURL:     "/api/v1/booking/payments/",
-	}, nil, log)
-	defer sim.Close()
+	// The simulator is a provider apart: its own connections, so that a
+	// checkout holding one of the core's while it opens a session never
+	// waits on the core's pool for another.
+	simPool, err := postgres.OpenPool(ctx, cfg.Postgres.URL, simulatorConns)
+	if err != nil {
+		return err
+	}
+	defer simPool.Close()
+	sim := payment.NewSimulator(simulatorOf(cfg), postgres.NewSessions(simPool), nil, log)
 
+	set, cat := settingsOf(cfg), catalogOf(cfg)
 	inv := booking.NewInventory(line, store, cat.EventIDs(), log)
 	svc := booking.NewService(store, sim, cat, set, log).WithInventory(inv)
 	prometheus.MustRegister(booking.NewCollector(store))
@@ -142,6 +140,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
 	mux.Handle("/", metrics.HTTP("booking", booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log)))
+	// The simulator's hosted page, on this listener (its own origin: the
+	// fan's browser is sent here by paymentUrl, and back to the gateway).
+	mux.Handle("/pay/", metrics.HTTP("booking", sim.Handler()))
 	srv := &http.Server{Addr: cfg.Booking.Addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
 	jobCtx, stopJobs := context.WithCancel(context.Background())
@@ -154,6 +155,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, 5*time.Second)
 	})
 	start(inv.Run)
+	start(sim.Run)
 	start(func(ctx context.Context) {
 		every := min(cfg.Booking.Payment.ReconcileAfter.D()/4, 30*time.Second)
 		(&booking.Reconciler{Service: svc, Log: log}).Run(ctx, max(every, time.Second))
@@ -193,7 +195,26 @@ func settingsOf(c *config.Config) booking.Settings {
 		HoldTTL: b.HoldTTL.D(), SessionTTL: b.Payment.SessionTTL.D(), ReconcileAfter: b.Payment.ReconcileAfter.D(),
 		MaxSeatsPerHold: b.MaxSeatsPerHold, HoldsPerMinute: b.HoldsPerMinute,
 		HoldAttemptsPerMinute: b.HoldAttemptsPerMinute, ReholdCooldown: b.ReholdCooldown.D(),
-		PaymentSecret: []byte(b.Payment.Secret), Currency: b.Currency,
+		Currency: b.Currency, ReturnURL: b.Payment.ReturnBaseURL,
+	}
+}
+
+// simulatorConns bounds the payment simulator's own pool.
+const simulatorConns = 8
+
+// simulatorOf is the config's payment simulator. A "late" callback comes
+// once the hold has surely lapsed: a session ends at most hold_ttl −
+// session_ttl before its hold does.
+func simulatorOf(c *config.Config) payment.SimulatorConfig {
+	p := c.Booking.Payment
+	sim := p.Simulator
+	return payment.SimulatorConfig{
+		Outcome: sim.Outcome, Delay: sim.Delay.D(), Duplicate: sim.Duplicate, Drop: sim.Drop,
+		Manual: !sim.Enabled, AutoPay: sim.AutoPay,
+		LateBy:      c.Booking.HoldTTL.D() - p.SessionTTL.D() + sim.Delay.D() + time.Second,
+		CallbackURL: selfURL(c.Booking.Addr) + "/api/v1/booking/payments/callback",
+		Secret:      []byte(p.Secret),
+		PageURL:     sim.PageURL,
 	}
 }
 

@@ -9,7 +9,9 @@ package config
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -97,10 +99,15 @@ type Booking struct {
 }
 
 type Payment struct {
-	Secret         string    `yaml:"secret"`
-	SessionTTL     Duration  `yaml:"session_ttl"`
-	ReconcileAfter Duration  `yaml:"reconcile_after"`
-	Simulator      Simulator `yaml:"simulator"`
+	Secret         string   `yaml:"secret"`
+	SessionTTL     Duration `yaml:"session_ttl"`
+	ReconcileAfter Duration `yaml:"reconcile_after"`
+	// ReturnBaseURL (beyond the contract) is the gateway as fans' browsers
+	// reach it: the provider sends the fan back to
+	// <return_base_url>/e/{event}/book?booking=<id>. Default: http://localhost
+	// (or gateway.addr's host) on gateway.addr's port.
+	ReturnBaseURL string    `yaml:"return_base_url"`
+	Simulator     Simulator `yaml:"simulator"`
 }
 
 // Simulator configures the in-process payment provider used by the demo and tests.
@@ -110,6 +117,15 @@ type Simulator struct {
 	Delay     Duration `yaml:"delay"`
 	Duplicate bool     `yaml:"duplicate"`
 	Drop      bool     `yaml:"drop"`
+	// PageURL (beyond the contract) is where fans' browsers reach the
+	// simulator's hosted payment page, served on booking.addr under /pay/.
+	// Default: http://localhost (or booking.addr's host) on booking.addr's
+	// port.
+	PageURL string `yaml:"page_url"`
+	// AutoPay (beyond the contract): every session pays by itself (outcome,
+	// delay after it opens) with nobody on its page: for API clients and
+	// load tests. Default false: the fan decides on the page.
+	AutoPay bool `yaml:"auto_pay"`
 }
 
 type Event struct {
@@ -318,6 +334,10 @@ func (c *Config) setDefaults() {
 	defD(&c.Booking.Payment.SessionTTL, 8*time.Minute)
 	defD(&c.Booking.Payment.ReconcileAfter, 15*time.Minute)
 	def(&c.Booking.Payment.Simulator.Outcome, "succeed")
+	def(&c.Booking.Payment.ReturnBaseURL, localURL(c.Gateway.Addr))
+	def(&c.Booking.Payment.Simulator.PageURL, localURL(c.Booking.Addr))
+	c.Booking.Payment.ReturnBaseURL = strings.TrimRight(c.Booking.Payment.ReturnBaseURL, "/")
+	c.Booking.Payment.Simulator.PageURL = strings.TrimRight(c.Booking.Payment.Simulator.PageURL, "/")
 	for i := range c.Events {
 		e := &c.Events[i]
 		def(&e.Mode, ModeQueue)
@@ -410,6 +430,12 @@ func (c *Config) Validate() error {
 	}
 	if p.Simulator.Delay < 0 {
 		bad("booking.payment.simulator.delay", "must be >= 0")
+	}
+	if msg := badBaseURL(p.ReturnBaseURL); msg != "" {
+		bad("booking.payment.return_base_url", "%q %s", p.ReturnBaseURL, msg)
+	}
+	if msg := badBaseURL(p.Simulator.PageURL); msg != "" {
+		bad("booking.payment.simulator.page_url", "%q %s", p.Simulator.PageURL, msg)
 	}
 
 	eventIDs := map[string]int{}
@@ -543,4 +569,32 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, err
 	}
 	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+}
+
+// localURL is how a browser on this machine reaches a listener at addr:
+// http://localhost:port, or the host addr names.
+func localURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// badBaseURL says what is wrong with a base URL fans' browsers are sent to
+// ("" when nothing): absolute http(s), no query or fragment.
+func badBaseURL(v string) string {
+	u, err := url.Parse(v)
+	switch {
+	case v == "":
+		return "must be set (an http(s) URL)"
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		return "must be an absolute http(s) URL, e.g. https://tickets.example.com"
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return "must have no query, fragment or user"
+	}
+	return ""
 }
