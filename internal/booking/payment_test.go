@@ -273,7 +273,7 @@ func TestHostedPaymentPage(t *testing.T) {
 			t.Fatalf("pending booking: %d %v; want its hold, the hold's expiry, no refund", code, b)
 		}
 		page, to := e.payPage(c.PaymentURL, "pay", payment.ChoiceSucceed)
-		for _, want := range []string{"$150.00", "Live: A3, FLOOR × 2", `id="pay"`, `id="cancel"`, `value="never"`} {
+		for _, want := range []string{"$150.00", "Live: A3, FLOOR × 2", `id="sim-pay"`, `id="sim-cancel"`, `value="never"`} {
 			if !strings.Contains(page, want) {
 				t.Errorf("the hosted page lacks %q", want)
 			}

@@ -204,7 +204,7 @@ func TestHostedPage(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("GET %s: %d", s.URL, code)
 	}
-	for _, want := range []string{`lang="en"`, "$39.00", "Premiere 19:00: C5, C6", `id="pay"`, `id="cancel"`,
+	for _, want := range []string{`lang="en"`, "$39.00", "Premiere 19:00: C5, C6", `id="sim-pay"`, `id="sim-cancel"`,
 		`value="never" checked`, `action="/pay/` + s.PaymentID + `"`, `href="http://gateway.test/e/premiere/book?booking=b-pay"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %s", want)
