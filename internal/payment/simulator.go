@@ -18,9 +18,9 @@ import (
 type Choice string
 
 const (
-	ChoiceSucceed Choice = "succeed" // paid; the callback Delay later
+	ChoiceSucceed Choice = "succeed" // paid; settled (and the callback sent) Delay later
 	ChoiceFail    Choice = "fail"    // declined: FAILED
-	ChoiceLate    Choice = "late"    // paid; the callback only LateBy after the session's end
+	ChoiceLate    Choice = "late"    // paid; settled only LateBy after the session's end
 	ChoiceTwice   Choice = "twice"   // paid; the callback sent twice
 	ChoiceNever   Choice = "never"   // paid; no callback: the reconciler has to ask
 	ChoiceCancel  Choice = "cancel"  // the fan gave up: FAILED
@@ -98,7 +98,7 @@ type SimulatorConfig struct {
 	// Outcome is "succeed" or "fail": what AutoPay sessions do, and the
 	// outcome the hosted page offers first.
 	Outcome   string
-	Delay     time.Duration // how long after a decision its callback comes
+	Delay     time.Duration // how long the provider takes to settle a decision (then its callback comes)
 	Duplicate bool          // send every callback twice
 	Drop      bool          // never send the callback (the reconciler must settle)
 	// Manual: no callback is ever sent (config simulator.enabled false):
@@ -173,7 +173,7 @@ func (s *Simulator) CreateSession(ctx context.Context, r SessionRequest) (Sessio
 		CreatedAt: now, ExpiresAt: now.Add(r.TTL), Status: Pending,
 	}
 	if s.cfg.AutoPay {
-		d := s.decision(rec, ChoiceAuto, now.Add(s.cfg.Delay))
+		d := s.decision(rec, ChoiceAuto, now)
 		rec.Status, rec.Choice, rec.DecidedAt = d.Status, d.Choice, &d.At
 		rec.CallbacksLeft, rec.CallbackAt = d.Callbacks, &d.CallbackAt
 	}
@@ -193,21 +193,27 @@ func (s *Simulator) PageURL(paymentID string) string {
 	return s.cfg.PageURL + "/pay/" + paymentID
 }
 
-// decision is what choice c means, taken at at: the status, and when and how
-// often the callback comes (the configured delay, duplicate and drop apply
-// to every choice).
+// decision is what choice c, made at at, means: the status, when the
+// provider has settled it (Delay later: until then the payment is in flight
+// and Status says PENDING; a late one only LateBy after the session's end),
+// and how often its callback comes then (the configured delay, duplicate
+// and drop apply to every choice). An expiry is in force at once and sends
+// nothing.
 func (s *Simulator) decision(r Record, c Choice, at time.Time) Decision {
-	d := Decision{Status: Succeeded, Choice: c, At: at, Callbacks: 1, CallbackAt: at.Add(s.cfg.Delay)}
+	d := Decision{Status: Succeeded, Choice: c, At: at.Add(s.cfg.Delay), Callbacks: 1}
 	switch c {
-	case ChoiceFail, ChoiceCancel, ChoiceExpired:
+	case ChoiceFail, ChoiceCancel:
 		d.Status = Failed
-	case ChoiceLate:
-		if late := r.ExpiresAt.Add(s.cfg.LateBy); late.After(d.CallbackAt) {
-			d.CallbackAt = late
+	case ChoiceExpired:
+		d.Status, d.At = Failed, at
+	case ChoiceAuto:
+		if s.cfg.Outcome == "fail" {
+			d.Status = Failed
 		}
-	}
-	if c == ChoiceAuto && s.cfg.Outcome == "fail" {
-		d.Status = Failed
+	case ChoiceLate:
+		if late := r.ExpiresAt.Add(s.cfg.LateBy); late.After(d.At) {
+			d.At = late
+		}
 	}
 	if c == ChoiceTwice || s.cfg.Duplicate {
 		d.Callbacks = 2
@@ -215,11 +221,7 @@ func (s *Simulator) decision(r Record, c Choice, at time.Time) Decision {
 	if c == ChoiceNever || c == ChoiceExpired || s.cfg.Drop || s.cfg.Manual {
 		d.Callbacks = 0
 	}
-	if c == ChoiceAuto {
-		// AutoPay decides at creation for later: the callback comes when
-		// the decision takes effect.
-		d.CallbackAt = at
-	}
+	d.CallbackAt = d.At
 	return d
 }
 

@@ -157,7 +157,7 @@ func (e *env) deliver() {
 // One key opens one session, however many ask at once, and a restarted
 // simulator still knows it, its decision and its refund.
 func TestSessionsAreKeptAndIdempotent(t *testing.T) {
-	e := setup(t, nil)
+	e := setup(t, func(c *payment.SimulatorConfig) { c.Delay = 0 })
 	got := make([]payment.Session, 8)
 	var wg sync.WaitGroup
 	for i := range got {
@@ -198,7 +198,7 @@ func TestSessionsAreKeptAndIdempotent(t *testing.T) {
 // The hosted page: what is at stake, Pay and Cancel, the configured outcome
 // offered first; each press decides once and sends the fan back.
 func TestHostedPage(t *testing.T) {
-	e := setup(t, func(c *payment.SimulatorConfig) { c.Drop = true })
+	e := setup(t, func(c *payment.SimulatorConfig) { c.Drop, c.Delay = true, 0 })
 	s := e.open("b-pay")
 	code, page, hdr := e.get(s.URL)
 	if code != 200 {
@@ -274,10 +274,10 @@ func TestHostedPage(t *testing.T) {
 // refunds it), until the booking core asks about it: then an open one
 // expires, FAILED, and its page says so.
 func TestSessionEnd(t *testing.T) {
-	e := setup(t, nil)
+	e := setup(t, func(c *payment.SimulatorConfig) { c.Delay = 0 })
 	late, asked := e.open("late"), e.open("asked")
 	e.clock.add(9 * time.Minute)
-	if _, page, _ := e.get(late.URL); !strings.Contains(page, `id="pay-late"`) || !strings.Contains(page, `id="pay"`) {
+	if _, page, _ := e.get(late.URL); !strings.Contains(page, `id="pay-late"`) || !strings.Contains(page, `id="sim-pay"`) {
 		t.Fatalf("a late page: %s; want the note and Pay", page)
 	}
 	if code, _ := e.post(late.URL, url.Values{"action": {"pay"}, "outcome": {"succeed"}}); code != 303 || e.status(late.PaymentID) != payment.Succeeded {
@@ -299,8 +299,9 @@ func TestSessionEnd(t *testing.T) {
 	}
 }
 
-// When each callback comes: delay after the decision, twice, late (after
-// the session's end and LateBy), never; auto_pay decides by itself.
+// When each payment is settled and its callback comes: delay after the
+// decision (PENDING until then), twice, late (after the session's end and
+// LateBy), never; auto_pay decides by itself.
 func TestCallbackTiming(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -334,6 +335,9 @@ func TestCallbackTiming(t *testing.T) {
 				e.deliver()
 				if n := len(e.recv.callbacks()); n != i {
 					t.Fatalf("%d callbacks before %s; want %d", n, at, i)
+				}
+				if st := e.status(s.PaymentID); i == 0 && st != payment.Pending {
+					t.Fatalf("status before it is settled: %s; want PENDING", st)
 				}
 				e.clock.add(time.Millisecond)
 				e.deliver()
