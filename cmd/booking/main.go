@@ -140,10 +140,21 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
 	mux.Handle("/", metrics.HTTP("booking", booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log)))
-	// The simulator's hosted page, on this listener (its own origin: the
-	// fan's browser is sent here by paymentUrl, and back to the gateway).
-	mux.Handle("/pay/", metrics.HTTP("booking", sim.Handler()))
-	srv := &http.Server{Addr: cfg.Booking.Addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// The simulator's hosted page: another origin than the gateway's, as a
+	// real provider's (the fan's browser is sent there by paymentUrl, and
+	// back to the gateway). On this listener, or on a listener of its own
+	// that serves nothing else (so that it can be published where the
+	// booking API must not be).
+	servers := []*http.Server{{Addr: cfg.Booking.Addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
+	page := metrics.HTTP("booking", sim.Handler())
+	if addr := cfg.Booking.Payment.Simulator.Addr; addr != "" {
+		own := http.NewServeMux()
+		own.Handle("/pay/", page)
+		own.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+		servers = append(servers, &http.Server{Addr: addr, Handler: own, ReadHeaderTimeout: 5 * time.Second})
+	} else {
+		mux.Handle("/pay/", page)
+	}
 
 	jobCtx, stopJobs := context.WithCancel(context.Background())
 	var jobs sync.WaitGroup
@@ -165,19 +176,25 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		relay.Run(ctx, 250*time.Millisecond)
 	})
 
-	serveErr := make(chan error, 1)
-	go func() {
-		log.Info("listening", "addr", cfg.Booking.Addr)
-		serveErr <- srv.ListenAndServe()
-	}()
+	serveErr := make(chan error, len(servers))
+	for _, srv := range servers {
+		go func() {
+			log.Info("listening", "addr", srv.Addr)
+			serveErr <- srv.ListenAndServe()
+		}()
+	}
 	select {
 	case err = <-serveErr:
 	case <-ctx.Done():
 		log.Info("shutting down")
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = srv.Shutdown(sctx)
-		cancel()
 	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	for _, srv := range servers {
+		if serr := srv.Shutdown(sctx); err == nil || errors.Is(err, http.ErrServerClosed) {
+			err = serr
+		}
+	}
+	cancel()
 	// Jobs stop after the API: a payment settled during shutdown still gets
 	// its event published on the next start (the outbox keeps it).
 	stopJobs()

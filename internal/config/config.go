@@ -117,10 +117,14 @@ type Simulator struct {
 	Delay     Duration `yaml:"delay"`
 	Duplicate bool     `yaml:"duplicate"`
 	Drop      bool     `yaml:"drop"`
+	// Addr (beyond the contract): a listener of its own for the
+	// simulator's hosted payment page (/pay/ and /healthz, nothing else), so
+	// that it can be published where the booking API must not be. Default
+	// "": the page is served on booking.addr.
+	Addr string `yaml:"addr"`
 	// PageURL (beyond the contract) is where fans' browsers reach the
-	// simulator's hosted payment page, served on booking.addr under /pay/.
-	// Default: http://localhost (or booking.addr's host) on booking.addr's
-	// port.
+	// simulator's hosted payment page (under /pay/). Default: http://localhost
+	// (or the listener's host) on the port of addr, else of booking.addr.
 	PageURL string `yaml:"page_url"`
 	// AutoPay (beyond the contract): every session pays by itself (outcome,
 	// delay after it opens) with nobody on its page: for API clients and
@@ -335,6 +339,9 @@ func (c *Config) setDefaults() {
 	defD(&c.Booking.Payment.ReconcileAfter, 15*time.Minute)
 	def(&c.Booking.Payment.Simulator.Outcome, "succeed")
 	def(&c.Booking.Payment.ReturnBaseURL, localURL(c.Gateway.Addr))
+	if a := c.Booking.Payment.Simulator.Addr; a != "" {
+		def(&c.Booking.Payment.Simulator.PageURL, localURL(a))
+	}
 	def(&c.Booking.Payment.Simulator.PageURL, localURL(c.Booking.Addr))
 	c.Booking.Payment.ReturnBaseURL = strings.TrimRight(c.Booking.Payment.ReturnBaseURL, "/")
 	c.Booking.Payment.Simulator.PageURL = strings.TrimRight(c.Booking.Payment.Simulator.PageURL, "/")
@@ -433,6 +440,13 @@ func (c *Config) Validate() error {
 	}
 	if msg := badBaseURL(p.ReturnBaseURL); msg != "" {
 		bad("booking.payment.return_base_url", "%q %s", p.ReturnBaseURL, msg)
+	}
+	if a := p.Simulator.Addr; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("booking.payment.simulator.addr", "%q must be host:port or :port", a)
+		} else if a == c.Booking.Addr {
+			bad("booking.payment.simulator.addr", "%q is booking.addr already (leave it empty to serve the page there)", a)
+		}
 	}
 	if msg := badBaseURL(p.Simulator.PageURL); msg != "" {
 		bad("booking.payment.simulator.page_url", "%q %s", p.Simulator.PageURL, msg)

@@ -149,6 +149,7 @@ func TestBadConfigs(t *testing.T) {
 		{"missing payment secret", `payment: {secret: "pay-secret"}`, `payment: {}`, "booking.payment.secret: must be set"},
 		{"bad simulator outcome", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", simulator: {outcome: "maybe"}}`, `booking.payment.simulator.outcome: must be succeed or fail, not "maybe"`},
 		{"relative return url", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", return_base_url: "/e"}`, `booking.payment.return_base_url: "/e" must be an absolute http(s) URL`},
+		{"simulator on the booking port", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", simulator: {addr: ":8081"}}`, `booking.payment.simulator.addr: ":8081" is booking.addr already`},
 		{"page url with a query", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", simulator: {page_url: "http://pay.test/?x=1"}}`, `booking.payment.simulator.page_url: "http://pay.test/?x=1" must have no query`},
 		{"zero max seats", `payment: {secret: "pay-secret"}`, "max_seats_per_hold: -1\n  payment: {secret: \"pay-secret\"}", "booking.max_seats_per_hold: must be between 1 and 100"},
 		{"negative per-ip limit", "booking:", "gateway: {joins_per_ip_per_minute: -1}\nbooking:", "gateway.joins_per_ip_per_minute: must be >= 0"},
@@ -247,6 +248,7 @@ func TestPaymentURLs(t *testing.T) {
 		name, yaml, wantReturn, wantPage string
 	}{
 		{"hosts named", "gateway: {addr: \"127.0.0.1:9000\"}\nbooking:\n  addr: \"127.0.0.1:9001\"", "http://127.0.0.1:9000", "http://127.0.0.1:9001"},
+		{"a listener of its own", "booking:\n  payment: {secret: \"pay-secret\", simulator: {addr: \":8083\"}}\n  currency: \"USD\"", "http://localhost:8080", "http://localhost:8083"},
 		{"set", "booking:\n  payment: {secret: \"pay-secret\", return_base_url: \"https://tickets.example.com/\", simulator: {page_url: \"https://pay.example.com\"}}\n  currency: \"USD\"", "https://tickets.example.com", "https://pay.example.com"},
 	}
 	for _, tt := range tests {
