@@ -23,6 +23,9 @@ import (
 type Store interface {
 	PublishSettings(ctx context.Context, event string, set queue.Settings) error
 	Tick(ctx context.Context, event string, set queue.Settings) (queue.TickResult, error)
+	// TickEvery tells the store the tick interval (a sharded event's tick
+	// lease is a few of them).
+	TickEvery(d time.Duration)
 }
 
 // Admitter ticks every configured event.
@@ -31,7 +34,11 @@ type Admitter struct {
 	log   *slog.Logger
 	cfg   *config.Live // re-read from its file on change
 
-	rounds atomic.Int64
+	// layouts: event → the shards its line really has, as the last tick
+	// found (a config asking another layout for a line with state is kept
+	// from it: see queue.Settings.Shards).
+	layouts sync.Map
+	rounds  atomic.Int64
 }
 
 // New returns an admitter serving cfg, which was loaded from path.
@@ -64,6 +71,7 @@ func (a *Admitter) Run(ctx context.Context) error {
 // An event's error is logged and counted; it never stops the others.
 func (a *Admitter) TickAll(ctx context.Context) {
 	cfg := a.Config()
+	a.store.TickEvery(cfg.Admitter.Tick.D())
 	ctx, cancel := context.WithTimeout(ctx, max(cfg.Admitter.Tick.D(), time.Second))
 	defer cancel()
 	var wg sync.WaitGroup
@@ -85,6 +93,9 @@ func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
 	start := time.Now()
 	defer func() { tickDuration.WithLabelValues(ev.ID).Observe(time.Since(start).Seconds()) }()
 	set := SettingsFor(ev)
+	if k, ok := a.layouts.Load(ev.ID); ok {
+		set.Shards = k.(int)
+	}
 	tickErrors.WithLabelValues(ev.ID).Add(0) // exported from the first tick, so increase() sees the first error
 	configured := set.AdmitPerSecond
 	if !set.Admitting(time.Now()) {
@@ -98,6 +109,15 @@ func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
 	r, err := a.store.Tick(ctx, ev.ID, set)
 	if err != nil {
 		return err
+	}
+	if r.Shards != set.Shards {
+		a.layouts.Store(ev.ID, r.Shards)
+		if want := SettingsFor(ev).Shards; r.Shards != want {
+			a.log.Warn("the event's line keeps its layout while it has state in Redis", "event", ev.ID, "shards", r.Shards, "config", want)
+		}
+	}
+	if r.Busy {
+		return nil // another replica ticks this event now
 	}
 	admittedTotal.WithLabelValues(ev.ID).Add(float64(r.Admitted))
 	abandonedTotal.WithLabelValues(ev.ID).Add(float64(r.Abandoned))

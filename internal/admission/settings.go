@@ -18,5 +18,6 @@ func SettingsFor(ev config.Event) queue.Settings {
 		PrequeueOpensAt: ev.PrequeueOpensAt,
 		OpensAt:         ev.OpensAt,
 		ClosesAt:        ev.ClosesAt,
+		Shards:          max(ev.Admission.Shards, 1),
 	}
 }

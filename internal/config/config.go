@@ -151,8 +151,16 @@ type Admission struct {
 	// MaxActive is nil when the cap is to be computed by Little's law.
 	MaxActive    *int     `yaml:"max_active"`
 	Capacity     Capacity `yaml:"capacity"`
+	// Shards spreads the event's line over that many Redis hash tags (on a
+	// Cluster, that many masters); 0 and 1 are one. Fixed once the event's
+	// line has state (queue.Settings.Shards).
+	Shards int `yaml:"shards"`
 	AccessTTL    Duration `yaml:"access_ttl"`
 	AbandonAfter Duration `yaml:"abandon_after"`
+	// JoinProofBits is the proof of work a new place costs: about
+	// 2^JoinProofBits SHA-256 hashes (0 = off, at most MaxJoinProofBits).
+	// The gateway reads it from the config in force, so an edit acts at once.
+	JoinProofBits int `yaml:"join_proof_bits"`
 }
 
 // Capacity models the booking core, from which an absent rate and cap are computed.
@@ -374,8 +382,16 @@ var (
 	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
 )
 
+// MaxShards bounds admission.shards: a waiting fan's poll counts on every
+// shard, and more shards than Redis masters buy nothing.
+const MaxShards = 64
+
 // MaxRows is how many rows a showtime may have: rows are lettered A..Z.
 const MaxRows = 26
+
+// MaxJoinProofBits bounds admission.join_proof_bits (DESIGN.md: at most 28;
+// 2^28 hashes are minutes of a phone's time).
+const MaxJoinProofBits = 28
 
 // Validate reports every problem of c at once, each as "key: problem".
 func (c *Config) Validate() error {
@@ -502,8 +518,14 @@ func (c *Config) Validate() error {
 		if a.AccessTTL.D() < time.Second {
 			bad(k+".admission.access_ttl", "must be >= 1s")
 		}
+		if a.Shards < 0 || a.Shards > MaxShards {
+			bad(k+".admission.shards", "must be between 1 and %d, not %d", MaxShards, a.Shards)
+		}
 		if a.AbandonAfter.D() < time.Second {
 			bad(k+".admission.abandon_after", "must be >= 1s")
+		}
+		if a.JoinProofBits < 0 || a.JoinProofBits > MaxJoinProofBits {
+			bad(k+".admission.join_proof_bits", "must be between 0 (off) and %d, not %d", MaxJoinProofBits, a.JoinProofBits)
 		}
 		for j, s := range e.Showtimes {
 			sk := fmt.Sprintf("%s.showtimes[%d]", k, j)

@@ -3,6 +3,7 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,7 @@ func TestValidConfigAndDefaults(t *testing.T) {
 		{"events[0].name defaults to id", c.Events[0].Name, "premiere"},
 		{"events[0].admission.access_ttl", c.Events[0].Admission.AccessTTL.D(), 10 * time.Minute},
 		{"events[0].admission.abandon_after", c.Events[0].Admission.AbandonAfter.D(), 60 * time.Second},
+		{"events[0].admission.join_proof_bits defaults to off", c.Events[0].Admission.JoinProofBits, 0},
 		{"events[0] admit_per_second", *c.Events[0].Admission.AdmitPerSecond, 50.0},
 		{"events[0] max_active", *c.Events[0].Admission.MaxActive, 500},
 		// 1000 TPS / (3 calls × 2 retries) = 166.67/s, unrounded; × 60 s = 10,000.
@@ -163,6 +165,8 @@ func TestBadConfigs(t *testing.T) {
 		{"retry factor below one", "admit_per_second: 50", "admit_per_second: 50, capacity: {retry_factor: 0.5}", "events[0].admission.capacity.retry_factor: must be >= 1"},
 		{"access ttl too short", "admit_per_second: 50", "admit_per_second: 50, access_ttl: \"10ms\"", "events[0].admission.access_ttl: must be >= 1s"},
 		{"abandon_after too short", "admit_per_second: 50", "admit_per_second: 50, abandon_after: \"10ms\"", "events[0].admission.abandon_after: must be >= 1s"},
+		{"proof too hard", "admit_per_second: 50", "admit_per_second: 50, join_proof_bits: 29", "events[0].admission.join_proof_bits: must be between 0 (off) and 28, not 29"},
+		{"negative proof", "admit_per_second: 50", "admit_per_second: 50, join_proof_bits: -1", "events[0].admission.join_proof_bits: must be between 0 (off) and 28, not -1"},
 		{"not yaml", "events:", "events: [", "config:"},
 		{"string for number", "max_active: 500", "max_active: lots", "cannot unmarshal"},
 	}
@@ -268,5 +272,18 @@ func TestPaymentURLs(t *testing.T) {
 				t.Errorf("page_url = %q; want %q", got, tt.wantPage)
 			}
 		})
+	}
+}
+
+func TestJoinProofBits(t *testing.T) {
+	for _, bits := range []int{0, 1, 16, 28} {
+		src := strings.Replace(valid, "admit_per_second: 50", "admit_per_second: 50, join_proof_bits: "+strconv.Itoa(bits), 1)
+		c, err := config.Parse([]byte(src), noEnv)
+		if err != nil {
+			t.Fatalf("join_proof_bits: %d refused: %v", bits, err)
+		}
+		if got := c.Events[0].Admission.JoinProofBits; got != bits {
+			t.Errorf("join_proof_bits: %d read as %d", bits, got)
+		}
 	}
 }

@@ -29,7 +29,7 @@ const (
 
 var clusterEvents = fmt.Sprintf(`  - id: %q
     name: "Arena"
-    admission: {admit_per_second: %d, max_active: %d, access_ttl: "5m", abandon_after: "60s"}
+    admission: {admit_per_second: %d, max_active: %d, access_ttl: "5m", abandon_after: "60s", shards: 3}
     showtimes:
       - {id: 77, title: "Arena 20:00", starts_at: "2026-12-03T20:00:00Z", rows: 10, seats_per_row: 20, price_cents: 5000}
 `, clusterEvent, clusterRate, clusterCap)
@@ -43,7 +43,8 @@ type clusterFan struct {
 }
 
 // TestClusterSale runs waitroom past one machine's worth of processes: a
-// three-master Redis Cluster, three gateways and three admitters. 1,000 fans
+// three-master Redis Cluster, three gateways and three admitters, the
+// sale's line spread over three shards (one per master). 1,000 fans
 // join across the gateways and poll as told, each through a different
 // gateway than it joined by; for the first phase an admitted fan gives its
 // place back within a second (the cap never binds) and the admission rate

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,17 +14,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/waitroom/waitroom/internal/proof"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
+// journeyEvents: the journey's sale asks a proof of work for every new
+// place (16 bits, as the demo's concert), so the whole journey runs with
+// the page paying it.
 const journeyEvents = `  - id: "premiere"
     name: "Premiere night"
     venue: "Shinjuku Hall 3"
-    admission: {admit_per_second: 1, max_active: 10, access_ttl: "5m", abandon_after: "60s"}
+    admission: {admit_per_second: 1, max_active: 10, access_ttl: "5m", abandon_after: "60s", join_proof_bits: 16}
     showtimes:
       - id: 42
         title: "Premiere 19:00"
@@ -123,12 +131,66 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 // is seen confirming, its countdown running.
 const journeyBooking = `  payment: {secret: "stack-payment-secret", simulator: {enabled: true, outcome: "succeed", delay: "2s"}}`
 
-// TestBrowserJourney is a fan's whole journey in a real browser: join a
-// slow line, watch the position fall, get admitted, pick two seats on the
-// map, hold, go to the provider's hosted payment page, cancel, come back to
-// the hold still there, pay again, come back and see the confirmation; a
-// second fan who picked the same seats is told they are taken, holds
-// others, and pays after that hold lapsed: back home, told it is refunded.
+// joinPaying joins event through the API as a JSON client of a sale that
+// asks a proof of work does: the 428's challenge, solved, then the join
+// again with X-Waitroom-Proof.
+func joinPaying(t *testing.T, gateway, event string) {
+	t.Helper()
+	url := gateway + "/api/v1/events/" + event + "/tickets"
+	res, err := http.Post(url, "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ch struct {
+		Error     string `json:"error"`
+		Challenge string `json:"challenge"`
+		Bits      int    `json:"bits"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&ch)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusPreconditionRequired || ch.Error != "proof_required" {
+		t.Fatalf("join without a proof: %d %+v %v; want 428 proof_required", res.StatusCode, ch, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url, nil)
+	req.Header.Set("X-Waitroom-Proof", ch.Challenge+":"+proof.Solve(ch.Challenge, ch.Bits))
+	res, err = http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("join with the proof: %v %v; want 201", err, res)
+	}
+	res.Body.Close()
+}
+
+// recordStatuses makes every page the tab opens keep each data-status its
+// #status shows in sessionStorage (e2e-statuses), from before the page's
+// own script runs: the "checking your browser" state of a fast proof lasts
+// too short a time to be polled for.
+func recordStatuses(t *testing.T, ctx context.Context) {
+	t.Helper()
+	run(t, ctx, 5*time.Second, "record the statuses", chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := page.AddScriptToEvaluateOnNewDocument(`document.addEventListener('DOMContentLoaded', () => {
+			const el = document.querySelector('#status');
+			if (!el) return;
+			const seen = () => {
+				const list = JSON.parse(sessionStorage.getItem('e2e-statuses') || '[]');
+				if (list[list.length - 1] !== el.dataset.status) list.push(el.dataset.status);
+				sessionStorage.setItem('e2e-statuses', JSON.stringify(list));
+			};
+			seen();
+			new MutationObserver(seen).observe(el, {attributes: true, attributeFilter: ['data-status']});
+		});`).Do(ctx)
+		return err
+	}))
+}
+
+// TestBrowserJourney is a fan's whole journey in a real browser, on a sale
+// that asks a proof of work: join a slow line (the page checks the browser
+// first), watch the position fall, get admitted, pick two seats on the map,
+// hold, go to the provider's hosted payment page, cancel, come back to the
+// hold still there, pay again, come back and see the confirmation; a second
+// fan who picked the same seats is told they are taken, holds others, and
+// pays after that hold lapsed: back home, told it is refunded. Then the same
+// sale in a browser without workers, and without JavaScript: each is told
+// why it cannot join.
 func TestBrowserJourney(t *testing.T) {
 	s := stack.Start(t, stack.Options{Events: journeyEvents, Tick: "200ms", Booking: journeyBooking})
 	shots := &shooter{t: t, dir: screenshotDir(t)}
@@ -136,19 +198,21 @@ func TestBrowserJourney(t *testing.T) {
 
 	// Fans ahead of ours, by API, so the position has somewhere to fall.
 	for i := 0; i < 6; i++ {
-		res, err := http.Post(s.Gateway+"/api/v1/events/premiere/tickets", "application/json", nil)
-		if err != nil || res.StatusCode != http.StatusCreated {
-			t.Fatalf("pre-join %d: %v %v", i, err, res)
-		}
-		res.Body.Close()
+		joinPaying(t, s.Gateway, "premiere")
 	}
 
 	actx := browser(t)
 	fan := tab(t, actx)
-	run(t, fan, 20*time.Second, "open the waiting room",
+	recordStatuses(t, fan)
+	run(t, fan, 30*time.Second, "open the waiting room",
 		chromedp.Navigate(s.Gateway+"/e/premiere"),
 		chromedp.Poll(`document.querySelector('#status') && document.querySelector('#status').dataset.status === 'waiting' && document.querySelector('#position').textContent.trim() !== ''`, nil),
 	)
+	var statuses string
+	run(t, fan, 5*time.Second, "read the statuses", chromedp.Evaluate(`sessionStorage.getItem('e2e-statuses') || '[]'`, &statuses))
+	if !strings.Contains(statuses, `"checking","waiting"`) {
+		t.Errorf("statuses shown while joining: %s; want checking (the proof of work), then waiting", statuses)
+	}
 	first, err := strconv.Atoi(strings.ReplaceAll(text(t, fan, "#position"), ",", ""))
 	if err != nil || first < 2 {
 		t.Fatalf("position at join = %q; want a number ≥ 2 (six fans were ahead)", text(t, fan, "#position"))
@@ -345,6 +409,79 @@ func TestBrowserJourney(t *testing.T) {
 			t.Errorf("%s's pages reported errors: %q", name, errs)
 		}
 	}
+	// Every place was paid for: the six by API and the two fans' pages, none
+	// twice, none refused.
+	for result, want := range map[string]float64{"ok": 8, "invalid": 0, "reused": 0} {
+		if got := metric(t, s.Gateway, `waitroom_join_proofs_total{event="premiere",result="`+result+`"}`); got != want {
+			t.Errorf("waitroom_join_proofs_total %s = %v; want %v", result, got, want)
+		}
+	}
+
+	t.Run("the README's proof of work example", func(t *testing.T) {
+		for _, tool := range []string{"bash", "curl", "jq", "python3"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				t.Skipf("the README's example needs %s: %v", tool, err)
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(testenv.Repo(t), "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const first = "API=localhost:8080/api/v1 EVENT=live\n"
+		_, block, ok := strings.Cut(string(b), "```sh\n"+first)
+		block, _, ok2 := strings.Cut(block, "```")
+		if !ok || !ok2 {
+			t.Fatalf("README.md has no sh block starting %q", first)
+		}
+		script := "API=" + strings.TrimPrefix(s.Gateway, "http://") + "/api/v1 EVENT=premiere\n" + block
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the README's example: %v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), `"error": "proof_required"`) || !strings.Contains(string(out), `"status": "waiting"`) {
+			t.Fatalf("the README's example printed:\n%s\nwant the 428, then a place in line", out)
+		}
+	})
+
+	t.Run("a browser without workers", func(t *testing.T) {
+		shots.t = t
+		fan := tab(t, browser(t))
+		run(t, fan, 5*time.Second, "take workers away", chromedp.ActionFunc(func(ctx context.Context) error {
+			_, err := page.AddScriptToEvaluateOnNewDocument(`delete window.Worker;`).Do(ctx)
+			return err
+		}))
+		run(t, fan, 20*time.Second, "open the waiting room",
+			chromedp.Navigate(s.Gateway+"/e/premiere"),
+			chromedp.Poll(`document.querySelector('#status').dataset.status === 'no-worker'`, nil),
+		)
+		if msg := text(t, fan, "#message"); !strings.Contains(msg, "Web Worker") || !strings.Contains(msg, "Try another browser") {
+			t.Errorf("without workers the page says %q", msg)
+		}
+		wordsOK(t, fan, "en", "the waiting room without workers")
+		checkA11y(t, fan, "the waiting room without workers")
+		shots.shot(fan, "proof-no-worker")
+	})
+
+	t.Run("without JavaScript", func(t *testing.T) {
+		shots.t = t
+		fan := tab(t, browser(t))
+		run(t, fan, 20*time.Second, "the waiting room without JavaScript",
+			emulation.SetScriptExecutionDisabled(true),
+			chromedp.Navigate(s.Gateway+"/e/premiere"),
+			chromedp.WaitVisible(`#needs-script`, chromedp.ByQuery),
+		)
+		if msg := text(t, fan, "#needs-script"); !strings.Contains(msg, "needs JavaScript") {
+			t.Errorf("without JavaScript the page says %q", msg)
+		}
+		var forms int
+		run(t, fan, 5*time.Second, "count the join forms", chromedp.Evaluate(`document.querySelectorAll('form[action$="/join"]').length`, &forms))
+		if forms != 0 {
+			t.Errorf("%d join forms offered where no form can pay the proof of work", forms)
+		}
+		checkA11yNoJS(t, fan, "the waiting room of a sale with proof of work, without JavaScript")
+		shots.shot(fan, "proof-nojs")
+	})
 }
 
 // atProvider waits until the booking page has sent the fan to the

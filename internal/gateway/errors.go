@@ -18,6 +18,10 @@ type apiError struct {
 	RetryAfter int `json:"-"`
 	// Extra fields some errors carry (e.g. opensAt of not_open).
 	OpensAt string `json:"opensAt,omitempty"`
+	// proof_required's challenge (proof.go).
+	Challenge string `json:"challenge,omitempty"`
+	Bits      int    `json:"bits,omitempty"`
+	ExpiresAt string `json:"expiresAt,omitempty"`
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }

@@ -53,7 +53,7 @@ events:
 `
 
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	redis    *localsvc.Redis
 	srv      *gateway.Server
 	line     *queue.Store

@@ -32,6 +32,7 @@ const langCookie = "wr_lang"
 // join ended with, or a takeover link that did not work.
 var notices = map[string]bool{
 	"rate_limited": true, "not_open": true, "event_closed": true, "sold_out": true, "invalid_link": true, "error": true,
+	"proof_required": true, // a sale that asks a proof of work, joined by a form that cannot pay it
 }
 
 func (s *Server) pageRoutes() {
@@ -233,8 +234,11 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 		return c.Redirect(to, fiber.StatusSeeOther)
 	}
 	view := s.eventView(c.UserContext(), ev)
-	room := &web.Room{Status: "none", Hint: "none"}
-	if n := c.Query("e"); notices[n] {
+	// A proof of work needs the page's script: without it the page says so
+	// instead of offering a form that cannot pay it.
+	room := &web.Room{Status: "none", Hint: "none", NeedsScript: ev.Admission.JoinProofBits > 0}
+	if n := c.Query("e"); notices[n] && !(n == "proof_required" && room.NeedsScript) {
+		// (Where the sale asks a proof, the page says it needs JavaScript anyway.)
 		room.Notice = n
 	}
 	if c.Query("left") != "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/proof"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -31,6 +32,7 @@ const maxBody = 64 << 10
 type Server struct {
 	cfg      *config.Live // re-read from its file on change
 	line     *queue.Store
+	proofs   *proof.Keeper // the join challenges (proof.go)
 	signer   *pass.Signer
 	verifier *pass.Verifier
 	log      *slog.Logger
@@ -63,6 +65,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, signer: o.Signer, log: o.Log, now: o.Now,
 		settings: map[string]queue.Settings{},
+		proofs:   proof.NewKeeper([]byte(o.Config.Auth.TicketSecret)),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -107,6 +110,9 @@ func exportSeries(cfg *config.Config) {
 		ticketsIssued.WithLabelValues(ev.ID)
 		waitSeconds.WithLabelValues(ev.ID)
 		etaError.WithLabelValues(ev.ID)
+		for _, r := range proofResults {
+			joinProofs.WithLabelValues(ev.ID, r)
+		}
 	}
 	for _, r := range []string{"timeout", "unavailable"} {
 		proxyErrors.WithLabelValues(r)

@@ -98,9 +98,11 @@ func (s *Server) clearCookie(c *fiber.Ctx, name string) {
 //
 // A fan who carries a live ticket of the event (cookie or header: a bad one
 // never hides a good one, and is never an error here) gets that same place
-// back, 200, claimed exactly as a status poll claims it. Anyone else,
-// including a fan whose ticket is no longer waiting or active, gets a new
-// place at the back, 201, and that counts against the per-IP join limit.
+// back, 200, claimed exactly as a status poll claims it, and needs no proof
+// of work. Anyone else, including a fan whose ticket is no longer waiting or
+// active, gets a new place at the back, 201: it pays the sale's proof of
+// work if it asks one (428 proof_required with a challenge until it does),
+// and counts against the per-IP join limit.
 func (s *Server) join(c *fiber.Ctx) error {
 	ev, err := s.event(c)
 	if err != nil {
@@ -139,15 +141,37 @@ func (s *Server) join(c *fiber.Ctx) error {
 		// Expired: the other candidate may still be live; if not, this fan
 		// gets a new place like anyone else.
 	}
-	// A new place: counted against the fan's address, in every replica.
+	// A new place. Its proof of work first, when the sale asks one: a bad
+	// proof is answered before Redis, and never counts against the address.
+	paid, err := s.checkProof(c, ev)
+	if err != nil {
+		return err
+	}
+	// Counted against the fan's address, in every replica.
+	addr, now := s.clientOf(c).addr, s.now()
 	limit := *s.config().Gateway.JoinsPerIPPerMinute
-	if wait, err := s.line.AllowJoin(ctx, s.clientOf(c).addr, limit, s.now()); err != nil {
+	if wait, err := s.line.AllowJoin(ctx, addr, limit, now); err != nil {
 		return err
 	} else if wait > 0 {
 		return rateLimited(int((wait + time.Second - 1) / time.Second))
 	}
-	res, err := s.line.Join(ctx, ev.ID, set)
+	var res queue.JoinResult
+	if paid != nil {
+		// Spent in the join's own script: one place per proof, whatever
+		// the race.
+		res, err = s.line.JoinProved(ctx, ev.ID, set, *paid)
+	} else {
+		res, err = s.line.Join(ctx, ev.ID, set)
+	}
 	switch {
+	case errors.Is(err, queue.ErrProofSpent), errors.Is(err, queue.ErrProofExpired):
+		// No place was bought: the address gets its join back.
+		if limit > 0 {
+			if err := s.line.UndoJoin(ctx, addr, now); err != nil {
+				s.log.Warn("join: give back the address's join", "event", ev.ID, "err", err)
+			}
+		}
+		return s.proofRequired(c, ev, err)
 	case errors.Is(err, queue.ErrNotOpen):
 		ae := &apiError{Status: fiber.StatusForbidden, Code: "not_open", Message: "the line for this sale is not open yet"}
 		if set.PrequeueOpensAt != nil {
@@ -160,6 +184,9 @@ func (s *Server) join(c *fiber.Ctx) error {
 		return err
 	}
 	ticketsIssued.WithLabelValues(ev.ID).Inc()
+	if paid != nil {
+		joinProofs.WithLabelValues(ev.ID, proofOK).Inc()
+	}
 	s.setTicketCookie(c, ev, res.Ticket, set)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	if res.State == queue.Admitted {

@@ -10,9 +10,11 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"github.com/waitroom/waitroom/internal/proof"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
@@ -218,6 +221,10 @@ func hammer(spec loadSpec) load {
 	return out
 }
 
+// edgeEvents: "edge" asks no proof of work; "edge-proof" is the same sale
+// asking one. Its 8 bits keep the load generator's solving cheap: what the
+// gateway does with a proof (one HMAC, one SHA-256, one SADD in the join's
+// script) does not depend on the bits.
 const edgeEvents = `  - id: "edge"
     name: "Edge benchmark"
     mode: "paused"
@@ -225,7 +232,56 @@ const edgeEvents = `  - id: "edge"
     showtimes:
       - {id: 1, title: "Edge 20:00", starts_at: "2027-01-01T20:00:00Z", rows: 1, seats_per_row: 10, price_cents: 1000,
          general_admission: [{code: "FLOOR", capacity: 1000000, price_cents: 1000}]}
+  - id: "edge-proof"
+    name: "Edge benchmark, proof of work"
+    mode: "paused"
+    admission: {admit_per_second: 100, max_active: 500, access_ttl: "10m", abandon_after: "1h", join_proof_bits: 8}
+    showtimes:
+      - {id: 2, title: "Edge 21:00", starts_at: "2027-01-01T21:00:00Z", rows: 1, seats_per_row: 10, price_cents: 1000,
+         general_admission: [{code: "FLOOR", capacity: 1000000, price_cents: 1000}]}
 `
+
+const edgeProofBits = 8
+
+// solvedProofs mints n challenges of edge-proof with the gateway's key (the
+// stack's ticket secret), as its 428 answers would hand them out, and solves
+// them on every core: X-Waitroom-Proof values, each good for one join for
+// two minutes. Made before a point starts, so the point measures the
+// gateway, not the solving.
+func solvedProofs(tb testing.TB, n int) []string {
+	tb.Helper()
+	k := proof.NewKeeper([]byte(stack.TicketSecret))
+	out := make([]string, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	now := time.Now()
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				ch, err := k.Issue("edge-proof", edgeProofBits, now)
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+				out[i] = ch.Token + ":" + proof.Solve(ch.Token, edgeProofBits)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// proofRound is one interleaved round of joins with the proof of work off
+// and on, at one number of connections.
+type proofRound struct {
+	conns       int
+	onFirst     bool // the round measured "on" before "off"
+	off, on     load
+	asked       load // joins of edge-proof with no proof: the 428 answer
+	proofsReady time.Duration
+}
 
 // BenchmarkEdge measures join and status through the real gateway, next to
 // a bare fiber handler on the same machine in the same run.
@@ -291,6 +347,82 @@ func BenchmarkEdge(b *testing.B) {
 			rows = append(rows, r)
 		}
 	}
+	loadMain := loadAverage()
+
+	// Joins with the proof of work off and on, side by side: rounds
+	// interleaved (off, on, off, on…) so that whatever else the shared
+	// machine does falls on both alike.
+	fillLine(ctx, b, s, "edge-proof", lineLen, func(int64) bool { return false })
+	joinOn := func(u string, proofs []string) func(w, i int, req *fasthttp.Request) {
+		var next atomic.Int64
+		return func(_, _ int, req *fasthttp.Request) {
+			req.Header.SetMethod(fasthttp.MethodPost)
+			req.SetRequestURI(u)
+			if proofs != nil {
+				// Past the pool's end a proof is spent again: a 428, counted
+				// as an unexpected answer.
+				req.Header.Set("X-Waitroom-Proof", proofs[int(next.Add(1)-1)%len(proofs)])
+			}
+		}
+	}
+	rounds := envInt(b, "WAITROOM_LOADTEST_PROOF_ROUNDS", 3)
+	var proofRows []proofRound
+	for _, conns := range []int{100, 1000} {
+		expect := 0.0 // joins/s seen so far at this many connections
+		for _, r := range rows {
+			if r.route == "join" && r.conns == conns {
+				expect = r.gw.RPS
+			}
+		}
+		for round := range rounds {
+			r := proofRound{conns: conns, onFirst: round%2 == 1}
+			// Solved before the round, for twice as many joins as the fastest
+			// point so far, so neither point runs after the solving.
+			t0 := time.Now()
+			proofs := solvedProofs(b, max(50_000, int(2*expect*(warm+pointDur).Seconds())))
+			r.proofsReady = time.Since(t0)
+			off := func() {
+				r.off = hammer(loadSpec{Addr: gw, Conns: conns, Warm: warm, Measure: pointDur, Want: http.StatusCreated,
+					Prepare: joinOn(s.Gateway+"/api/v1/events/edge/tickets", nil)})
+			}
+			on := func() {
+				r.on = hammer(loadSpec{Addr: gw, Conns: conns, Warm: warm, Measure: pointDur, Want: http.StatusCreated,
+					Prepare: joinOn(s.Gateway+"/api/v1/events/edge-proof/tickets", proofs)})
+			}
+			// off, on; then on, off; …: a drift of the machine's load over a
+			// round falls on both alike.
+			if r.onFirst {
+				on()
+				off()
+			} else {
+				off()
+				on()
+			}
+			expect = max(expect, r.off.RPS, r.on.RPS)
+			b.Logf("join × %d round %d, proof off %.0f/s p50 %v p99 %v (%d errors); on %.0f/s p50 %v p99 %v (%d errors; %d proofs solved in %v)",
+				conns, round+1, r.off.RPS, r.off.Lat.P50, r.off.Lat.P99, r.off.Errors, r.on.RPS, r.on.Lat.P50, r.on.Lat.P99, r.on.Errors, len(proofs), r.proofsReady)
+			proofRows = append(proofRows, r)
+		}
+		// What a join without a proof costs where one is asked: the 428.
+		last := &proofRows[len(proofRows)-1]
+		last.asked = hammer(loadSpec{Addr: gw, Conns: conns, Warm: warm, Measure: pointDur, Want: http.StatusPreconditionRequired,
+			Prepare: joinOn(s.Gateway+"/api/v1/events/edge-proof/tickets", nil)})
+		b.Logf("join × %d without a proof where one is asked: %.0f/s 428 p50 %v p99 %v (%d errors)",
+			conns, last.asked.RPS, last.asked.Lat.P50, last.asked.Lat.P99, last.asked.Errors)
+	}
+	proofMedians := map[int][2]float64{} // conns → median off, on req/s
+	for _, conns := range []int{100, 1000} {
+		var off, on []float64
+		for _, r := range proofRows {
+			if r.conns == conns {
+				off, on = append(off, r.off.RPS), append(on, r.on.RPS)
+			}
+		}
+		m := [2]float64{median(off), median(on)}
+		proofMedians[conns] = m
+		b.ReportMetric(m[1]/m[0], "join"+fmt.Sprint(conns)+"-proof-ratio")
+	}
+
 	line, err := s.RDB.ZCard(ctx, "wr:{edge}:wait").Result()
 	if err != nil {
 		b.Fatal(err)
@@ -320,7 +452,7 @@ whole line; every join is a new fan (the line ended at %s).
 			r.route, thousands(int64(r.conns)), thousands(int64(r.gw.RPS)), ms(r.gw.Lat.P50), ms(r.gw.Lat.P99),
 			thousands(int64(r.bare.RPS)), ms(r.bare.Lat.P50), ms(r.bare.Lat.P99), 100*ratio, 100*r.target, mark)
 	}
-	fmt.Fprintf(&md, "\nLoad average (1 min) when the last point ended: %s.\n", loadAverage())
+	fmt.Fprintf(&md, "\nLoad average (1 min) when the last point ended: %s.\n", loadMain)
 	var errNotes []string
 	for _, r := range rows {
 		if r.gw.Errors+r.bare.Errors > 0 {
@@ -340,6 +472,52 @@ ratio shows: it verifies the ticket's HMAC, runs one Lua script in Redis (status
 ZSCORE, ZRANK, a BITFIELD write for the abandon deadline; join: the sequence, ZADD,
 ZRANK), records Prometheus metrics, and sets cookies.
 `)
+	fmt.Fprintf(&md, `
+### Join with the proof of work off and on
+
+The same sale twice, with %s fans in line each: "edge" asks no proof, "edge-proof" asks
+%d bits (the gateway's work for a proof does not depend on the bits: one HMAC and one
+SHA-256 before Redis, one SADD in the join's script). Rounds interleaved (off then on, then
+on then off, …), %v of warm-up then %v measured each; every join of "on" carries its own proof, minted with
+the gateway's key as a 428 would hand it out and solved by the load generator before the
+round starts. After the rounds, the medians, and the 428 itself: a join of "edge-proof"
+with no proof (a fresh challenge, no Redis).
+
+| connections | round | proof off req/s | off p50 / p99 | proof on req/s | on p50 / p99 | on ÷ off |
+|---:|---:|---:|---:|---:|---:|---:|
+`, thousands(int64(lineLen)), edgeProofBits, warm, pointDur)
+	for i, r := range proofRows {
+		round := 1
+		for j := i - 1; j >= 0 && proofRows[j].conns == r.conns; j-- {
+			round++
+		}
+		order := "off, on"
+		if r.onFirst {
+			order = "on, off"
+		}
+		fmt.Fprintf(&md, "| %s | %d (%s) | %s | %s / %s | %s | %s / %s | %.0f%% |\n", thousands(int64(r.conns)), round, order,
+			thousands(int64(r.off.RPS)), ms(r.off.Lat.P50), ms(r.off.Lat.P99), thousands(int64(r.on.RPS)), ms(r.on.Lat.P50), ms(r.on.Lat.P99),
+			100*r.on.RPS/r.off.RPS)
+		if r.asked.RPS > 0 {
+			m := proofMedians[r.conns]
+			fmt.Fprintf(&md, "| %s | **median** | **%s** | | **%s** | | **%.0f%%** |\n", thousands(int64(r.conns)),
+				thousands(int64(m[0])), thousands(int64(m[1])), 100*m[1]/m[0])
+			fmt.Fprintf(&md, "| %s | no proof: 428 | | | %s | %s / %s | |\n", thousands(int64(r.conns)),
+				thousands(int64(r.asked.RPS)), ms(r.asked.Lat.P50), ms(r.asked.Lat.P99))
+		}
+	}
+	var proofErrs []string
+	for _, r := range proofRows {
+		if n := r.off.Errors + r.on.Errors + r.asked.Errors; n > 0 {
+			proofErrs = append(proofErrs, fmt.Sprintf("× %d: off %d, on %d, 428 %d", r.conns, r.off.Errors, r.on.Errors, r.asked.Errors))
+		}
+	}
+	if len(proofErrs) == 0 {
+		md.WriteString("\nEvery join got its 201 (and every proof-less one its 428).\n")
+	} else {
+		fmt.Fprintf(&md, "\nFailed or unexpected answers (not counted): %s.\n", strings.Join(proofErrs, "; "))
+	}
+	fmt.Fprintf(&md, "\nLoad average (1 min) when the last round ended: %s.\n", loadAverage())
 	if err := writeSection(filepath.Join(docsDir(b), "PERFORMANCE.md"), "edge", md.String()); err != nil {
 		b.Fatal(err)
 	}

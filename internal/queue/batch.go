@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +31,13 @@ type call struct {
 	args   []any
 	cmd    *redis.Cmd
 	done   chan struct{}
+
+	// merge marks a mergeable call (startMerged): args are header shared
+	// arguments, then one item; calls of one batch with the same script,
+	// keys and header go to Redis as one script call with all their items,
+	// whose reply has one element per item.
+	merge  bool
+	header int
 }
 
 const (
@@ -43,25 +52,52 @@ func newBatcher(rdb rediser) *batcher {
 // run runs script through the next pipeline and returns its reply, as
 // script.Run would.
 func (b *batcher) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return b.start(ctx, script, keys, args...).wait()
+}
+
+// start hands the call to the next pipeline and returns at once: several
+// calls started together go out in the same round trip (to different
+// shards: at once), and each is waited for with wait.
+func (b *batcher) start(ctx context.Context, script *redis.Script, keys []string, args ...any) *call {
+	return b.submit(&call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})})
+}
+
+// startMerged starts a mergeable call: args are header shared arguments
+// followed by one item's own. Concurrent calls with the same script, keys
+// and header are sent as one call carrying all their items (the script
+// loops over them and replies with one element per item), so many small
+// requests to one shard cost Redis one command, not one each: the sharded
+// line's cross-shard counts and its global join step (shards.go). The
+// call's reply is its item's element.
+func (b *batcher) startMerged(ctx context.Context, script *redis.Script, keys []string, header int, args ...any) *call {
+	return b.submit(&call{ctx: ctx, script: script, keys: keys, args: args, merge: true, header: header, done: make(chan struct{})})
+}
+
+func (b *batcher) submit(c *call) *call {
 	b.once.Do(func() {
 		for i := 0; i < senders; i++ {
 			go b.send()
 		}
 	})
-	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
 	select {
 	case b.in <- c:
-	case <-ctx.Done():
-		return errCmd(ctx, ctx.Err())
+	case <-c.ctx.Done():
+		c.cmd = errCmd(c.ctx, c.ctx.Err())
+		close(c.done)
 	}
+	return c
+}
+
+// wait returns the call's reply, or the error of its context ending first.
+func (c *call) wait() *redis.Cmd {
 	select {
 	case <-c.done:
 		return c.cmd
-	case <-ctx.Done():
+	case <-c.ctx.Done():
 		// The call may still run; its reply is dropped. Scripts of the line
 		// are safe to have run without the caller knowing (a poll, a join
 		// the fan will resume by its cookie).
-		return errCmd(ctx, ctx.Err())
+		return errCmd(c.ctx, c.ctx.Err())
 	}
 }
 
@@ -87,17 +123,91 @@ func (b *batcher) exec(batch []*call) {
 	// The pipeline's context: calls whose callers gave up are still sent
 	// (cheap, harmless), so one impatient caller cannot fail the others.
 	ctx := context.WithoutCancel(batch[0].ctx)
+	sends := merge(batch)
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range batch {
+		for _, c := range sends {
 			c.cmd = c.script.EvalSha(ctx, p, c.keys, c.args...)
 		}
 		return nil
 	})
-	for _, c := range batch {
+	for _, c := range sends {
 		// A Redis that restarted (or a new one) has no scripts cached:
 		// EVAL loads it, as script.Run does.
 		if isNoScript(c.cmd.Err()) {
 			c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
+		}
+	}
+	for _, c := range batch {
+		if c.merge {
+			continue // answered by split
+		}
+		close(c.done)
+	}
+	for _, m := range sends {
+		if len(m.items) > 0 {
+			m.split()
+		}
+	}
+}
+
+// merged is a call as sent: a plain call, or (items set) the mergeable
+// calls it carries for one script, keys and header.
+type merged struct {
+	*call
+	items []*call
+}
+
+// merge groups the batch's mergeable calls; plain calls go as they are.
+func merge(batch []*call) []merged {
+	out := make([]merged, 0, len(batch))
+	groups := map[string]int{} // group key → index in out
+	for _, c := range batch {
+		if !c.merge {
+			out = append(out, merged{call: c})
+			continue
+		}
+		key := groupKey(c)
+		if i, ok := groups[key]; ok {
+			m := &out[i]
+			m.args = append(m.args, c.args[c.header:]...)
+			m.items = append(m.items, c)
+			continue
+		}
+		groups[key] = len(out)
+		head := &call{ctx: c.ctx, script: c.script, keys: c.keys, args: append([]any(nil), c.args...)}
+		out = append(out, merged{call: head, items: []*call{c}})
+	}
+	return out
+}
+
+// groupKey: calls merge when script, keys and header are the same.
+func groupKey(c *call) string {
+	var sb strings.Builder
+	sb.WriteString(c.script.Hash())
+	for _, k := range c.keys {
+		sb.WriteByte(0)
+		sb.WriteString(k)
+	}
+	sb.WriteByte(1)
+	for _, a := range c.args[:c.header] {
+		sb.WriteByte(0)
+		fmt.Fprint(&sb, a)
+	}
+	return sb.String()
+}
+
+// split hands each merged item its element of the reply.
+func (m merged) split() {
+	v, err := m.cmd.Slice()
+	for i, c := range m.items {
+		c.cmd = redis.NewCmd(c.ctx)
+		switch {
+		case err != nil:
+			c.cmd.SetErr(err)
+		case i >= len(v):
+			c.cmd.SetErr(fmt.Errorf("merged reply has %d elements for %d items", len(v), len(m.items)))
+		default:
+			c.cmd.SetVal(v[i])
 		}
 		close(c.done)
 	}

@@ -15,10 +15,10 @@ import (
 // Every Join is a new place: the store never turns a ticket the fan sends
 // back into a place by itself (the gateway resumes live tickets with Status
 // and counts every new place against the per-IP limit).
-func TestJoinIsAlwaysANewPlace(t *testing.T) { onEach(t, testJoinIsAlwaysANewPlace) }
+func TestJoinIsAlwaysANewPlace(t *testing.T) { onEachLayout(t, testJoinIsAlwaysANewPlace) }
 
 func testJoinIsAlwaysANewPlace(t *testing.T, e env) {
-	set := open()
+	set := e.open()
 	seen := map[string]bool{}
 	for i := range 5 {
 		r := join(t, e.store, set)
@@ -54,11 +54,11 @@ func TestClaimIsOnce(t *testing.T) {
 
 // No endless window: however many holds ask to stretch it, and however many
 // at once, an access window never ends later than claim + window.
-func TestExtendNeverPassesTheCeiling(t *testing.T) { onEach(t, testExtendNeverPassesTheCeiling) }
+func TestExtendNeverPassesTheCeiling(t *testing.T) { onEachLayout(t, testExtendNeverPassesTheCeiling) }
 
 func testExtendNeverPassesTheCeiling(t *testing.T, e env) {
 	ctx := context.Background()
-	set := open()
+	set := e.open()
 	set.AdmitPerSecond = 1000
 	set.AccessTTL = 30 * time.Second
 	const window = 50 * time.Second // access_ttl 30s + hold_ttl 20s

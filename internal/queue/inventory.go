@@ -108,8 +108,40 @@ func (s *Store) Booked(ctx context.Context, event, holdID string) error {
 
 func (s *Store) giveBack(ctx context.Context, op, event, holdID string, booked int) error {
 	k := keysOf(event)
-	err := giveScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active, k.ended}, holdID, booked).Err()
-	return interpretError(op, err)
+	n, err := giveScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active, k.ended, k.claims}, holdID, booked).Int()
+	if err != nil {
+		return interpretError(op, err)
+	}
+	if n == 2 {
+		return s.soldOutToShards(ctx, event)
+	}
+	return nil
+}
+
+// soldOutToShards tells the shards of a sharded event at once that it is
+// sold out, so that its waiting fans are told by their next poll (the
+// tick copies the inventory to the shards too, but only once a tick).
+func (s *Store) soldOutToShards(ctx context.Context, event string) error {
+	k := keysOf(event)
+	n, err := s.rdb.HMGet(ctx, k.stats, "shards").Result()
+	if err != nil {
+		return interpretError("sold out", err)
+	}
+	shards := int(num(n[0]))
+	if shards <= 1 {
+		return nil
+	}
+	inv, err := s.InventoryOf(ctx, event)
+	if err != nil || !inv.SoldOut() {
+		return err
+	}
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, sk := range s.shardKeysFor(event, shards) {
+			p.HSet(ctx, sk.info, "soldout", 1, "available", 0)
+		}
+		return nil
+	})
+	return interpretError("sold out", err)
 }
 
 // PaymentOpened and PaymentSettled keep the count of open payments (a
@@ -122,8 +154,14 @@ func (s *Store) PaymentOpened(ctx context.Context, event, paymentID string) erro
 
 func (s *Store) PaymentSettled(ctx context.Context, event, paymentID string) error {
 	k := keysOf(event)
-	err := paymentScript.Run(ctx, s.rdb, []string{k.inventory, k.payments, k.ended}, paymentID, 0).Err()
-	return interpretError("payment settled", err)
+	open, err := paymentScript.Run(ctx, s.rdb, []string{k.inventory, k.payments, k.ended}, paymentID, 0).Int()
+	if err != nil {
+		return interpretError("payment settled", err)
+	}
+	if open == 0 {
+		return s.soldOutToShards(ctx, event)
+	}
+	return nil
 }
 
 // SyncMark is the instant (Redis TIME, ms) a sync starts from: take it
@@ -156,8 +194,14 @@ func (s *Store) SyncInventory(ctx context.Context, event string, mark int64, sna
 	for _, b := range snap.Booked {
 		args = append(args, b)
 	}
-	err := syncScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active, k.payments, k.ended}, args...).Err()
-	return interpretError("sync inventory", err)
+	v, err := syncScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active, k.payments, k.ended}, args...).Int64Slice()
+	if err != nil {
+		return interpretError("sync inventory", err)
+	}
+	if len(v) == 4 && v[0] <= 0 && v[1] <= 0 && v[2] <= 0 {
+		return s.soldOutToShards(ctx, event)
+	}
+	return nil
 }
 
 // InventoryOf reads what the booking core published for event.
@@ -230,9 +274,10 @@ return 1
 // fan's active place: the booking is done). The end is noted in ended for
 // the syncs that may read a snapshot taken before it.
 //
-// KEYS: 1 inventory, 2 places, 3 holders, 4 active, 5 ended
+// KEYS: 1 inventory, 2 places, 3 holders, 4 active, 5 ended, 6 claims
 // ARGV: 1 hold id, 2 booked 0|1
-// Returns 1, or 0 when the hold was not counted (nothing changes).
+// Returns 1, 2 when the event is sold out now, or 0 when the hold was not
+// counted (nothing changes).
 var giveScript = redis.NewScript(prelude + invPrelude + `
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 if not v then return 0 end
@@ -249,6 +294,7 @@ local active = redis.call('ZSCORE', KEYS[4], ticket)
 if ARGV[2] == '1' and active then
   inv_leaves(KEYS[1], KEYS[3], ticket)
   redis.call('ZREM', KEYS[4], ticket)
+  redis.call('HDEL', KEYS[6], ticket)
   active = false
 end
 if redis.call('HINCRBY', KEYS[3], ticket, -1) <= 0 then
@@ -256,6 +302,7 @@ if redis.call('HINCRBY', KEYS[3], ticket, -1) <= 0 then
   if active then redis.call('HINCRBY', KEYS[1], 'engaged', -1) end
 end
 redis.call('HSET', KEYS[1], 'updatedAt', now)
+if inv_soldout(KEYS[1]) then return 2 end
 return 1
 `)
 

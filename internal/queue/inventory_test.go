@@ -109,11 +109,11 @@ func tickUntilStill(t testing.TB, s *queue.Store, set queue.Settings) queue.Tick
 // Nobody is admitted to nothing: the tick admits while the places
 // available are more than the admitted fans who hold nothing yet, waits
 // when every place is held, and resumes by itself when one comes back.
-func TestTickAdmitsNobodyToNothing(t *testing.T) { onEach(t, testTickAdmitsNobodyToNothing) }
+func TestTickAdmitsNobodyToNothing(t *testing.T) { onEachLayout(t, testTickAdmitsNobodyToNothing) }
 
 func testTickAdmitsNobodyToNothing(t *testing.T, e env) {
 	ctx := context.Background()
-	set := open()
+	set := e.open()
 	set.AdmitPerSecond = 1000
 	var fans []queue.JoinResult
 	for range 10 {
@@ -234,11 +234,11 @@ func TestSyncKeepsInFlightReservations(t *testing.T) {
 // Under a race of every change at once, the counters stay what the sets
 // they count say: held is the places reserved, engaged the active tickets
 // that hold something, available the free places less those held.
-func TestInventoryCountersUnderRace(t *testing.T) { onEach(t, testInventoryCountersUnderRace) }
+func TestInventoryCountersUnderRace(t *testing.T) { onEachLayout(t, testInventoryCountersUnderRace) }
 
 func testInventoryCountersUnderRace(t *testing.T, e env) {
 	ctx := context.Background()
-	set := open()
+	set := e.open()
 	set.AdmitPerSecond, set.MaxActive = 10000, 10000
 	var fans []queue.JoinResult
 	for range 60 {

@@ -31,3 +31,26 @@ func (s *Store) AllowJoin(ctx context.Context, addr netip.Addr, limit int, now t
 	}
 	return 0, nil
 }
+
+// UndoJoin gives back a join AllowJoin counted for addr in the minute of now
+// that bought no place because its proof of work was spent already or had
+// expired (Store.JoinProved): a replayed proof must not use up the fan's
+// address budget. A count whose minute is over is left alone.
+func (s *Store) UndoJoin(ctx context.Context, addr netip.Addr, now time.Time) error {
+	key := joinLimitKey(addr.String(), now.Unix()/60)
+	if err := undoJoinScript.Run(ctx, s.rdb, []string{key}).Err(); err != nil {
+		return interpretError("undo join", err)
+	}
+	return nil
+}
+
+// undoJoinScript takes one join off an address's count, never below 0 and
+// never creating the key (a DECR would, with no expiry).
+//
+// KEYS: 1 the address's count of the minute
+// Returns the count after it.
+var undoJoinScript = redis.NewScript(`
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n > 0 then return redis.call('DECR', KEYS[1]) end
+return 0
+`)

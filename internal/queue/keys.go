@@ -20,6 +20,33 @@ type keys struct {
 	holders   string // HASH ticket id → live holds
 	ended     string // HASH hold id → "<r|b> <places> <told at ms>": holds given back or booked lately
 	payments  string // HASH payment id → opened at ms
+
+	// A sharded event's global keys (shards.go); a one-shard event has none.
+	claims string // HASH ticket id → claim time (unix s; 1 = admitted, unclaimed)
+	lease  string // STRING the admitter replica ticking the event, with an expiry
+	tick   string // HASH epoch (the tick's fencing number), mark (the sequence at the last tick)
+}
+
+// shardKeys are the keys of one shard of a sharded event, under the
+// shard's own hash tag (slots.go): everything a waiting fan touches.
+type shardKeys struct {
+	wait   string // ZSET as the one-shard wait: member = ticket id, score = place
+	seen   string // string: u32 per ticket, at seq div K (the abandon deadline)
+	stats  string // HASH joined, left, abandoned (this shard's share)
+	info   string // HASH rate, available, soldout: the tick's copy of the global figures
+	moving string // ZSET the tickets one tick is handing to the active set, with their scores
+	fence  string // HASH epoch (the newest tick seen), moving (the tick moving owns)
+}
+
+func shardKeysOf(tag string) shardKeys {
+	p := "wr:{" + tag + "}:"
+	return shardKeys{wait: p + "wait", seen: p + "seen", stats: p + "stats", info: p + "info", moving: p + "moving", fence: p + "fence"}
+}
+
+// outcomeKey records what one tick's handover decided for each ticket
+// (shards.go: how a tick that died halfway is finished).
+func outcomeKey(event string, epoch int64) string {
+	return "wr:{" + event + "}:outcome:" + strconv.FormatInt(epoch, 10)
 }
 
 // keysOf and the functions below are the one place key names are built.
@@ -38,7 +65,20 @@ func keysOf(event string) keys {
 		holders:   p + "holders",
 		ended:     p + "ended",
 		payments:  p + "payments",
+
+		claims: p + "claims",
+		lease:  p + "lease",
+		tick:   p + "tick",
 	}
+}
+
+// proofsKey is the set of join proofs spent (their challenges' ids) whose
+// challenges expire in one unix minute: one key per event and minute, never
+// one per challenge, and each is dropped a second after its minute ends
+// (see Store.JoinProved), so no spent proof outlives its challenge by more
+// than a minute.
+func proofsKey(event string, minute int64) string {
+	return "wr:{" + event + "}:proofs:" + strconv.FormatInt(minute, 10)
 }
 
 // joinLimitKey counts one address's joins in one calendar minute (unix

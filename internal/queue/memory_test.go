@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/queue"
 )
 
 func usedMemory(t testing.TB, rdb redis.UniversalClient) int64 {
@@ -70,6 +74,26 @@ func BenchmarkJoin(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := e.store.Join(context.Background(), event, set); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkJoinProved is BenchmarkJoin with a proof of work spent in the
+// same script (one SADD more), each join its own proof.
+func BenchmarkJoinProved(b *testing.B) {
+	e := setup(b)
+	set := open()
+	exp := time.Now().Add(2 * time.Minute)
+	var n atomic.Int64
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p := queue.Proof{ID: strconv.FormatInt(n.Add(1), 36), ExpiresAt: exp}
+			if _, err := e.store.JoinProved(context.Background(), event, set, p); err != nil {
 				b.Error(err)
 				return
 			}

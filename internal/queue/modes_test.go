@@ -154,8 +154,11 @@ func TestAbandonment(t *testing.T) {
 	faithful := join(t, e.store, set)
 
 	// The faithful fan polls exactly as told; the silent one never again.
+	// The silent one's deadline is its pollAfter (< 1.5 s) + abandon_after
+	// (1 s) from its join, rounded up to the second, and it is past once the
+	// clock's whole second is beyond it: at most 4.5 s.
 	poll := faithful.PollAfter
-	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		time.Sleep(poll)
 		poll = status(t, e.store, faithful.Ticket, set).PollAfter
 	}
@@ -178,11 +181,11 @@ func TestAbandonment(t *testing.T) {
 	checkBooks(t, e)
 }
 
-func TestLeave(t *testing.T) { onEach(t, testLeave) }
+func TestLeave(t *testing.T) { onEachLayout(t, testLeave) }
 
 func testLeave(t *testing.T, e env) {
 	ctx := context.Background()
-	set := open()
+	set := e.open()
 	set.AdmitPerSecond = 1000
 	active := join(t, e.store, set)
 	tick(t, e.store, set)
@@ -430,11 +433,11 @@ func TestActiveExpires(t *testing.T) {
 	}
 }
 
-func TestExtendAndComplete(t *testing.T) { onEach(t, testExtendAndComplete) }
+func TestExtendAndComplete(t *testing.T) { onEachLayout(t, testExtendAndComplete) }
 
 func testExtendAndComplete(t *testing.T, e env) {
 	ctx := context.Background()
-	set := open()
+	set := e.open()
 	set.AdmitPerSecond = 1000
 	r := join(t, e.store, set)
 	tick(t, e.store, set)

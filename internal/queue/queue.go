@@ -20,6 +20,7 @@ import (
 	mrand "math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,6 +40,10 @@ var (
 	// ErrSoldOut: every place of the event is sold (see Inventory): no new
 	// place in line.
 	ErrSoldOut = errors.New("queue: sold out")
+	// ErrProofSpent: the join's proof of work bought a place already.
+	ErrProofSpent = errors.New("queue: proof already spent")
+	// ErrProofExpired: the join's proof of work expired by Redis TIME.
+	ErrProofExpired = errors.New("queue: proof expired")
 )
 
 // State of a ticket.
@@ -63,6 +68,10 @@ type Settings struct {
 	PrequeueOpensAt *time.Time    `json:"prequeueOpensAt,omitempty"`
 	OpensAt         *time.Time    `json:"opensAt,omitempty"`
 	ClosesAt        *time.Time    `json:"closesAt,omitempty"`
+	// Shards spreads the line over that many hash tags (shards.go); 0 or 1
+	// is the one-shard layout. The admitter publishes the layout the
+	// event's state really has.
+	Shards int `json:"shards,omitempty"`
 }
 
 // Position of a waiting ticket, with what the fan is told.
@@ -123,6 +132,11 @@ type TickResult struct {
 	// Room is how many more idle fans the places available allowed before
 	// this tick (-1: the inventory is unknown, no bound).
 	Room int64
+	// Shards is the layout the event's line really has (see Settings.Shards).
+	Shards int
+	// Busy: another admitter replica ticks this sharded event now (it holds
+	// the tick's lease), so this call did nothing.
+	Busy bool
 }
 
 // Stats are the event's lifetime counters. Every ticket ever issued is in
@@ -144,14 +158,27 @@ type Store struct {
 	batch  *batcher  // pipelines the hot scripts (join, status, active) of concurrent requests
 	macs   sync.Pool // keyed HMAC-SHA256 states for tickets
 	close  func() error
+
+	layouts sync.Map     // "<event>/<k>" → []shardKeys
+	owner   string       // this replica, for a sharded tick's lease
+	every   atomic.Int64 // the admitter's tick interval (ns), for the lease
+
+	tickFault func(step string) error // tests only (export_test.go)
 }
 
 // NewStore returns a Store over rdb (a *redis.Client or *redis.ClusterClient
 // the caller owns); ticketSecret is the HMAC key of tickets (config
 // auth.ticket_secret). Processes use Open.
 func NewStore(rdb rediser, ticketSecret []byte) *Store {
-	return &Store{rdb: rdb, secret: append([]byte(nil), ticketSecret...), batch: newBatcher(rdb)}
+	return &Store{rdb: rdb, secret: append([]byte(nil), ticketSecret...), batch: newBatcher(rdb), owner: newOwner()}
 }
+
+// TickEvery tells the Store how often its admitter ticks: a sharded event's
+// tick lease lasts three intervals (at least a second), so a replica that
+// dies hands its events over to another that soon.
+func (s *Store) TickEvery(d time.Duration) { s.every.Store(int64(d)) }
+
+func (s *Store) tickEvery() time.Duration { return time.Duration(s.every.Load()) }
 
 // Close closes the client Open made (a no-op for NewStore's).
 func (s *Store) Close() error {
@@ -181,6 +208,42 @@ const (
 // waiting or active must not turn into a new place without the caller's
 // say (the per-IP join limit).
 func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResult, error) {
+	return s.join(ctx, event, set, nil)
+}
+
+// Proof is a join's proof of work, verified by the caller (package proof):
+// its challenge's id and when the challenge expires.
+type Proof struct {
+	ID        string
+	ExpiresAt time.Time
+}
+
+// JoinProved is Join paid for with a proof of work, which it spends in the
+// same script: exactly one join ever gets a place for one proof, however
+// many present it at once and through however many gateways. A proof spent
+// already is ErrProofSpent and one expired by Redis TIME ErrProofExpired;
+// neither gives a place, and a join refused for another reason (ErrClosed,
+// ErrNotOpen, ErrSoldOut) leaves its proof unspent.
+//
+// The spent proofs live in one set per event and expiry minute, kept a
+// second past that minute: the script refuses an expired proof by TIME, so
+// none can come back once its set is gone.
+func (s *Store) JoinProved(ctx context.Context, event string, set Settings, p Proof) (JoinResult, error) {
+	return s.join(ctx, event, set, &p)
+}
+
+func (s *Store) join(ctx context.Context, event string, set Settings, p *Proof) (JoinResult, error) {
+	r, err := s.joinOnce(ctx, event, set, p)
+	if set, again := relayout(set, err); again {
+		return s.joinOnce(ctx, event, set, p)
+	}
+	return r, err
+}
+
+func (s *Store) joinOnce(ctx context.Context, event string, set Settings, p *Proof) (JoinResult, error) {
+	if shardsOf(set) > 1 {
+		return s.joinSharded(ctx, event, set, p)
+	}
 	random, err := newRandom()
 	if err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", err)
@@ -190,11 +253,17 @@ func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResul
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
 	k := keysOf(event)
-	res, err := s.batch.run(ctx, joinScript, []string{k.wait, k.active, k.seen, k.stats, k.inventory},
-		set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
+	keys := []string{k.wait, k.active, k.seen, k.stats, k.inventory}
+	args := []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
-		b64.EncodeToString(random[:]), lottery, mrand.Float64(),
-	).Slice()
+		b64.EncodeToString(random[:]), lottery, mrand.Float64()}
+	if p != nil {
+		exp := p.ExpiresAt.UnixMilli()
+		minute := exp / 60_000
+		keys = append(keys, proofsKey(event, minute))
+		args = append(args, p.ID, exp, (minute+1)*60_000+1000)
+	}
+	res, err := s.batch.run(ctx, joinScript, keys, args...).Slice()
 	if err != nil {
 		return JoinResult{}, interpretError("join", err)
 	}
@@ -206,6 +275,12 @@ func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResul
 		return JoinResult{}, ErrNotOpen
 	case "sold_out":
 		return JoinResult{}, ErrSoldOut
+	case "reused":
+		return JoinResult{}, ErrProofSpent
+	case "stale":
+		return JoinResult{}, ErrProofExpired
+	case "layout":
+		return JoinResult{}, errLayout{int(r.int(1))}
 	}
 	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2)}
 	var out JoinResult
@@ -237,6 +312,17 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 	if err != nil {
 		return Status{}, err
 	}
+	st, err := s.status(ctx, event, t, set)
+	if set, again := relayout(set, err); again {
+		return s.status(ctx, event, t, set)
+	}
+	return st, err
+}
+
+func (s *Store) status(ctx context.Context, event string, t ticket, set Settings) (Status, error) {
+	if shardsOf(set) > 1 {
+		return s.statusSharded(ctx, event, t, set)
+	}
 	k := keysOf(event)
 	res, err := s.batch.run(ctx, statusScript, []string{k.wait, k.active, k.seen, k.stats, k.inventory},
 		t.id(), t.seq, set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt),
@@ -253,6 +339,8 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 	}
 	r := reply(res)
 	switch r.str(0) {
+	case "layout":
+		return Status{}, errLayout{int(r.int(1))}
 	case "expired":
 		out.State = Expired
 	case "closed":
@@ -299,8 +387,12 @@ func (s *Store) Leave(ctx context.Context, event, ticket string) error {
 		return err
 	}
 	k := keysOf(event)
-	if err := leaveScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.stats, k.inventory, k.holders}, t.id()).Err(); err != nil {
+	n, err := leaveScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.stats, k.inventory, k.holders}, t.id()).Int()
+	if err != nil {
 		return interpretError("leave", err)
+	}
+	if n < 0 {
+		return s.leaveSharded(ctx, event, t, int(-n))
 	}
 	return nil
 }
@@ -331,7 +423,7 @@ func (s *Store) Extend(ctx context.Context, event, ticket string, until time.Tim
 		return time.Time{}, false, nil
 	}
 	k := keysOf(event)
-	exp, err := extendScript.Run(ctx, s.rdb, []string{k.active, k.seen}, ticket, until.UnixMilli(), window.Milliseconds()).Int64()
+	exp, err := extendScript.Run(ctx, s.rdb, []string{k.active, k.seen, k.claims}, ticket, until.UnixMilli(), window.Milliseconds()).Int64()
 	if err != nil {
 		return time.Time{}, false, interpretError("extend", err)
 	}
@@ -348,7 +440,7 @@ func (s *Store) Complete(ctx context.Context, event, ticket string) error {
 		return nil
 	}
 	k := keysOf(event)
-	if err := completeScript.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders}, ticket).Err(); err != nil {
+	if err := completeScript.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders, k.claims}, ticket).Err(); err != nil {
 		return interpretError("complete", err)
 	}
 	return nil
@@ -357,14 +449,19 @@ func (s *Store) Complete(ctx context.Context, event, ticket string) error {
 // Counts reads the waiting and active counts of event.
 func (s *Store) Counts(ctx context.Context, event string) (Counts, error) {
 	k := keysOf(event)
-	v, err := countsScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.inventory}).Slice()
+	v, err := countsScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.inventory, k.stats}).Slice()
 	if err != nil {
 		return Counts{}, interpretError("counts", err)
 	}
 	r := reply(v)
 	c := Counts{Waiting: r.int(0), Active: r.int(1)}
-	if len(v) == 6 {
-		c.Inventory = inventoryOf(v[2:])
+	if len(v) == 7 {
+		c.Inventory = inventoryOf(v[2:6])
+		if n := r.int(6); n > 1 {
+			if c.Waiting, _, err = s.shardTotals(ctx, event, int(n)); err != nil {
+				return Counts{}, err
+			}
+		}
 	}
 	if r.err != nil {
 		return Counts{}, fmt.Errorf("counts: %w", r.err)
@@ -374,19 +471,22 @@ func (s *Store) Counts(ctx context.Context, event string) (Counts, error) {
 
 // Stats reads the event's counters and measured rate.
 func (s *Store) Stats(ctx context.Context, event string) (Stats, error) {
-	v, err := s.rdb.HMGet(ctx, keysOf(event).stats, "joined", "admitted", "abandoned", "left", "rate").Result()
+	v, err := s.rdb.HMGet(ctx, keysOf(event).stats, "joined", "admitted", "abandoned", "left", "rate", "shards").Result()
 	if err != nil {
 		return Stats{}, interpretError("stats", err)
 	}
-	num := func(x any) float64 {
-		str, _ := x.(string)
-		f, _ := strconv.ParseFloat(str, 64)
-		return f
+	rate, _ := strconv.ParseFloat(fmt.Sprint(v[4]), 64)
+	st := Stats{Joined: num(v[0]), Admitted: num(v[1]), Abandoned: num(v[2]), Left: num(v[3]), Rate: rate}
+	if n := num(v[5]); n > 1 {
+		_, sh, err := s.shardTotals(ctx, event, int(n))
+		if err != nil {
+			return Stats{}, err
+		}
+		st.Joined += sh.Joined
+		st.Left += sh.Left
+		st.Abandoned += sh.Abandoned
 	}
-	return Stats{
-		Joined: int64(num(v[0])), Admitted: int64(num(v[1])),
-		Abandoned: int64(num(v[2])), Left: int64(num(v[3])), Rate: num(v[4]),
-	}, nil
+	return st, nil
 }
 
 // PublishSettings stores the settings in force for event (admitter only).
@@ -420,6 +520,19 @@ func (s *Store) Settings(ctx context.Context, event string) (Settings, error) {
 
 // Tick runs one atomic admission step for event (admitter only).
 func (s *Store) Tick(ctx context.Context, event string, set Settings) (TickResult, error) {
+	r, err := s.tick(ctx, event, set)
+	if again, ok := relayout(set, err); ok {
+		set = again
+		r, err = s.tick(ctx, event, set)
+	}
+	r.Shards = shardsOf(set)
+	return r, err
+}
+
+func (s *Store) tick(ctx context.Context, event string, set Settings) (TickResult, error) {
+	if shardsOf(set) > 1 {
+		return s.tickSharded(ctx, event, set)
+	}
 	k := keysOf(event)
 	res, err := tickScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.seen, k.stats, k.bucket, k.inventory, k.holders},
 		set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
@@ -429,6 +542,9 @@ func (s *Store) Tick(ctx context.Context, event string, set Settings) (TickResul
 		return TickResult{}, interpretError("tick", err)
 	}
 	r := reply(res)
+	if r.str(0) == "layout" {
+		return TickResult{}, errLayout{int(r.int(1))}
+	}
 	out := TickResult{
 		Admitted: r.int(0), Abandoned: r.int(1), Expired: r.int(2),
 		Waiting: r.int(3), Active: r.int(4), Rate: r.float(5), Room: r.int(6),

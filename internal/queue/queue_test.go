@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,21 +47,33 @@ type env struct {
 	rdb     redis.UniversalClient
 	cmds    *counter
 	cluster bool
+	shards  int // the line's layout: 1, or spread over that many shards
 }
 
-// backend is a kind of Redis the store runs on.
+// backend is a kind of Redis the store runs on, and the line's layout.
 type backend struct {
 	name    string
 	cluster bool
 	client  func(t testing.TB) redis.UniversalClient
+	shards  int
 }
 
 // backends: the important tests run on both, since production may be either
 // (config redis.url: a URL, or a cluster's seed list).
 var backends = []backend{
-	{"single", false, func(t testing.TB) redis.UniversalClient { _, rdb := testenv.Redis(t); return rdb }},
-	{"cluster", true, func(t testing.TB) redis.UniversalClient { _, rdb := testenv.Cluster(t); return rdb }},
+	{"single", false, singleClient, 1},
+	{"cluster", true, clusterClient, 1},
 }
+
+// sharded are the same two with the line spread over three shards
+// (admission.shards: 3): on the cluster, one per master.
+var sharded = []backend{
+	{"single/3-shards", false, singleClient, 3},
+	{"cluster/3-shards", true, clusterClient, 3},
+}
+
+func singleClient(t testing.TB) redis.UniversalClient  { _, rdb := testenv.Redis(t); return rdb }
+func clusterClient(t testing.TB) redis.UniversalClient { _, rdb := testenv.Cluster(t); return rdb }
 
 // setup gives a test a store on a private single redis-server.
 func setup(t testing.TB) env { return setupOn(t, backends[0]) }
@@ -71,7 +84,59 @@ func setupOn(t testing.TB, b backend) env {
 	rdb := b.client(t)
 	c := &counter{}
 	rdb.AddHook(c)
-	return env{store: queue.NewStore(rdb, secret), rdb: rdb, cmds: c, cluster: b.cluster}
+	return env{store: queue.NewStore(rdb, secret), rdb: rdb, cmds: c, cluster: b.cluster, shards: max(b.shards, 1)}
+}
+
+// onEachLayout runs test as onEach does, then again with the line spread
+// over three shards on both.
+func onEachLayout(t *testing.T, test func(t *testing.T, e env)) {
+	t.Helper()
+	for _, b := range append(append([]backend(nil), backends...), sharded...) {
+		t.Run(b.name, func(t *testing.T) { test(t, setupOn(t, b)) })
+	}
+}
+
+// open is open() in the env's layout.
+func (e env) open() queue.Settings {
+	set := open()
+	set.Shards = e.shards
+	return set
+}
+
+// waitKeys are the event's wait ZSETs: one, or one per shard.
+func (e env) waitKeys() []string {
+	if e.shards <= 1 {
+		return []string{"wr:{" + event + "}:wait"}
+	}
+	var out []string
+	for _, tag := range queue.ShardTags(event, e.shards) {
+		out = append(out, "wr:{"+tag+"}:wait")
+	}
+	return out
+}
+
+// line is the event's whole line, front first, read from every wait ZSET.
+func (e env) line(t testing.TB) []string {
+	t.Helper()
+	var all []redis.Z
+	for _, k := range e.waitKeys() {
+		zs, err := e.rdb.ZRangeWithScores(context.Background(), k, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, zs...)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].Score != all[j].Score {
+			return all[i].Score < all[j].Score
+		}
+		return all[i].Member.(string) < all[j].Member.(string)
+	})
+	out := make([]string, len(all))
+	for i, z := range all {
+		out[i] = z.Member.(string)
+	}
+	return out
 }
 
 // onEach runs test on a single redis-server and on a three-master Redis
@@ -135,7 +200,7 @@ func checkBooks(t testing.TB, e env) queue.Stats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiting := e.rdb.ZCard(ctx, "wr:{"+event+"}:wait").Val()
+	waiting := int64(len(e.line(t)))
 	if got := st.Admitted + waiting + st.Left + st.Abandoned; got != st.Joined {
 		t.Errorf("admitted %d + waiting %d + left %d + abandoned %d = %d; want joined %d",
 			st.Admitted, waiting, st.Left, st.Abandoned, got, st.Joined)
@@ -211,11 +276,11 @@ func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 	})
 }
 
-func TestConcurrentJoins(t *testing.T) { onEach(t, testConcurrentJoins) }
+func TestConcurrentJoins(t *testing.T) { onEachLayout(t, testConcurrentJoins) }
 
 func testConcurrentJoins(t *testing.T, e env) {
 	const n = 2000
-	set := open()
+	set := e.open()
 	var (
 		wg      sync.WaitGroup
 		start   = make(chan struct{})
@@ -238,10 +303,18 @@ func testConcurrentJoins(t *testing.T, e env) {
 		if errs[i] != nil {
 			t.Fatalf("join %d: %v", i, errs[i])
 		}
-		tickets[r.Ticket], ids[r.ID], positions[r.Position.Position] = true, true, true
+		tickets[r.Ticket], ids[r.ID] = true, true
 		if r.State != queue.Waiting {
 			t.Errorf("join %d = %+v; want a new waiting ticket", i, r)
 		}
+		p := r.Position.Position
+		if e.shards > 1 {
+			// A sharded join counts the other shards as they are at that
+			// instant, without the joins still in flight there; the first
+			// poll is exact.
+			p = status(t, e.store, r.Ticket, set).Position.Position
+		}
+		positions[p] = true
 	}
 	if len(tickets) != n || len(ids) != n {
 		t.Errorf("%d distinct tickets, %d distinct ids; want %d", len(tickets), len(ids), n)
@@ -251,18 +324,18 @@ func testConcurrentJoins(t *testing.T, e env) {
 			t.Fatalf("position %d missing: positions are not a permutation of 1..%d", p, n)
 		}
 	}
-	if got := e.rdb.ZCard(context.Background(), "wr:{"+event+"}:wait").Val(); got != n {
-		t.Errorf("ZCARD wait = %d; want %d", got, n)
+	if got := len(e.line(t)); got != n {
+		t.Errorf("%d in line; want %d", got, n)
 	}
 	if st := checkBooks(t, e); st.Joined != n {
 		t.Errorf("joined = %d; want %d", st.Joined, n)
 	}
 }
 
-func TestFIFOAfterOpening(t *testing.T) { onEach(t, testFIFOAfterOpening) }
+func TestFIFOAfterOpening(t *testing.T) { onEachLayout(t, testFIFOAfterOpening) }
 
 func testFIFOAfterOpening(t *testing.T, e env) {
-	set := open()
+	set := e.open()
 	set.AdmitPerSecond = 1e6 // the bucket is never the limit
 	set.MaxActive = 1 << 30
 	const n = 300
@@ -270,15 +343,14 @@ func testFIFOAfterOpening(t *testing.T, e env) {
 	for i := range ids {
 		ids[i] = join(t, e.store, set).ID
 	}
-	line := e.rdb.ZRange(context.Background(), "wr:{"+event+"}:wait", 0, -1).Val()
-	if inv := inversions(rankOf(ids, line)); inv != 0 {
+	if inv := inversions(rankOf(ids, e.line(t))); inv != 0 {
 		t.Errorf("%d inversions in the line; want 0", inv)
 	}
 
 	// Admission follows the line: admit in small steps and check that every
 	// step takes the front.
 	set.MaxActive = 0
-	for step := 1; len(e.rdb.ZRange(context.Background(), "wr:{"+event+"}:wait", 0, 0).Val()) > 0; step++ {
+	for step := 1; len(e.line(t)) > 0; step++ {
 		set.MaxActive += 7
 		time.Sleep(2 * time.Millisecond)
 		tick(t, e.store, set)

@@ -50,21 +50,25 @@ type raceTimes struct{ warm, measure, capped time.Duration }
 // complete at random: first fans complete within 0–2 s of admission (the cap
 // never binds), then they stop completing and the cap must hold. Afterwards
 // every ticket is in exactly one place. 20 s on a single node; 10 s on the
-// cluster, where the line lives on one of three masters.
+// cluster, where the line lives on one of three masters, and 10 s more with
+// the line over three shards, one per master.
 func TestReplicasRace(t *testing.T) {
 	t.Parallel()
 	times := map[string]raceTimes{
 		"single":  {2 * time.Second, 10 * time.Second, 8 * time.Second},
 		"cluster": {1 * time.Second, 5 * time.Second, 4 * time.Second},
+		// One line over three shards, one per master: the merged front,
+		// the lease and the fencing under three replicas.
+		"cluster/3-shards": {1 * time.Second, 5 * time.Second, 4 * time.Second},
 	}
-	for _, b := range backends {
+	for _, b := range append(backends, sharded[1]) {
 		t.Run(b.name, func(t *testing.T) { testReplicasRace(t, setupOn(t, b), times[b.name]) })
 	}
 }
 
 func testReplicasRace(t *testing.T, e env, times raceTimes) {
 	ctx := context.Background()
-	set := open()
+	set := e.open()
 	set.AdmitPerSecond, set.MaxActive = 50, 200
 	set.AbandonAfter = time.Hour // fans here do not poll
 	const n = 5000
@@ -194,7 +198,7 @@ func testReplicasRace(t *testing.T, e env, times raceTimes) {
 
 	// The books, in Redis.
 	active := e.rdb.ZRange(ctx, "wr:{"+event+"}:active", 0, -1).Val()
-	waiting := e.rdb.ZRange(ctx, "wr:{"+event+"}:wait", 0, -1).Val()
+	waiting := e.line(t)
 	if len(active) != 200 {
 		t.Errorf("%d active at the end with nobody completing; want the cap, 200", len(active))
 	}

@@ -105,18 +105,31 @@ end
 // ticket is resumed by statusScript instead, so that a join can never turn
 // a dead ticket into a place for free: see Store.Join).
 //
-// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory
+// A join that pays with a proof of work (Store.JoinProved) spends it here,
+// in the same script and round trip as the place it buys: once a join would
+// hand out a place, the proof's id is added to the spent set of its expiry
+// minute, and a proof already there, or expired by Redis TIME, buys nothing.
+// Refusing by TIME as well as by the gateway's clock is what lets the set go
+// a second after its minute: whatever any gateway's clock says, no proof can
+// be spent once its set is gone.
+//
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory,
+// 6 (with a proof only) the spent proofs of its expiry minute
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
 // 7 abandon_after ms, 8 random part of the new id (base64url), 9 lottery
-// score (a negative integer, as a string), 10 jitter u in [0,1)
+// score (a negative integer, as a string), 10 jitter u in [0,1);
+// with a proof: 11 its id, 12 its expiry ms, 13 when its set goes (unix ms)
 // Returns one of
 //
-//	{"closed"} | {"not_open"} | {"sold_out"}
+//	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"}
+//	{"layout", k} (a sharded event)
 //	{"waiting", seq, now ms, rank (0 = next), pollAfter ms, rate, available or -1}
 //	{"admitted", seq, now ms, active expiry ms}
-var joinScript = redis.NewScript(prelude + invPrelude + `
+var joinScript = redis.NewScript(prelude + invPrelude + layoutPrelude + `
 local now, now_s = clock()
+local k = sharded(KEYS[4])
+if k then return {'layout', k} end
 local mode = ARGV[1]
 local pre, opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if mode == 'closed' or (closes and now >= closes) then return {'closed'} end
@@ -124,6 +137,11 @@ if (pre and now < pre) or (not pre and opens and now < opens) then return {'not_
 local known, avail = inv_read(KEYS[5])
 if inv_soldout(KEYS[5]) then return {'sold_out'} end
 if not known then avail = -1 end
+if KEYS[6] then
+  if now >= tonumber(ARGV[12]) then return {'stale'} end
+  if redis.call('SADD', KEYS[6], ARGV[11]) == 0 then return {'reused'} end
+  redis.call('PEXPIREAT', KEYS[6], ARGV[13])
+end
 local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
@@ -168,11 +186,13 @@ return {'waiting', seq, now, rank, poll, r, avail}
 // 9 access_ttl ms
 // Returns one of
 //
-//	{"expired"} | {"closed"} | {"soldout"}
+//	{"expired"} | {"closed"} | {"soldout"} | {"layout", k} (a sharded event)
 //	{"admitted", now ms, expiry ms, first 0|1}
 //	{"waiting", now ms, rank, pollAfter ms, rate, available or -1}
-var statusScript = redis.NewScript(prelude + invPrelude + `
+var statusScript = redis.NewScript(prelude + invPrelude + layoutPrelude + `
 local now, now_s = clock()
+local k = sharded(KEYS[4])
+if k then return {'layout', k} end
 local id, slot = ARGV[1], '#' .. ARGV[2]
 local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
 if exp and exp > now then
@@ -200,8 +220,10 @@ return {'waiting', now, rank, poll, r, avail}
 // KEYS: 1 wait, 2 active, 3 stats, 4 inventory, 5 holders
 // ARGV: 1 ticket id
 // Returns 1 if it was waiting (counted as left), 2 if it was active, 0 if
-// neither.
-var leaveScript = redis.NewScript(invPrelude + `
+// neither, −k if the event's line is sharded over k (nothing done here).
+var leaveScript = redis.NewScript(invPrelude + layoutPrelude + `
+local k = sharded(KEYS[3])
+if k then return -k end
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('HINCRBY', KEYS[3], 'left', 1)
   return 1
@@ -215,12 +237,13 @@ return 0
 
 // completeScript frees an active place at once (the fan's booking is done).
 //
-// KEYS: 1 active, 2 inventory, 3 holders
+// KEYS: 1 active, 2 inventory, 3 holders, 4 claims (a sharded event's)
 // ARGV: 1 ticket id
 // Returns 1 if it was active, else 0.
 var completeScript = redis.NewScript(invPrelude + `
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 inv_leaves(KEYS[2], KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
 return 1
 `)
 
@@ -240,22 +263,31 @@ return 0
 // never past its ceiling: claim time + the longest window (access_ttl +
 // hold_ttl), so that no chain of holds keeps a place for ever. A place
 // whose claim time is unknown (claimed before claim times were kept, slot 0)
-// is counted as claimed now.
+// is counted as claimed now. A sharded event keeps its claim times in
+// claims, not in seen (shards.go).
 //
-// KEYS: 1 active, 2 seen
+// KEYS: 1 active, 2 seen, 3 claims
 // ARGV: 1 ticket id, 2 wanted expiry ms, 3 longest window after the claim ms
 // Returns the expiry in force afterwards (ms), or 0 when not active.
 var extendScript = redis.NewScript(prelude + `
 local now, now_s = clock()
 local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
 if not exp or exp <= now then return 0 end
-local seq = seq_of(ARGV[1])
-if not seq then return exp end
-local slot = '#' .. seq
-local claimed = redis.call('BITFIELD', KEYS[2], 'GET', 'u32', slot)[1]
-if claimed <= 1 then
-  claimed = now_s
-  redis.call('BITFIELD', KEYS[2], 'SET', 'u32', slot, claimed)
+local claimed = tonumber(redis.call('HGET', KEYS[3], ARGV[1]))
+if claimed then
+  if claimed <= 1 then
+    claimed = now_s
+    redis.call('HSET', KEYS[3], ARGV[1], claimed)
+  end
+else
+  local seq = seq_of(ARGV[1])
+  if not seq then return exp end
+  local slot = '#' .. seq
+  claimed = redis.call('BITFIELD', KEYS[2], 'GET', 'u32', slot)[1]
+  if claimed <= 1 then
+    claimed = now_s
+    redis.call('BITFIELD', KEYS[2], 'SET', 'u32', slot, claimed)
+  end
 end
 local want = math.min(tonumber(ARGV[2]), claimed * 1000 + tonumber(ARGV[3]))
 if want > exp then
@@ -268,14 +300,16 @@ return exp
 // countsScript reads the line's length, the live actives and the
 // inventory, at one instant.
 //
-// KEYS: 1 wait, 2 active, 3 inventory
-// Returns {waiting, active, available, held, pending, updatedAt}: ZCARD
-// wait, ZCOUNT active (now +inf, and the inventory's fields (false when the
-// booking core has not published it).
+// KEYS: 1 wait, 2 active, 3 inventory, 4 stats
+// Returns {waiting, active, available, held, pending, updatedAt, shards}:
+// ZCARD wait, ZCOUNT active (now +inf, the inventory's fields (false when
+// the booking core has not published it), and the line's shards (the
+// waiting fans of a sharded event are counted on its shards).
 var countsScript = redis.NewScript(prelude + `
 local now = clock()
 local inv = redis.call('HMGET', KEYS[3], 'available', 'held', 'pending', 'updatedAt')
-return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf'), inv[1], inv[2], inv[3], inv[4]}
+local k = tonumber(redis.call('HGET', KEYS[4], 'shards')) or 1
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf'), inv[1], inv[2], inv[3], inv[4], k}
 `)
 
 // tickScript is one admission step for one event, atomic: any number of
@@ -319,9 +353,12 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 // ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 rate (/s),
 // 5 max_active, 6 access_ttl ms, 7 max_skip, 8 passthrough batch
 // Returns {admitted, abandoned, expired, waiting, active, measured rate,
-// room (places for more idle fans; -1 when the inventory is unknown)}.
-var tickScript = redis.NewScript(prelude + invPrelude + `
+// room (places for more idle fans; -1 when the inventory is unknown)}, or
+// {"layout", k} for a sharded event.
+var tickScript = redis.NewScript(prelude + invPrelude + layoutPrelude + `
 local now, now_s = clock()
+local k = sharded(KEYS[4])
+if k then return {'layout', k} end
 local mode = ARGV[1]
 local opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3])
 local rate, cap, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])

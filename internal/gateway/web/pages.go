@@ -157,6 +157,10 @@ type Room struct {
 	Hint            string // a catalog key under room.hint.
 	ShareURL        string // /e/{event}?t=<ticket>: the place on another device
 	QRURL           string // that link as an SVG QR code
+	// NeedsScript: the sale asks a proof of work for a new place, which only
+	// the page's script can pay; without JavaScript the page says so in place
+	// of the join form.
+	NeedsScript bool
 }
 
 // Waiting is true while the fan has a place in line.

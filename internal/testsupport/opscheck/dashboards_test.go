@@ -24,6 +24,7 @@ var dashboardMetrics = map[string][]string{
 	"waitroom-edge.json": {
 		"waitroom_http_requests_total", "waitroom_http_request_duration_seconds_bucket",
 		"waitroom_proxy_errors_total", "waitroom_redis_errors_total", "waitroom_redis_duration_seconds_bucket",
+		"waitroom_join_proofs_total",
 	},
 	"waitroom-booking.json": {
 		"booking_holds_total", "booking_confirmations_total", "booking_seats", "booking_payments",

@@ -28,6 +28,7 @@ var agreedMetrics = map[string]string{
 	"waitroom_wait_seconds":         histogram,
 	"waitroom_eta_error_seconds":    histogram,
 	"waitroom_proxy_errors_total":   counter,
+	"waitroom_join_proofs_total":    counter,
 	// gateway and booking
 	"waitroom_http_requests_total":           counter,
 	"waitroom_http_request_duration_seconds": histogram,

@@ -9,14 +9,17 @@
 // off and says "reconnecting". A place opened here from another device
 // (/e/{event}?t=…, which the server turns into the ticket cookie and
 // ?moved=1) is taken over: the ticket this browser kept is dropped so that
-// the cookie's is the one resumed.
+// the cookie's is the one resumed. A sale that asks a proof of work answers
+// the first join 428 with a challenge: the page says it is checking the
+// browser, solves it in workers (proof.js) and joins again with the proof;
+// a browser without workers is told it cannot join this sale.
 //
 // Stable hooks for end-to-end tests:
 //   #event-name     the event's name
 //   #state          event state in words; data-state="prequeue|open|paused|passthrough|closed|soldout"
 //   #state-detail   e.g. "The order will be drawn at 10:00." (the event's time zone)
-//   #status         the fan's status in words; data-status="none|joining|waiting|next|admitted|
-//                   not-open|left|expired|closed|soldout|unknown-event|error"
+//   #status         the fan's status in words; data-status="none|joining|checking|waiting|next|
+//                   admitted|not-open|left|expired|closed|soldout|unknown-event|no-worker|error"
 //   #position       place in line (1 = next in)
 //   #ahead          people ahead
 //   #eta            wait in words: "about 4 minutes", "less than a minute", …
@@ -38,6 +41,7 @@ import { api, store, Waiter, NetworkError, retryAfterMs, backoffMs, eventFromPat
 import { $, setText, show, Announcer } from './ui.js';
 import { t, count, etaWords, clock } from './i18n.js';
 import { EtaSmoother } from './eta.js';
+import { canSolve, solve, ProofError } from './proof.js';
 
 const ui = {
   main: $('main'),
@@ -98,6 +102,8 @@ const room = {
   lastBucket: null,
   lastEtaNull: null,
   updatedAt: 0, // when the last answer came
+  proof: null, // X-Waitroom-Proof for the next join, once solved
+  proofRounds: 0, // 428s in a row
 };
 
 // Bucket bounds for announcing the place in line: a screen reader hears
@@ -373,16 +379,61 @@ function onTicket(d, sent) {
   return pollDelay(d.pollAfterMs);
 }
 
+// noWorker: this browser cannot pay the sale's proof of work.
+function noWorker() {
+  inLine(false);
+  show(ui.rejoin, false);
+  setStatus('no-worker');
+  setText(ui.message, t('room.msg.noWorker'));
+  setText(ui.hint, ''); // "join to get your place" would promise what cannot be
+  live.say(t('room.status.no-worker'));
+}
+
+// prove solves a 428's challenge for the next join and returns the delay
+// before it (0: at once), or null when this browser cannot.
+async function prove(d) {
+  room.proofRounds += 1;
+  if (!canSolve()) {
+    noWorker();
+    return null;
+  }
+  if (typeof d.challenge !== 'string' || !Number.isInteger(d.bits)) throw new NetworkError('428 without a challenge');
+  const mine = room.run;
+  setStatus('checking');
+  setText(ui.message, t('room.msg.checking'));
+  if (room.proofRounds === 1) live.say(t('room.live.checking'));
+  try {
+    const p = await solve(d.challenge, d.bits);
+    if (mine !== room.run) return null;
+    room.proof = p.header;
+  } catch (err) {
+    if (!(err instanceof ProofError)) throw err;
+    noWorker();
+    return null;
+  }
+  // A proof refused over and over (a clock far off, a proxy eating the
+  // header) must not spin the fan's phone: after three, back off.
+  return room.proofRounds > 3 ? backoffMs(room.proofRounds - 3) : 0;
+}
+
 // join returns the next delay in ms, or null when the loop should stop.
 async function join() {
   const sent = store.ticket.get(event);
   const headers = sent && sent.ticket ? { 'X-Waitroom-Ticket': sent.ticket } : {};
+  if (room.proof) {
+    headers['X-Waitroom-Proof'] = room.proof;
+    room.proof = null; // good for one join only
+  }
   const r = await api('POST', `/api/v1/events/${enc}/tickets`, { headers });
+  if (r.status !== 428) room.proofRounds = 0;
   switch (r.status) {
     case 200:
     case 201:
       setText(ui.message, '');
       return onTicket(r.data, sent);
+    case 428:
+      // proof_required: this sale asks a proof of work for a new place.
+      return prove(r.data);
     case 403: {
       // not_open: the waiting room itself opens later. Come back then
       // (checking at least every minute in case the schedule moves), with a

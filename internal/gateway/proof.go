@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"errors"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/proof"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// proofHeader carries a join's proof of work: <challenge>:<nonce>.
+const proofHeader = "X-Waitroom-Proof"
+
+// Results of waitroom_join_proofs_total: a new place paid for (ok), asked
+// for without a proof (missing: every fan's first join of such a sale), a
+// proof that is wrong, forged, another event's, stale or too easy (invalid),
+// and a proof spent already (reused).
+const (
+	proofOK      = "ok"
+	proofMissing = "missing"
+	proofInvalid = "invalid"
+	proofReused  = "reused"
+)
+
+var proofResults = []string{proofOK, proofMissing, proofInvalid, proofReused}
+
+var joinProofs = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "waitroom_join_proofs_total",
+	Help: "Joins for a new place of a sale that asks a proof of work, by what their proof was: ok, missing, invalid, reused.",
+}, []string{"event", "result"})
+
+// checkProof is the proof of work a new place of ev costs, checked in the
+// gateway before any Redis call for the join: a bad proof costs one HMAC and
+// one SHA-256, never Redis, and never the address's join budget. It returns
+// nil when ev asks for none (join_proof_bits 0, the config in force), the
+// proof to spend otherwise, or the 428 to answer.
+func (s *Server) checkProof(c *fiber.Ctx, ev *config.Event) (*queue.Proof, error) {
+	bits := ev.Admission.JoinProofBits
+	if bits <= 0 {
+		return nil, nil
+	}
+	p, err := s.proofs.Verify(ev.ID, c.Get(proofHeader), bits, s.now())
+	if err != nil {
+		return nil, s.proofRequired(c, ev, err)
+	}
+	return &queue.Proof{ID: p.ID, ExpiresAt: p.ExpiresAt}, nil
+}
+
+// proofRequired counts a join refused for its proof (why: a proof.Err… or
+// queue.ErrProofSpent/ErrProofExpired) and answers 428 with a fresh
+// challenge, in the one error shape plus challenge, bits and expiresAt.
+func (s *Server) proofRequired(c *fiber.Ctx, ev *config.Event, why error) error {
+	result, msg := proofInvalid, "the proof was not valid for this sale (wrong, expired, or another sale's): solve this new challenge and join again"
+	switch {
+	case errors.Is(why, proof.ErrMissing):
+		result, msg = proofMissing, `this sale asks a proof of work for a new place: find a nonce (decimal digits) such that SHA-256(challenge ":" nonce) begins with bits zero bits, and join again with the header X-Waitroom-Proof: <challenge>:<nonce>`
+	case errors.Is(why, queue.ErrProofSpent):
+		result, msg = proofReused, "that proof bought a place already: solve this new challenge and join again"
+	}
+	joinProofs.WithLabelValues(ev.ID, result).Inc()
+	bits := max(ev.Admission.JoinProofBits, 1)
+	ch, err := s.proofs.Issue(ev.ID, bits, s.now())
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return &apiError{
+		Status: fiber.StatusPreconditionRequired, Code: "proof_required", Message: msg,
+		Challenge: ch.Token, Bits: ch.Bits, ExpiresAt: ch.ExpiresAt.UTC().Format(time.RFC3339Nano),
+	}
+}

@@ -1,0 +1,376 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// The shards of an event fall each in its own K-th of the slot range, so
+// that on a cluster whose masters split the slots evenly (the default),
+// each shard is on its own master: checked against the slot map of a real
+// three-master cluster, for many events and K = 2..6.
+func TestShardTagsSpreadOverMasters(t *testing.T) {
+	e := setupOn(t, sharded[1])
+	ctx := context.Background()
+	rdb := e.rdb.(*redis.ClusterClient)
+	slots, err := rdb.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	masterOf := func(slot int) string {
+		for _, s := range slots {
+			if slot >= s.Start && slot <= s.End {
+				return s.Nodes[0].Addr
+			}
+		}
+		t.Fatalf("slot %d unassigned", slot)
+		return ""
+	}
+	for _, ev := range []string{"premiere", "live-20", "x", "tour-2027-tokyo-dome"} {
+		for k := 2; k <= 6; k++ {
+			tags := queue.ShardTags(ev, k)
+			for i, tag := range tags {
+				if !strings.HasPrefix(tag, fmt.Sprintf("%s#%d", ev, i)) {
+					t.Errorf("%s shard %d of %d: tag %q", ev, i, k, tag)
+				}
+				slot, err := rdb.ClusterKeySlot(ctx, "wr:{"+tag+"}:wait").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if lo, hi := int64(i*16384/k), int64((i+1)*16384/k); slot < lo || slot >= hi {
+					t.Errorf("%s shard %d of %d in slot %d; want [%d, %d)", ev, i, k, slot, lo, hi)
+				}
+			}
+			if k == 3 {
+				masters := map[string]bool{}
+				for _, tag := range tags {
+					masters[masterOf(int(rdb.ClusterKeySlot(ctx, "wr:{"+tag+"}:wait").Val()))] = true
+				}
+				if len(masters) != 3 {
+					t.Errorf("%s: 3 shards on %d masters; want 3", ev, len(masters))
+				}
+			}
+		}
+	}
+}
+
+// positions checks that every waiting fan's poll tells its exact place in
+// the one line (the merged shards), and returns the line.
+func positions(t *testing.T, e env, set queue.Settings, tickets map[string]string) []string {
+	t.Helper()
+	line := e.line(t)
+	for i, id := range line {
+		tk, ok := tickets[id]
+		if !ok {
+			t.Fatalf("%s in line is nobody's ticket", id)
+		}
+		st := status(t, e.store, tk, set)
+		if st.State != queue.Waiting || st.Position.Position != int64(i+1) {
+			t.Fatalf("fan %d of the line: %v at place %d; want waiting at %d", i, st.State, st.Position.Position, i+1)
+		}
+	}
+	return line
+}
+
+// The pre-queue is one lottery over every shard: each fan's place is
+// exact, the order is random, and at opening the fans are let in in that
+// order, whatever shard they are on.
+func TestShardedLottery(t *testing.T) {
+	for _, b := range sharded {
+		t.Run(b.name, func(t *testing.T) {
+			e := setupOn(t, b)
+			pre := e.open()
+			pre.AdmitPerSecond = 1e6
+			pre.MaxActive = 1 << 30
+			pre.PrequeueOpensAt, pre.OpensAt = at(-time.Minute), at(1500*time.Millisecond)
+			const n = 300
+			ids := make([]string, n)
+			tickets := map[string]string{}
+			for i, r := range joinMany(t, e.store, pre, n) {
+				ids[i] = r.ID
+				tickets[r.ID] = r.Ticket
+			}
+			line := positions(t, e, pre, tickets)
+			if err := randomOrder(rankOf(ids, line)); err != nil {
+				t.Errorf("pre-queue order: %v", err)
+			}
+			time.Sleep(time.Until(*pre.OpensAt))
+			// Let them in a few at a time: each step takes the front.
+			set := pre
+			set.MaxActive = 0
+			for step := 0; len(e.line(t)) > 0; step++ {
+				set.MaxActive += 13
+				tick(t, e.store, set)
+				active := e.rdb.ZCard(context.Background(), "wr:{"+event+"}:active").Val()
+				for i, id := range line {
+					in := e.rdb.ZScore(context.Background(), "wr:{"+event+"}:active", id).Err() == nil
+					if in != (int64(i) < active) {
+						t.Fatalf("step %d: fan %d of the lottery active=%v with %d active; admission is not in lottery order", step, i, in, active)
+					}
+				}
+				if step > 100 {
+					t.Fatal("the line does not empty")
+				}
+			}
+			checkBooks(t, e)
+		})
+	}
+}
+
+// While fans are admitted, join and leave, every waiting fan's place stays
+// exact, and nobody is admitted out of turn.
+func TestShardedPositionsStayExact(t *testing.T) {
+	e := setupOn(t, sharded[1])
+	ctx := context.Background()
+	set := e.open()
+	set.AdmitPerSecond = 1e6
+	set.MaxActive = 0
+	tickets := map[string]string{}
+	add := func(n int) {
+		for _, r := range joinMany(t, e.store, set, n) {
+			tickets[r.ID] = r.Ticket
+		}
+	}
+	add(120)
+	for round := range 6 {
+		set.MaxActive += 17
+		tick(t, e.store, set)
+		// two fans leave, from anywhere in the line
+		line := e.line(t)
+		for _, id := range []string{line[len(line)/3], line[2*len(line)/3]} {
+			must(t, e.store.Leave(ctx, event, tickets[id]))
+		}
+		add(10)
+		line = positions(t, e, set, tickets)
+		admitted := e.rdb.ZRange(ctx, "wr:{"+event+"}:active", 0, -1).Val()
+		// Everyone admitted sorts before everyone waiting.
+		inLine := map[string]int{}
+		for i, id := range line {
+			inLine[id] = i
+		}
+		for _, id := range admitted {
+			if _, waiting := inLine[id]; waiting {
+				t.Fatalf("round %d: %s both active and waiting", round, id)
+			}
+		}
+		if len(line) > 0 {
+			first := seqOfID(t, line[0])
+			for _, id := range admitted {
+				if seqOfID(t, id) > first {
+					t.Fatalf("round %d: %s admitted before %s, who joined first", round, id, line[0])
+				}
+			}
+		}
+	}
+	checkBooks(t, e)
+}
+
+// seqOfID is the sequence number in front of a ticket id (base 36).
+func seqOfID(t *testing.T, id string) int64 {
+	t.Helper()
+	p, _, _ := strings.Cut(id, ".")
+	seq, err := strconv.ParseInt(p, 36, 64)
+	if err != nil {
+		t.Fatalf("ticket id %q: %v", id, err)
+	}
+	return seq
+}
+
+// A tick that dies halfway loses nobody and admits nobody twice: killed
+// after moving fans out of line, they are back at their places (the front)
+// at the next tick, which then lets them in first; killed after letting
+// them in, the next tick clears the handover and they are in, once.
+func TestShardedTickDiesHalfway(t *testing.T) {
+	for _, step := range []string{"take", "accept"} {
+		t.Run("after "+step, func(t *testing.T) {
+			e := setupOn(t, sharded[0])
+			ctx := context.Background()
+			set := e.open()
+			set.AdmitPerSecond = 1e6
+			set.MaxActive = 10
+			rs := joinMany(t, e.store, set, 40)
+			tickets := map[string]string{}
+			for _, r := range rs {
+				tickets[r.ID] = r.Ticket
+			}
+			line := e.line(t)
+			tick(t, e.store, set) // the first tick only sets the watermark
+			e.store.DieAfter(step)
+			if _, err := e.store.Tick(ctx, event, set); err == nil {
+				t.Fatal("the dying tick reported no error")
+			}
+			e.store.DieAfter("")
+			// Meanwhile the fans being handed over poll: still in line, or in.
+			for _, id := range line[:10] {
+				st := status(t, e.store, tickets[id], set)
+				if want := map[string]queue.State{"take": queue.Waiting, "accept": queue.Admitted}[step]; st.State != want {
+					t.Fatalf("a fan of the dead handover: %v; want %v", st.State, want)
+				}
+			}
+			// A new admitter (another Store: another replica) after the lease.
+			next := queue.NewStore(e.rdb, secret)
+			var r queue.TickResult
+			deadline := time.Now().Add(5 * time.Second)
+			for r = tick(t, next, set); r.Busy && time.Now().Before(deadline); r = tick(t, next, set) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if r.Busy {
+				t.Fatal("the dead replica's lease never lapsed")
+			}
+			if step == "take" && r.Admitted != 10 {
+				t.Fatalf("the next tick admitted %d; want the 10 the dead one could not", r.Admitted)
+			}
+			active := map[string]bool{}
+			for _, id := range e.rdb.ZRange(ctx, "wr:{"+event+"}:active", 0, -1).Val() {
+				active[id] = true
+			}
+			for i, id := range line {
+				if active[id] != (i < 10) {
+					t.Fatalf("fan %d of the line active=%v; want the first 10 in, the rest waiting", i, active[id])
+				}
+			}
+			if got := e.line(t); len(got) != 30 || got[0] != line[10] {
+				t.Fatalf("%d waiting, front %v; want 30 from fan 10 on", len(got), got[:1])
+			}
+			for _, sk := range queue.ShardTags(event, 3) {
+				if n := e.rdb.ZCard(ctx, "wr:{"+sk+"}:moving").Val(); n != 0 {
+					t.Fatalf("%d fans left in %s's handover", n, sk)
+				}
+			}
+			st := checkBooks(t, e)
+			if st.Admitted != 10 {
+				t.Fatalf("admitted counter %d; want 10 (nobody twice)", st.Admitted)
+			}
+		})
+	}
+}
+
+// A fan who stops polling on a shard is dropped as abandoned there, counted
+// once; passthrough lets fans in at the global step, claimed at once; a
+// closed event tells its waiting fans.
+func TestShardedModes(t *testing.T) {
+	e := setupOn(t, sharded[0])
+	ctx := context.Background()
+	set := e.open()
+	set.AdmitPerSecond = 1e6
+	set.AbandonAfter = time.Second
+	gone := join(t, e.store, set)
+	stays := join(t, e.store, set)
+	// gone last polled at join: its deadline is pollAfter (< 1.5 s) +
+	// abandon_after (1 s), rounded up to the second, from then.
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		status(t, e.store, stays.Ticket, set)
+	}
+	set.MaxActive = 1
+	tickUntilStill(t, e.store, set)
+	if st := status(t, e.store, stays.Ticket, set); st.State != queue.Admitted {
+		t.Fatalf("the fan who polled: %v; want admitted (the one who left skipped)", st.State)
+	}
+	if st := status(t, e.store, gone.Ticket, set); st.State != queue.Expired {
+		t.Fatalf("the fan who stopped polling: %v; want expired", st.State)
+	}
+	if st := checkBooks(t, e); st.Abandoned != 1 || st.Admitted != 1 {
+		t.Fatalf("%+v; want 1 abandoned, 1 admitted", st)
+	}
+
+	pass := set
+	pass.Mode = queue.ModePassthrough
+	r := join(t, e.store, pass)
+	if r.State != queue.Admitted {
+		t.Fatalf("passthrough join: %+v; want admitted", r)
+	}
+	if st := status(t, e.store, r.Ticket, pass); st.State != queue.Admitted || st.FirstAdmission {
+		t.Fatalf("passthrough poll: %+v; want admitted, claimed at join", st)
+	}
+
+	w := join(t, e.store, set)
+	closed := set
+	closed.Mode = queue.ModeClosed
+	if st := status(t, e.store, w.Ticket, closed); st.State != queue.Closed {
+		t.Fatalf("closed: %v", st.State)
+	}
+	if _, err := e.store.Join(ctx, event, closed); !errors.Is(err, queue.ErrClosed) {
+		t.Fatalf("join closed: %v", err)
+	}
+	checkBooks(t, e)
+}
+
+// An event's line keeps the layout it started with: settings asking for
+// another one (a config edited mid-sale, a gateway that has not yet read
+// the admitter's settings) are told, and every operation goes to where the
+// fans really are.
+func TestLayoutIsKept(t *testing.T) {
+	for _, c := range []struct{ started, asked int }{{1, 3}, {3, 1}} {
+		t.Run(fmt.Sprintf("%d then %d", c.started, c.asked), func(t *testing.T) {
+			e := setup(t)
+			ctx := context.Background()
+			first := open()
+			first.AdmitPerSecond = 1e6
+			first.Shards = c.started
+			a := join(t, e.store, first)
+			other := first
+			other.Shards = c.asked
+			b := join(t, e.store, other)
+			if st := status(t, e.store, a.Ticket, other); st.State != queue.Waiting || st.Position.Position != 1 {
+				t.Fatalf("first fan: %+v; want waiting at 1", st)
+			}
+			if st := status(t, e.store, b.Ticket, other); st.State != queue.Waiting || st.Position.Position != 2 {
+				t.Fatalf("second fan: %+v; want waiting at 2", st)
+			}
+			var r queue.TickResult
+			for range 3 {
+				r = tick(t, e.store, other)
+				time.Sleep(10 * time.Millisecond) // the bucket fills with time
+			}
+			if r.Shards != c.started || r.Active != 2 {
+				t.Fatalf("tick: %+v; want the %d-shard line's 2 fans admitted", r, c.started)
+			}
+			must(t, e.store.Leave(ctx, event, b.Ticket))
+			if c, _ := e.store.Counts(ctx, event); c.Active != 1 {
+				t.Fatalf("counts after leave %+v", c)
+			}
+			want := c.started
+			if want == 1 {
+				if n := e.rdb.Exists(ctx, "wr:{"+queue.ShardTags(event, 3)[0]+"}:wait").Val(); n != 0 {
+					t.Fatal("a one-shard line grew shard keys")
+				}
+			}
+		})
+	}
+}
+
+// The merged calls of the sharded line: many concurrent polls cost each
+// shard a few script calls, not one each.
+func TestShardedPollsAreMerged(t *testing.T) {
+	e := setupOn(t, sharded[0])
+	set := e.open()
+	rs := joinMany(t, e.store, set, 600)
+	before := e.cmds.n.Load()
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := e.store.Status(context.Background(), event, r.Ticket, set); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	n := e.cmds.n.Load() - before
+	t.Logf("%d polls: %d commands", len(rs), n)
+	// Unmerged: a poll's own script plus a count on each of the 2 others.
+	if n >= int64(3*len(rs)) {
+		t.Errorf("%d commands for %d polls; want the counts merged (fewer than %d)", n, len(rs), 3*len(rs))
+	}
+}

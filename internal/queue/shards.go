@@ -1,0 +1,637 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// One sale over several shards (DESIGN.md; docs/QUEUE.md). With
+// Settings.Shards = K > 1 an event's waiting fans are spread over K hash
+// tags (slots.go), so on a Redis Cluster the line's work is shared by K
+// masters, while the fans see one line:
+//
+//   - a ticket lives on shard seq mod K; its abandon deadline in that
+//     shard's seen string at seq div K;
+//   - the event's tag keeps what must be one: the sequence (a join's first,
+//     tiny step, merged for many joins into one script call), the token
+//     bucket, the active set, the claims of admitted fans, the inventory,
+//     the tick's lease and epoch. Each of these is touched once per join,
+//     once per admitted fan or once per tick, never once per poll, and the
+//     active set is bounded by max_active: the global tag does not become
+//     the line's ceiling (docs/SCALING.md measures it);
+//   - a position is exact: the fan's rank on its own shard plus, on every
+//     other shard, the fans with a lower score, counted in the same round
+//     trip (the counts of many polls to one shard are merged into one
+//     script call: batch.go). A fan knows its own score before asking: its
+//     sequence number after opening, the lottery number its ticket's random
+//     part gives before;
+//   - the order stays one FIFO and one lottery: the tick merges the shards'
+//     fronts by score (scripts_sharded.go says how, and how a tick that dies
+//     halfway is finished).
+//
+// K = 1 is the one-shard layout and its scripts, unchanged. An event's
+// layout is fixed by its first join or tick (stored in its stats) and kept
+// while it has state; a config that asks for another one is told so by the
+// scripts ({'layout', k}) and the stored one is used.
+
+// errLayout: the event's state has another layout than the settings said.
+type errLayout struct{ shards int }
+
+func (e errLayout) Error() string { return fmt.Sprintf("queue: the event's line has %d shard(s)", e.shards) }
+
+// relayout returns set with the layout err names, if it is a layout
+// bounce; callers run the operation again with it.
+func relayout(set Settings, err error) (Settings, bool) {
+	var l errLayout
+	if errors.As(err, &l) && l.shards != shardsOf(set) {
+		set.Shards = l.shards
+		return set, true
+	}
+	return set, false
+}
+
+// shardsOf is the number of shards settings ask for (0 means 1).
+func shardsOf(set Settings) int { return max(set.Shards, 1) }
+
+// shardKeysFor returns the keys of every shard of event spread over k.
+func (s *Store) shardKeysFor(event string, k int) []shardKeys {
+	key := event + "/" + strconv.Itoa(k)
+	if v, ok := s.layouts.Load(key); ok {
+		return v.([]shardKeys)
+	}
+	out := make([]shardKeys, k)
+	for i := range out {
+		out[i] = shardKeysOf(shardTag(event, i, k))
+	}
+	s.layouts.Store(key, out)
+	return out
+}
+
+// ShardTags lists the hash tags of event's shards when spread over k (for
+// operators and tests: wr:{<tag>}:wait is shard i's line).
+func ShardTags(event string, k int) []string {
+	out := make([]string, k)
+	for i := range out {
+		out[i] = shardTag(event, i, k)
+	}
+	return out
+}
+
+// lotteryOf is the pre-queue score of a sharded event's ticket: a number
+// in [-2^52, -1] from the ticket's random part, below every post-opening
+// score, so that any process holding the ticket knows where it sorts.
+func lotteryOf(random [16]byte) int64 {
+	return -int64(binary.BigEndian.Uint64(random[:8])>>12) - 1
+}
+
+// scoreOf is where t sorts in a sharded line: by lottery if it joined
+// before opening, by sequence after.
+func scoreOf(t ticket, set Settings) int64 {
+	if set.OpensAt != nil && t.joinedAt < set.OpensAt.UnixMilli() {
+		return lotteryOf(t.random)
+	}
+	return t.seq
+}
+
+func (s *Store) joinSharded(ctx context.Context, event string, set Settings, p *Proof) (JoinResult, error) {
+	random, err := newRandom()
+	if err != nil {
+		return JoinResult{}, fmt.Errorf("join: %w", err)
+	}
+	k, n := keysOf(event), shardsOf(set)
+	keys := []string{k.stats, k.active, k.inventory, k.claims}
+	proofGoes, proofID, proofExp := "", "", ""
+	if p != nil {
+		exp := p.ExpiresAt.UnixMilli()
+		minute := exp / 60_000
+		keys = append(keys, proofsKey(event, minute))
+		proofGoes = strconv.FormatInt((minute+1)*60_000+1000, 10)
+		proofID, proofExp = p.ID, strconv.FormatInt(exp, 10)
+	}
+	res, err := s.batch.startMerged(ctx, sJoinGlobal, keys, 8,
+		set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
+		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), n, proofGoes,
+		b64.EncodeToString(random[:]), proofID, proofExp,
+	).wait().Slice()
+	if err != nil {
+		return JoinResult{}, interpretError("join", err)
+	}
+	r := reply(res)
+	switch r.str(0) {
+	case "closed":
+		return JoinResult{}, ErrClosed
+	case "not_open":
+		return JoinResult{}, ErrNotOpen
+	case "sold_out":
+		return JoinResult{}, ErrSoldOut
+	case "reused":
+		return JoinResult{}, ErrProofSpent
+	case "stale":
+		return JoinResult{}, ErrProofExpired
+	case "layout":
+		return JoinResult{}, errLayout{int(r.int(1))}
+	}
+	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2)}
+	var out JoinResult
+	switch r.str(0) {
+	case "admitted":
+		out.State = Admitted
+		out.ActiveUntil = msToTime(r.int(3))
+	case "place":
+		rate, avail, untilOpen := r.str(3), r.int(4), r.int(5)
+		if r.err != nil {
+			return JoinResult{}, fmt.Errorf("join: %w", r.err)
+		}
+		score := t.seq
+		if untilOpen > 0 {
+			score = lotteryOf(random)
+		}
+		shards := s.shardKeysFor(event, n)
+		own := int(t.seq % int64(n))
+		sk := shards[own]
+		place := s.batch.start(ctx, sJoinShard, []string{sk.wait, sk.seen, sk.stats},
+			t.id(), score, t.seq/int64(n), rate, untilOpen, set.AbandonAfter.Milliseconds(), mrand.Float64(), n)
+		ahead := s.startBelow(ctx, shards, own, score)
+		v, err := place.wait().Slice()
+		if err != nil {
+			return JoinResult{}, interpretError("join", err)
+		}
+		others, err := waitBelow(ahead)
+		if err != nil {
+			return JoinResult{}, interpretError("join", err)
+		}
+		pr := reply(v)
+		rf, _ := strconv.ParseFloat(rate, 64)
+		out.State = Waiting
+		out.Position = position(pr.int(0)+others, pr.int(1), rf, avail, t.joinedAt, set)
+		if pr.err != nil {
+			return JoinResult{}, fmt.Errorf("join: %w", pr.err)
+		}
+		if out.ETA != nil {
+			ms := out.ETA.Milliseconds()
+			t.joinETA = &ms
+		}
+	default:
+		return JoinResult{}, fmt.Errorf("join: unexpected reply %v", res)
+	}
+	if r.err != nil {
+		return JoinResult{}, fmt.Errorf("join: %w", r.err)
+	}
+	out.Ticket, out.ID = s.encode(event, t), t.id()
+	return out, nil
+}
+
+// startBelow starts, on every shard but own, the count of fans ahead of
+// score; waitBelow adds them up.
+func (s *Store) startBelow(ctx context.Context, shards []shardKeys, own int, score int64) []*call {
+	calls := make([]*call, 0, len(shards)-1)
+	for j, sk := range shards {
+		if j != own {
+			calls = append(calls, s.batch.startMerged(ctx, sBelow, []string{sk.wait, sk.moving}, 0, score))
+		}
+	}
+	return calls
+}
+
+func waitBelow(calls []*call) (int64, error) {
+	var sum int64
+	var first error
+	for _, c := range calls {
+		n, err := c.wait().Int64()
+		if err != nil && first == nil {
+			first = err
+		}
+		sum += n
+	}
+	return sum, first
+}
+
+func (s *Store) statusSharded(ctx context.Context, event string, t ticket, set Settings) (Status, error) {
+	n := shardsOf(set)
+	shards := s.shardKeysFor(event, n)
+	own := int(t.seq % int64(n))
+	sk := shards[own]
+	score := scoreOf(t, set)
+	poll := s.batch.start(ctx, sStatusShard, []string{sk.wait, sk.seen, sk.info, sk.moving},
+		t.id(), t.seq/int64(n), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt),
+		rateArg(set.AdmitPerSecond), set.AbandonAfter.Milliseconds(), mrand.Float64(), n)
+	ahead := s.startBelow(ctx, shards, own, score)
+	res, err := poll.wait().Slice()
+	others, berr := waitBelow(ahead)
+	if err != nil {
+		return Status{}, interpretError("status", err)
+	}
+	out := Status{ID: t.id(), JoinedAt: msToTime(t.joinedAt)}
+	r := reply(res)
+	switch r.str(0) {
+	case "closed":
+		out.State = Closed
+	case "soldout":
+		out.State = SoldOut
+	case "waiting":
+		if berr != nil {
+			return Status{}, interpretError("status", berr)
+		}
+		if got, err := strconv.ParseInt(r.str(6), 10, 64); err == nil && got != score {
+			// The ticket sorts elsewhere than its join time says (opens_at
+			// moved since): count again from where it really is.
+			if others, err = waitBelow(s.startBelow(ctx, shards, own, got)); err != nil {
+				return Status{}, interpretError("status", err)
+			}
+		}
+		out.State = Waiting
+		out.Position = position(r.int(2)+others, r.int(3), r.float(4), r.int(5), r.int(1), set)
+	case "gone", "moving":
+		k := keysOf(event)
+		v, err := s.batch.run(ctx, sStatusGlobal, []string{k.active, k.claims, k.stats}, t.id(), set.AccessTTL.Milliseconds()).Slice()
+		if err != nil {
+			return Status{}, interpretError("status", err)
+		}
+		g := reply(v)
+		switch {
+		case g.str(0) == "layout":
+			return Status{}, errLayout{int(g.int(1))}
+		case g.str(0) == "admitted":
+			out.State = Admitted
+			out.ActiveUntil = msToTime(g.int(2))
+			out.FirstAdmission = g.int(3) == 1
+		case r.str(0) == "moving":
+			// Being handed over right now (or put back): at the front.
+			out.State = Waiting
+			out.Position = position(0, time.Second.Milliseconds(), set.AdmitPerSecond, -1, time.Now().UnixMilli(), set)
+		default:
+			out.State = Expired
+		}
+		if g.err != nil {
+			return Status{}, fmt.Errorf("status: %w", g.err)
+		}
+	default:
+		return Status{}, fmt.Errorf("status: unexpected reply %v", res)
+	}
+	if r.err != nil {
+		return Status{}, fmt.Errorf("status: %w", r.err)
+	}
+	if t.joinETA != nil {
+		d := time.Duration(*t.joinETA) * time.Millisecond
+		out.JoinETA = &d
+	}
+	return out, nil
+}
+
+func (s *Store) leaveSharded(ctx context.Context, event string, t ticket, n int) error {
+	sk := s.shardKeysFor(event, n)[int(t.seq%int64(n))]
+	left, err := sLeaveShard.Run(ctx, s.rdb, []string{sk.wait, sk.stats}, t.id()).Int()
+	if err != nil {
+		return interpretError("leave", err)
+	}
+	if left == 1 {
+		return nil
+	}
+	k := keysOf(event)
+	err = sLeaveGlobal.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders, k.claims}, t.id()).Err()
+	return interpretError("leave", err)
+}
+
+// shardTotals adds up the shards' waiting fans (in line or being handed
+// over) and their counters.
+func (s *Store) shardTotals(ctx context.Context, event string, n int) (waiting int64, st Stats, err error) {
+	shards := s.shardKeysFor(event, n)
+	type cmds struct {
+		wait, moving *redis.IntCmd
+		stats        *redis.SliceCmd
+	}
+	cs := make([]cmds, n)
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, sk := range shards {
+			cs[i] = cmds{p.ZCard(ctx, sk.wait), p.ZCard(ctx, sk.moving), p.HMGet(ctx, sk.stats, "joined", "left", "abandoned")}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, Stats{}, interpretError("shards", err)
+	}
+	for _, c := range cs {
+		waiting += c.wait.Val() + c.moving.Val()
+		v := c.stats.Val()
+		st.Joined += num(v[0])
+		st.Left += num(v[1])
+		st.Abandoned += num(v[2])
+	}
+	return waiting, st, nil
+}
+
+func num(x any) int64 {
+	s, _ := x.(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+// newOwner names this Store's replica for the sharded tick's lease.
+func newOwner() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// head is one fan at the front of a shard, as the tick's prepare read it.
+type head struct {
+	member string
+	score  float64
+	shard  int
+}
+
+// tickSharded is one admission tick of a sharded event (the steps are
+// described with their scripts in scripts_sharded.go).
+func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (TickResult, error) {
+	n := shardsOf(set)
+	k := keysOf(event)
+	shards := s.shardKeysFor(event, n)
+	lease := max(3*s.tickEvery(), time.Second)
+	res, err := sTickBegin.Run(ctx, s.rdb, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.lease, k.tick},
+		s.owner, lease.Milliseconds(), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
+		set.MaxActive, passthroughBatch, n,
+	).Slice()
+	if err != nil {
+		return TickResult{}, interpretError("tick", err)
+	}
+	r := reply(res)
+	switch r.str(0) {
+	case "layout":
+		return TickResult{}, errLayout{int(r.int(1))}
+	case "busy":
+		return TickResult{Busy: true, Room: -1}, nil
+	}
+	epoch, budget, watermark := r.int(1), r.int(2), r.int(5)
+	// The lease goes back at the tick's end: by the accept, or here when
+	// the tick hands nobody over (a tick that dies keeps it till it lapses).
+	leaseGone := budget == 0 // the begin gave it back already
+	defer func() {
+		if !leaseGone {
+			_ = sTickRelease.Run(context.WithoutCancel(ctx), s.rdb, []string{k.lease}, s.owner).Err()
+		}
+	}()
+	out := TickResult{Expired: r.int(3), Active: r.int(4), Room: r.int(9)}
+	rate, avail, soldout, queueing := r.str(6), r.int(7), r.int(8), r.int(11)
+	out.Rate, _ = strconv.ParseFloat(rate, 64)
+	if r.err != nil {
+		return TickResult{}, fmt.Errorf("tick: %w", r.err)
+	}
+
+	// 2. every shard: note the epoch, copy the figures, read the front.
+	fronts := make([][]any, n)
+	if err := eachShard(n, func(i int) error {
+		sk := shards[i]
+		for range 2 {
+			v, err := sTickPrepare.Run(ctx, s.rdb, []string{sk.wait, sk.seen, sk.stats, sk.info, sk.moving, sk.fence},
+				epoch, budget, maxSkip, n, rate, avail, soldout).Slice()
+			if err != nil {
+				return err
+			}
+			switch v[0] {
+			case "fenced":
+				return errFenced
+			case "stale":
+				if err := s.finishHandover(ctx, event, sk, v[1:]); err != nil {
+					return err
+				}
+				continue
+			}
+			fronts[i] = v
+			return nil
+		}
+		return fmt.Errorf("shard %d: a dead tick's handover is still there", i)
+	}); err != nil {
+		return tickAborted(out, err)
+	}
+	var heads []head
+	for i, v := range fronts {
+		p := reply(v)
+		out.Waiting += p.int(1)
+		out.Abandoned += p.int(2)
+		for j := 3; j+1 < len(v); j += 2 {
+			sc, err := strconv.ParseFloat(p.str(j+1), 64)
+			if err != nil {
+				return TickResult{}, fmt.Errorf("tick: score %v: %w", v[j+1], err)
+			}
+			heads = append(heads, head{member: p.str(j), score: sc, shard: i})
+		}
+		if p.err != nil {
+			return TickResult{}, fmt.Errorf("tick: %w", p.err)
+		}
+	}
+
+	// 3. the one line's first budget fans, none newer than the watermark.
+	sort.Slice(heads, func(a, b int) bool {
+		if heads[a].score != heads[b].score {
+			return heads[a].score < heads[b].score
+		}
+		return heads[a].member < heads[b].member
+	})
+	take := make([][]any, n)
+	var taking int64
+	for _, h := range heads {
+		if taking == budget {
+			break
+		}
+		if seq, ok := seqOf(h.member); !ok || seq > watermark {
+			break
+		}
+		take[h.shard] = append(take[h.shard], h.member)
+		taking++
+	}
+	if taking == 0 {
+		return out, nil
+	}
+	if err := s.fault("prepare"); err != nil {
+		leaseGone = true
+		return out, err
+	}
+
+	// 4. move them out of line, shard by shard.
+	taken := make([][]any, n)
+	if err := eachShard(n, func(i int) error {
+		if len(take[i]) == 0 {
+			return nil
+		}
+		sk := shards[i]
+		v, err := sTickTake.Run(ctx, s.rdb, []string{sk.wait, sk.seen, sk.moving, sk.fence}, append([]any{epoch, n}, take[i]...)...).Slice()
+		if err != nil {
+			return err
+		}
+		if len(v) > 0 && v[0] == "fenced" {
+			return errFenced
+		}
+		taken[i] = v
+		return nil
+	}); err != nil {
+		// What was moved is put back by the next tick (finishHandover).
+		return tickAborted(out, err)
+	}
+	if err := s.fault("take"); err != nil {
+		leaseGone = true
+		return out, err
+	}
+
+	// 5. into the active set, if this tick is still the newest.
+	args := []any{epoch, queueing, set.MaxActive, set.AccessTTL.Milliseconds(), rateArg(set.AdmitPerSecond), 0, s.owner}
+	members := make([][]any, n) // per shard, the members in the order sent
+	var moved int64
+	for i, v := range taken {
+		for j := 0; j+1 < len(v); j += 2 {
+			args = append(args, v[j], v[j+1])
+			members[i] = append(members[i], v[j])
+			moved++
+		}
+	}
+	out.Waiting -= moved
+	args[5] = out.Waiting
+	leaseGone = true // the accept gives it back, or a newer tick has it
+	v, err := sTickAccept.Run(ctx, s.rdb, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.tick, outcomeKey(event, epoch), k.lease}, args...).Slice()
+	if err != nil {
+		return tickAborted(out, err)
+	}
+	if len(v) == 1 && v[0] == "fenced" {
+		return tickAborted(out, errFenced)
+	}
+	a := reply(v)
+	codes := a.str(0)
+	out.Active, out.Rate = a.int(1), a.float(2)
+	if a.err != nil || len(codes) != int(moved) {
+		return TickResult{}, fmt.Errorf("tick: accept replied %v (%v)", v, a.err)
+	}
+	if err := s.fault("accept"); err != nil {
+		return out, err
+	}
+
+	// 6. clear the handover, putting back whoever was not let in.
+	per := make([]string, n)
+	at := 0
+	for i := range members {
+		per[i] = codes[at : at+len(members[i])]
+		at += len(members[i])
+		for _, c := range per[i] {
+			switch c {
+			case 'a':
+				out.Admitted++
+			case 'x':
+				out.Abandoned++
+			case 'r':
+				out.Waiting++
+			}
+		}
+	}
+	err = eachShard(n, func(i int) error {
+		if len(members[i]) == 0 {
+			return nil
+		}
+		sk := shards[i]
+		return sTickDone.Run(ctx, s.rdb, []string{sk.wait, sk.moving, sk.stats, sk.fence}, append([]any{epoch, per[i]}, members[i]...)...).Err()
+	})
+	if err != nil {
+		// Admitted all the same; the next tick finishes the handover.
+		return out, interpretError("tick", err)
+	}
+	return out, nil
+}
+
+// finishHandover finishes a dead tick's handover on one shard: every fan
+// it had moved is let in (it was: the dead tick's accept recorded it),
+// dropped as abandoned, or put back at its place.
+func (s *Store) finishHandover(ctx context.Context, event string, sk shardKeys, v []any) error {
+	epoch, _ := v[0].(string)
+	e, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil {
+		return fmt.Errorf("moving epoch %q: %w", epoch, err)
+	}
+	members := make([]string, 0, len(v)-1)
+	for _, m := range v[1:] {
+		s, _ := m.(string)
+		members = append(members, s)
+	}
+	var codes strings.Builder
+	if len(members) > 0 {
+		got, err := s.rdb.HMGet(ctx, outcomeKey(event, e), members...).Result()
+		if err != nil {
+			return err
+		}
+		for _, c := range got {
+			cs, _ := c.(string)
+			if cs == "" {
+				cs = "r" // never accepted, and never can be now: back in line
+			}
+			codes.WriteString(cs)
+		}
+	}
+	args := []any{epoch, codes.String()}
+	for _, m := range members {
+		args = append(args, m)
+	}
+	return sTickDone.Run(ctx, s.rdb, []string{sk.wait, sk.moving, sk.stats, sk.fence}, args...).Err()
+}
+
+// fault is the tests' way to make a sharded tick die after a step (a
+// process killed there): nil in production.
+func (s *Store) fault(step string) error {
+	if s.tickFault == nil {
+		return nil
+	}
+	return s.tickFault(step)
+}
+
+// errFenced: a newer tick began while this one ran; this one stops, and
+// admits nobody.
+var errFenced = errors.New("queue: a newer tick took over")
+
+// tickAborted ends a tick that admitted nobody: being overtaken by a newer
+// tick is no error.
+func tickAborted(out TickResult, err error) (TickResult, error) {
+	if errors.Is(err, errFenced) {
+		out.Busy = true
+		return out, nil
+	}
+	return out, interpretError("tick", err)
+}
+
+// eachShard runs f for every shard at once and returns the first error.
+func eachShard(n int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// seqOf is the sequence number in front of a ticket id.
+func seqOf(member string) (int64, bool) {
+	p, _, ok := strings.Cut(member, ".")
+	if !ok {
+		return 0, false
+	}
+	seq, err := strconv.ParseInt(p, 36, 64)
+	return seq, err == nil
+}
+
+func boolArg(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
