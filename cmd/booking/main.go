@@ -123,19 +123,17 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 
-	set, cat := settingsOf(cfg), catalogOf(cfg)
-	sim := payment.NewSimulator(payment.SimulatorConfig{
-		Outcome:     cfg.Booking.Payment.Simulator.Outcome,
-		Delay:       cfg.Booking.Payment.Simulator.Delay.D(),
-		Duplicate:   cfg.Booking.Payment.Simulator.Duplicate,
-		Drop:        cfg.Booking.Payment.Simulator.Drop,
-		Manual:      !cfg.Booking.Payment.Simulator.Enabled,
-		CallbackURL: selfURL(cfg.Booking.Addr) + "/api/v1/booking/payments/callback",
-		Secret:      set.PaymentSecret,
-		PageURL:     "/api/v1/booking/payments/",
-	}, nil, log)
-	defer sim.Close()
+	// The simulator is a provider apart: its own connections, so that a
+	// checkout holding one of the core's while it opens a session never
+	// waits on the core's pool for another.
+	simPool, err := postgres.OpenPool(ctx, cfg.Postgres.URL, simulatorConns)
+	if err != nil {
+		return err
+	}
+	defer simPool.Close()
+	sim := payment.NewSimulator(simulatorOf(cfg), postgres.NewSessions(simPool), nil, log)
 
+	set, cat := settingsOf(cfg), catalogOf(cfg)
 	inv := booking.NewInventory(line, store, cat.EventIDs(), log)
 	svc := booking.NewService(store, sim, cat, set, log).WithInventory(inv)
 	prometheus.MustRegister(booking.NewCollector(store))
@@ -143,7 +141,21 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
 	mux.Handle("/", metrics.HTTP("booking", booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log)))
-	srv := &http.Server{Addr: cfg.Booking.Addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// The simulator's hosted page: another origin than the gateway's, as a
+	// real provider's (the fan's browser is sent there by paymentUrl, and
+	// back to the gateway). On this listener, or on a listener of its own
+	// that serves nothing else (so that it can be published where the
+	// booking API must not be).
+	servers := []*http.Server{{Addr: cfg.Booking.Addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
+	page := metrics.HTTP("booking", sim.Handler())
+	if addr := cfg.Booking.Payment.Simulator.Addr; addr != "" {
+		own := http.NewServeMux()
+		own.Handle("/pay/", page)
+		own.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+		servers = append(servers, &http.Server{Addr: addr, Handler: own, ReadHeaderTimeout: 5 * time.Second})
+	} else {
+		mux.Handle("/pay/", page)
+	}
 
 	jobCtx, stopJobs := context.WithCancel(context.Background())
 	var jobs sync.WaitGroup
@@ -155,6 +167,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, 5*time.Second)
 	})
 	start(inv.Run)
+	start(sim.Run)
 	start(func(ctx context.Context) {
 		every := min(cfg.Booking.Payment.ReconcileAfter.D()/4, 30*time.Second)
 		(&booking.Reconciler{Service: svc, Log: log}).Run(ctx, max(every, time.Second))
@@ -164,19 +177,25 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		relay.Run(ctx, 250*time.Millisecond)
 	})
 
-	serveErr := make(chan error, 1)
-	go func() {
-		log.Info("listening", "addr", cfg.Booking.Addr)
-		serveErr <- srv.ListenAndServe()
-	}()
+	serveErr := make(chan error, len(servers))
+	for _, srv := range servers {
+		go func() {
+			log.Info("listening", "addr", srv.Addr)
+			serveErr <- srv.ListenAndServe()
+		}()
+	}
 	select {
 	case err = <-serveErr:
 	case <-ctx.Done():
 		log.Info("shutting down")
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = srv.Shutdown(sctx)
-		cancel()
 	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	for _, srv := range servers {
+		if serr := srv.Shutdown(sctx); err == nil || errors.Is(err, http.ErrServerClosed) {
+			err = serr
+		}
+	}
+	cancel()
 	// Jobs stop after the API: a payment settled during shutdown still gets
 	// its event published on the next start (the outbox keeps it).
 	stopJobs()
@@ -194,7 +213,26 @@ func settingsOf(c *config.Config) booking.Settings {
 		HoldTTL: b.HoldTTL.D(), SessionTTL: b.Payment.SessionTTL.D(), ReconcileAfter: b.Payment.ReconcileAfter.D(),
 		MaxSeatsPerHold: b.MaxSeatsPerHold, HoldsPerMinute: b.HoldsPerMinute,
 		HoldAttemptsPerMinute: b.HoldAttemptsPerMinute, ReholdCooldown: b.ReholdCooldown.D(),
-		PaymentSecret: []byte(b.Payment.Secret), Currency: b.Currency,
+		Currency: b.Currency, ReturnURL: b.Payment.ReturnBaseURL,
+	}
+}
+
+// simulatorConns bounds the payment simulator's own pool.
+const simulatorConns = 8
+
+// simulatorOf is the config's payment simulator. A "late" callback comes
+// once the hold has surely lapsed: a session ends at most hold_ttl −
+// session_ttl before its hold does.
+func simulatorOf(c *config.Config) payment.SimulatorConfig {
+	p := c.Booking.Payment
+	sim := p.Simulator
+	return payment.SimulatorConfig{
+		Outcome: sim.Outcome, Delay: sim.Delay.D(), Duplicate: sim.Duplicate, Drop: sim.Drop,
+		Manual: !sim.Enabled, AutoPay: sim.AutoPay,
+		LateBy:      c.Booking.HoldTTL.D() - p.SessionTTL.D() + sim.Delay.D() + time.Second,
+		CallbackURL: selfURL(c.Booking.Addr) + "/api/v1/booking/payments/callback",
+		Secret:      []byte(p.Secret),
+		PageURL:     sim.PageURL,
 	}
 }
 

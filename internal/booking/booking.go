@@ -171,9 +171,21 @@ type Checkout struct {
 	ExpiresAt  time.Time `json:"expiresAt"`
 }
 
+// SessionFor is what a checkout's payment session is for: the new booking,
+// what its hold buys, and for how long the session may stay open.
+type SessionFor struct {
+	BookingID        string
+	Event            string
+	ShowtimeID       int64
+	Seats            []string
+	GeneralAdmission map[string]int
+	AmountCents      int64
+	TTL              time.Duration
+}
+
 // OpenSession asks the provider for a session; the store calls it inside the
 // checkout, under the hold's row lock, so that one key opens one session.
-type OpenSession func(ctx context.Context, bookingID string, amountCents int64, ttl time.Duration) (payment.Session, error)
+type OpenSession func(ctx context.Context, f SessionFor) (payment.Session, error)
 
 // Booking as the fan sees it: what was bought, for when, for how much.
 type Booking struct {
@@ -185,6 +197,16 @@ type Booking struct {
 	AmountCents      int64          `json:"amountCents"`
 	Title            string         `json:"title"`
 	StartsAt         time.Time      `json:"startsAt"`
+	// HoldID and HoldExpiresAt (beyond the contract): the hold being paid
+	// for, and when it lapses while it is still held (absent once it was
+	// booked, released or swept), so that the page the provider sends the
+	// fan back to keeps the countdown and can offer Pay again.
+	HoldID        string     `json:"holdId"`
+	HoldExpiresAt *time.Time `json:"holdExpiresAt,omitempty"`
+	// Refund (beyond the contract): REQUESTED while the money of a late
+	// payment is on its way back, DONE once the provider acknowledged it
+	// (the booking is then REFUNDED); absent when nothing is refunded.
+	Refund string `json:"refund,omitempty"`
 }
 
 // Outcome of settling a payment.

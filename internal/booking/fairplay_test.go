@@ -354,7 +354,7 @@ func TestReconcilerStarvesNobody(t *testing.T) {
 // provider took the money: the booking core records a refund and asks the
 // provider for it, once however many such callbacks race; nothing is booked.
 func TestSucceededAfterFailedIsRefunded(t *testing.T) {
-	const secret = "test-payment-secret"
+	const secret = testPaymentSecret
 	e := setup(t)
 	h, c := e.holdAndCheckout(fan(premiere, "fan"), 42, booking.HoldInput{Seats: []string{"A9"}})
 	if code, out := e.callback(c.PaymentID, payment.Failed, secret); code != 200 || out["result"] != "failed" {
@@ -381,9 +381,9 @@ func TestSucceededAfterFailedIsRefunded(t *testing.T) {
 	e.q(&refunds, `SELECT count(*) FROM refunds WHERE payment_id = $1 AND status = 'DONE'`, c.PaymentID)
 	e.q(&booked, `SELECT count(*) FROM seats WHERE status = 'BOOKED'`)
 	e.q(&pay, `SELECT status FROM payments WHERE payment_id = $1`, c.PaymentID)
-	if late != 1 || refunds != 1 || booked != 0 || pay != "SUCCEEDED" || !e.sim.Refunded(c.PaymentID) {
+	if late != 1 || refunds != 1 || booked != 0 || pay != "SUCCEEDED" || !e.sim.Refunded(e.ctx(), c.PaymentID) {
 		t.Fatalf("%d late_refunded, %d refunds done, %d seats booked, payment %s, provider refunded %v; want 1, 1, 0, SUCCEEDED, true",
-			late, refunds, booked, pay, e.sim.Refunded(c.PaymentID))
+			late, refunds, booked, pay, e.sim.Refunded(e.ctx(), c.PaymentID))
 	}
 	if s := e.bookingStatus(c.BookingID); s != booking.StatusRefunded {
 		t.Fatalf("booking %s; want REFUNDED", s)

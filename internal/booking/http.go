@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/waitroom/waitroom/internal/pass"
-	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/platform/health"
 )
 
@@ -177,7 +176,7 @@ func (h *Handler) paymentPage(w http.ResponseWriter, r *http.Request, p Pass) er
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"paymentId": id, "status": st,
-		"message": "Simulated payment: it settles by itself; poll your booking for the result.",
+		"message": "What the provider knows of this payment; the fan pays on the page paymentUrl opens. Poll your booking for the result.",
 	})
 	return nil
 }
@@ -188,7 +187,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, ErrInvalidRequest)
 		return
 	}
-	out, err := h.svc.Callback(r.Context(), body, r.Header.Get(payment.SignatureHeader))
+	out, err := h.svc.Callback(r.Context(), r.Header, body)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/payment"
@@ -31,9 +33,12 @@ type Settings struct {
 	// HoldAttemptsPerMinute and ReholdCooldown: see Fair play in DESIGN.md.
 	HoldAttemptsPerMinute int
 	ReholdCooldown        time.Duration
-	PaymentSecret         []byte
 	// Currency is the ISO 4217 code every *_cents amount is in.
 	Currency string
+	// ReturnURL is the gateway's origin as fans' browsers reach it: the
+	// provider sends the fan back to ReturnURL/e/{event}/book?booking=<id>
+	// ("" = a path on whatever origin the provider is on).
+	ReturnURL string
 }
 
 // Service applies the booking rules over a Store and a payment provider.
@@ -224,14 +229,66 @@ func (s *Service) Checkout(ctx context.Context, p Pass, holdID, key string) (Che
 	}
 	c, err := s.store.Checkout(ctx, CheckoutRequest{
 		HoldID: holdID, Customer: p.Customer, IdempotencyKey: key, SessionTTL: s.set.SessionTTL,
-	}, s.pay.CreateSession)
+	}, s.openSession)
 	if err != nil {
-		return c, s.dbErr("checkout", err)
+		return c, s.dbErr("checkout", providerErr(err))
 	}
 	if s.inv != nil {
 		s.inv.opened(ctx, p.Event, c.PaymentID)
 	}
 	return c, nil
+}
+
+// openSession opens the provider's session for a checkout: keyed by the
+// booking id (a retried call for one booking opens one session), the fan
+// sent back to the booking page of the event when done.
+func (s *Service) openSession(ctx context.Context, f SessionFor) (payment.Session, error) {
+	return s.pay.CreateSession(ctx, payment.SessionRequest{
+		IdempotencyKey: f.BookingID, Reference: f.BookingID, AmountCents: f.AmountCents, Currency: s.set.Currency,
+		Description: s.describe(f), TTL: f.TTL, ReturnURL: s.ReturnURL(f.Event, f.BookingID),
+	})
+}
+
+// ReturnURL is where the provider sends the fan after paying or cancelling.
+func (s *Service) ReturnURL(event, bookingID string) string {
+	return s.set.ReturnURL + "/e/" + url.PathEscape(event) + "/book?booking=" + url.QueryEscape(bookingID)
+}
+
+// describe says what a session buys, for the provider's page: the showtime
+// and the places ("Premiere 19:00: C5, C6, FLOOR × 1").
+func (s *Service) describe(f SessionFor) string {
+	what := append([]string{}, f.Seats...)
+	codes := make([]string, 0, len(f.GeneralAdmission))
+	for c := range f.GeneralAdmission {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	for _, c := range codes {
+		what = append(what, fmt.Sprintf("%s × %d", c, f.GeneralAdmission[c]))
+	}
+	title := ""
+	if st, ok := s.cat.Showtime(f.ShowtimeID); ok {
+		title = st.Title + ": "
+	}
+	return title + strings.Join(what, ", ")
+}
+
+// providerErr translates the provider's errors at the seam: the booking
+// core's API never answers with a provider's words.
+func providerErr(err error) error {
+	switch {
+	case err == nil, isDomain(err), errors.Is(err, ErrUnavailable):
+		return err
+	case errors.Is(err, payment.ErrUnknownPayment):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, payment.ErrBadSignature):
+		return fmt.Errorf("%w: %w", ErrBadSignature, err)
+	case errors.Is(err, payment.ErrBadCallback):
+		return fmt.Errorf("callback: %w: %w", ErrInvalidRequest, err)
+	case errors.Is(err, payment.ErrUnavailable):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
 }
 
 // validKey reports whether key is an Idempotency-Key the contract allows:
@@ -248,17 +305,12 @@ func validKey(key string) bool {
 	return true
 }
 
-// Callback verifies and applies a payment provider's callback.
-func (s *Service) Callback(ctx context.Context, body []byte, signature string) (Settlement, error) {
-	if !payment.Verify(s.set.PaymentSecret, body, signature) {
-		return Settlement{}, ErrBadSignature
-	}
-	// The body is signed, so fields a provider adds (amount, currency…)
-	// are tolerated: refusing them would leave payments to the reconciler.
-	var cb payment.Callback
-	if err := json.Unmarshal(body, &cb); err != nil || cb.PaymentID == "" ||
-		(cb.Status != payment.Succeeded && cb.Status != payment.Failed) {
-		return Settlement{}, fmt.Errorf("callback: body must be {paymentId, status SUCCEEDED|FAILED}: %w", ErrInvalidRequest)
+// Callback has the provider verify a callback (its headers and raw body),
+// and applies it.
+func (s *Service) Callback(ctx context.Context, h http.Header, body []byte) (Settlement, error) {
+	cb, err := s.pay.VerifyCallback(h, body)
+	if err != nil {
+		return Settlement{}, providerErr(err)
 	}
 	return s.Settle(ctx, cb.PaymentID, cb.Status)
 }
@@ -318,13 +370,10 @@ func (s *Service) Booking(ctx context.Context, p Pass, id string) (Booking, erro
 	return b, nil
 }
 
-// PaymentStatus asks the provider (for the simulator's payment page).
+// PaymentStatus asks the provider what it knows of a payment.
 func (s *Service) PaymentStatus(ctx context.Context, paymentID string) (payment.Status, error) {
 	st, err := s.pay.Status(ctx, paymentID)
-	if errors.Is(err, payment.ErrUnknownPayment) {
-		return "", ErrNotFound
-	}
-	return st, err
+	return st, providerErr(err)
 }
 
 var domainErrors = []error{

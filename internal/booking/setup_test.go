@@ -50,9 +50,12 @@ func testSettings() booking.Settings {
 	return booking.Settings{
 		HoldTTL: 10 * time.Minute, SessionTTL: 8 * time.Minute, ReconcileAfter: 15 * time.Minute,
 		MaxSeatsPerHold: 8, HoldsPerMinute: 5, HoldAttemptsPerMinute: 20, ReholdCooldown: 10 * time.Minute,
-		PaymentSecret: []byte("test-payment-secret"), Currency: "USD",
+		Currency: "USD", ReturnURL: "http://gateway.test",
 	}
 }
+
+// testPaymentSecret signs the callbacks of every test.
+const testPaymentSecret = "test-payment-secret"
 
 // testTicketSecret keys the tickets of the waiting rooms some tests wire in.
 const testTicketSecret = "test-ticket-secret-0123456789"
@@ -89,17 +92,24 @@ type options struct {
 type option func(*options)
 
 // setup gives a test a migrated, seeded private database, the service on it,
-// a payment simulator that settles only when told (Manual) unless an option
-// says otherwise, and the HTTP API on a local server.
+// a payment simulator that sends no callback (Manual) unless an option says
+// otherwise, its sessions in the same database on a pool of its own (as
+// `booking serve` has it), and the HTTP API and the simulator's hosted page
+// on a local server.
 func setup(t testing.TB, opts ...option) *env {
 	t.Helper()
 	cat, set := testCatalog(), testSettings()
-	simCfg := payment.SimulatorConfig{Outcome: "succeed", Manual: true, Secret: set.PaymentSecret, PageURL: "/api/v1/booking/payments/"}
+	simCfg := payment.SimulatorConfig{Outcome: "succeed", Manual: true, Secret: []byte(testPaymentSecret), Tick: 10 * time.Millisecond}
 	o := options{set: &set, sim: &simCfg}
 	for _, f := range opts {
 		f(&o)
 	}
-	pool, _ := testenv.Pool(t, "booking", postgres.Open, postgres.Migrate)
+	pool, url := testenv.Pool(t, "booking", postgres.Open, postgres.Migrate)
+	simPool, err := postgres.OpenPool(context.Background(), url, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(simPool.Close)
 	store := postgres.New(pool)
 	if _, err := store.Seed(context.Background(), cat.Events()); err != nil {
 		t.Fatalf("seed: %v", err)
@@ -116,14 +126,21 @@ func setup(t testing.TB, opts ...option) *env {
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(e.srv.Close)
 	simCfg.CallbackURL = e.srv.URL + "/api/v1/booking/payments/callback"
-	e.sim = payment.NewSimulator(simCfg, nil, log)
-	t.Cleanup(e.sim.Close)
+	simCfg.PageURL = e.srv.URL
+	e.sim = payment.NewSimulator(simCfg, postgres.NewSessions(simPool), nil, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.sim.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 	var provider payment.Provider = e.sim
 	if o.provider != nil {
 		provider = o.provider(e.sim)
 	}
 	e.svc = booking.NewService(store, provider, cat, set, log)
-	handler = booking.NewHandler(e.svc, booking.PassAuth(verifier), store.Ping, log)
+	mux := http.NewServeMux()
+	mux.Handle("/", booking.NewHandler(e.svc, booking.PassAuth(verifier), store.Ping, log))
+	mux.Handle("/pay/", e.sim.Handler())
+	handler = mux
 	return e
 }
 

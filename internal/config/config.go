@@ -9,7 +9,9 @@ package config
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -103,10 +105,15 @@ type Booking struct {
 }
 
 type Payment struct {
-	Secret         string    `yaml:"secret"`
-	SessionTTL     Duration  `yaml:"session_ttl"`
-	ReconcileAfter Duration  `yaml:"reconcile_after"`
-	Simulator      Simulator `yaml:"simulator"`
+	Secret         string   `yaml:"secret"`
+	SessionTTL     Duration `yaml:"session_ttl"`
+	ReconcileAfter Duration `yaml:"reconcile_after"`
+	// ReturnBaseURL (beyond the contract) is the gateway as fans' browsers
+	// reach it: the provider sends the fan back to
+	// <return_base_url>/e/{event}/book?booking=<id>. Default: http://localhost
+	// (or gateway.addr's host) on gateway.addr's port.
+	ReturnBaseURL string    `yaml:"return_base_url"`
+	Simulator     Simulator `yaml:"simulator"`
 }
 
 // Simulator configures the in-process payment provider used by the demo and tests.
@@ -116,6 +123,19 @@ type Simulator struct {
 	Delay     Duration `yaml:"delay"`
 	Duplicate bool     `yaml:"duplicate"`
 	Drop      bool     `yaml:"drop"`
+	// Addr (beyond the contract): a listener of its own for the
+	// simulator's hosted payment page (/pay/ and /healthz, nothing else), so
+	// that it can be published where the booking API must not be. Default
+	// "": the page is served on booking.addr.
+	Addr string `yaml:"addr"`
+	// PageURL (beyond the contract) is where fans' browsers reach the
+	// simulator's hosted payment page (under /pay/). Default: http://localhost
+	// (or the listener's host) on the port of addr, else of booking.addr.
+	PageURL string `yaml:"page_url"`
+	// AutoPay (beyond the contract): every session pays by itself (outcome,
+	// delay after it opens) with nobody on its page: for API clients and
+	// load tests. Default false: the fan decides on the page.
+	AutoPay bool `yaml:"auto_pay"`
 }
 
 type Event struct {
@@ -332,6 +352,13 @@ func (c *Config) setDefaults() {
 	defD(&c.Booking.Payment.SessionTTL, 8*time.Minute)
 	defD(&c.Booking.Payment.ReconcileAfter, 15*time.Minute)
 	def(&c.Booking.Payment.Simulator.Outcome, "succeed")
+	def(&c.Booking.Payment.ReturnBaseURL, localURL(c.Gateway.Addr))
+	if a := c.Booking.Payment.Simulator.Addr; a != "" {
+		def(&c.Booking.Payment.Simulator.PageURL, localURL(a))
+	}
+	def(&c.Booking.Payment.Simulator.PageURL, localURL(c.Booking.Addr))
+	c.Booking.Payment.ReturnBaseURL = strings.TrimRight(c.Booking.Payment.ReturnBaseURL, "/")
+	c.Booking.Payment.Simulator.PageURL = strings.TrimRight(c.Booking.Payment.Simulator.PageURL, "/")
 	for i := range c.Events {
 		e := &c.Events[i]
 		def(&e.Mode, ModeQueue)
@@ -435,6 +462,19 @@ func (c *Config) Validate() error {
 	}
 	if p.Simulator.Delay < 0 {
 		bad("booking.payment.simulator.delay", "must be >= 0")
+	}
+	if msg := badBaseURL(p.ReturnBaseURL); msg != "" {
+		bad("booking.payment.return_base_url", "%q %s", p.ReturnBaseURL, msg)
+	}
+	if a := p.Simulator.Addr; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("booking.payment.simulator.addr", "%q must be host:port or :port", a)
+		} else if a == c.Booking.Addr {
+			bad("booking.payment.simulator.addr", "%q is booking.addr already (leave it empty to serve the page there)", a)
+		}
+	}
+	if msg := badBaseURL(p.Simulator.PageURL); msg != "" {
+		bad("booking.payment.simulator.page_url", "%q %s", p.Simulator.PageURL, msg)
 	}
 
 	eventIDs := map[string]int{}
@@ -574,4 +614,32 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, err
 	}
 	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+}
+
+// localURL is how a browser on this machine reaches a listener at addr:
+// http://localhost:port, or the host addr names.
+func localURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// badBaseURL says what is wrong with a base URL fans' browsers are sent to
+// ("" when nothing): absolute http(s), no query or fragment.
+func badBaseURL(v string) string {
+	u, err := url.Parse(v)
+	switch {
+	case v == "":
+		return "must be set (an http(s) URL)"
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		return "must be an absolute http(s) URL, e.g. https://tickets.example.com"
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return "must have no query, fragment or user"
+	}
+	return ""
 }

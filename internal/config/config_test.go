@@ -55,6 +55,9 @@ func TestValidConfigAndDefaults(t *testing.T) {
 		{"booking.hold_attempts_per_minute", c.Booking.HoldAttemptsPerMinute, 20},
 		{"booking.rehold_cooldown defaults to hold_ttl", c.Booking.ReholdCooldown.D(), 10 * time.Minute},
 		{"gateway.trusted_proxies", len(c.Gateway.TrustedProxies), 0},
+		{"booking.payment.return_base_url from gateway.addr", c.Booking.Payment.ReturnBaseURL, "http://localhost:8080"},
+		{"booking.payment.simulator.page_url from booking.addr", c.Booking.Payment.Simulator.PageURL, "http://localhost:8081"},
+		{"booking.payment.simulator.auto_pay", c.Booking.Payment.Simulator.AutoPay, false},
 		{"events[0].mode", c.Events[0].Mode, "queue"},
 		{"events[0].name defaults to id", c.Events[0].Name, "premiere"},
 		{"events[0].admission.access_ttl", c.Events[0].Admission.AccessTTL.D(), 10 * time.Minute},
@@ -147,6 +150,9 @@ func TestBadConfigs(t *testing.T) {
 		{"bad currency", `payment: {secret: "pay-secret"}`, "currency: \"usd\"\n  payment: {secret: \"pay-secret\"}", `booking.currency: "usd" must be an ISO 4217 code`},
 		{"missing payment secret", `payment: {secret: "pay-secret"}`, `payment: {}`, "booking.payment.secret: must be set"},
 		{"bad simulator outcome", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", simulator: {outcome: "maybe"}}`, `booking.payment.simulator.outcome: must be succeed or fail, not "maybe"`},
+		{"relative return url", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", return_base_url: "/e"}`, `booking.payment.return_base_url: "/e" must be an absolute http(s) URL`},
+		{"simulator on the booking port", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", simulator: {addr: ":8081"}}`, `booking.payment.simulator.addr: ":8081" is booking.addr already`},
+		{"page url with a query", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", simulator: {page_url: "http://pay.test/?x=1"}}`, `booking.payment.simulator.page_url: "http://pay.test/?x=1" must have no query`},
 		{"zero max seats", `payment: {secret: "pay-secret"}`, "max_seats_per_hold: -1\n  payment: {secret: \"pay-secret\"}", "booking.max_seats_per_hold: must be between 1 and 100"},
 		{"negative per-ip limit", "booking:", "gateway: {joins_per_ip_per_minute: -1}\nbooking:", "gateway.joins_per_ip_per_minute: must be >= 0"},
 		{"tiny tick", "booking:", "admitter: {tick: \"1ms\"}\nbooking:", "admitter.tick: must be >= 10ms"},
@@ -236,6 +242,36 @@ func TestFairPlayKeys(t *testing.T) {
 		if err != nil || got.String() != p.want {
 			t.Errorf("ParsePrefix(%q) = %v, %v; want %s", p.in, got, err, p.want)
 		}
+	}
+}
+
+// The hosted payment page and the return to the gateway follow the
+// listeners' addresses unless set; a trailing slash is dropped.
+func TestPaymentURLs(t *testing.T) {
+	tests := []struct {
+		name, yaml, wantReturn, wantPage string
+	}{
+		{"hosts named", "gateway: {addr: \"127.0.0.1:9000\"}\nbooking:\n  addr: \"127.0.0.1:9001\"", "http://127.0.0.1:9000", "http://127.0.0.1:9001"},
+		{"a listener of its own", "booking:\n  payment: {secret: \"pay-secret\", simulator: {addr: \":8083\"}}\n  currency: \"USD\"", "http://localhost:8080", "http://localhost:8083"},
+		{"set", "booking:\n  payment: {secret: \"pay-secret\", return_base_url: \"https://tickets.example.com/\", simulator: {page_url: \"https://pay.example.com\"}}\n  currency: \"USD\"", "https://tickets.example.com", "https://pay.example.com"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := strings.Replace(valid, "booking:\n  payment: {secret: \"pay-secret\"}", tt.yaml, 1)
+			if !strings.Contains(tt.yaml, "payment:") {
+				src = strings.Replace(valid, "booking:", tt.yaml, 1)
+			}
+			c, err := config.Parse([]byte(src), noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Booking.Payment.ReturnBaseURL; got != tt.wantReturn {
+				t.Errorf("return_base_url = %q; want %q", got, tt.wantReturn)
+			}
+			if got := c.Booking.Payment.Simulator.PageURL; got != tt.wantPage {
+				t.Errorf("page_url = %q; want %q", got, tt.wantPage)
+			}
+		})
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,17 +97,73 @@ func (f *apiFan) hold(seats []string) {
 	f.hold_ = out["holdId"].(string)
 }
 
-// pay checks the hold out and waits until the simulator's payment confirms it.
-func (f *apiFan) pay() {
+// checkout checks the hold out: the booking and the provider's page.
+func (f *apiFan) checkout() (bookingID, paymentURL string) {
 	f.t.Helper()
 	code, out := f.do(http.MethodPost, "/api/v1/booking/holds/"+f.hold_+"/checkout", nil, map[string]string{"Idempotency-Key": "api-" + f.hold_})
 	if code != http.StatusCreated {
 		f.t.Fatalf("api fan checkout: %d %v", code, out)
 	}
-	id := out["bookingId"].(string)
+	bookingID, _ = out["bookingId"].(string)
+	paymentURL, _ = out["paymentUrl"].(string)
+	if bookingID == "" || !strings.HasPrefix(paymentURL, "http") {
+		f.t.Fatalf("checkout answer %v; want a booking and an absolute paymentUrl", out)
+	}
+	return bookingID, paymentURL
+}
+
+// providerPage reads the provider's hosted page.
+func (f *apiFan) providerPage(paymentURL string) (int, string) {
+	f.t.Helper()
+	res, err := http.Get(paymentURL)
+	if err != nil {
+		f.t.Fatalf("GET %s: %v", paymentURL, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// press presses Pay (with an outcome, "" for the provider's first) or
+// Cancel on the provider's page, and returns its answer's status (303: sent
+// back to the booking page).
+func (f *apiFan) press(paymentURL, action, outcome string) int {
+	f.t.Helper()
+	form := url.Values{"action": {action}}
+	if outcome != "" {
+		form.Set("outcome", outcome)
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := c.PostForm(paymentURL, form)
+	if err != nil {
+		f.t.Fatalf("POST %s: %v", paymentURL, err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// bookingStatus reads the fan's booking through the gateway.
+func (f *apiFan) bookingStatus(id string) string {
+	f.t.Helper()
+	code, b := f.do(http.MethodGet, "/api/v1/booking/bookings/"+id, nil, nil)
+	if code != http.StatusOK {
+		return fmt.Sprintf("HTTP %d", code)
+	}
+	st, _ := b["status"].(string)
+	return st
+}
+
+// pay checks the hold out, pays on the provider's page, and waits until the
+// booking is confirmed.
+func (f *apiFan) pay() {
+	f.t.Helper()
+	id, paymentURL := f.checkout()
+	if code := f.press(paymentURL, "pay", "succeed"); code != http.StatusSeeOther {
+		f.t.Fatalf("api fan pays: %d; want 303", code)
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if code, b := f.do(http.MethodGet, "/api/v1/booking/bookings/"+id, nil, nil); code == http.StatusOK && b["status"] == "CONFIRMED" {
+		if f.bookingStatus(id) == "CONFIRMED" {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -15,6 +15,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -496,6 +497,10 @@ func honestJourney(ctx context.Context, p *player, ticket string) (outcome, book
 			return fmt.Sprintf("checkout %d", code), ""
 		}
 		bookingID = co["bookingId"].(string)
+		// On the provider's page: Pay.
+		if paymentURL, _ := co["paymentUrl"].(string); !p.pressPay(ctx, paymentURL) {
+			return "pay at the provider failed", bookingID
+		}
 		for ctx.Err() == nil {
 			code, _, b := p.call(ctx, "booking", http.MethodGet, "/api/v1/booking/bookings/"+bookingID, nil, nil)
 			if code == 200 && b["status"] == "CONFIRMED" {
@@ -509,6 +514,23 @@ func honestJourney(ctx context.Context, p *player, ticket string) (outcome, book
 		return outPending, bookingID
 	}
 	return "told-taken", ""
+}
+
+// pressPay presses Pay on the provider's hosted page; true once the
+// provider sent the player back (303).
+func (p *player) pressPay(ctx context.Context, paymentURL string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, paymentURL, strings.NewReader("action=pay"))
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusSeeOther
 }
 
 // ticketID is the id (the Redis member, the pass's sub) of a ticket.

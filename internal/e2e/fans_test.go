@@ -275,8 +275,13 @@ func TestBrowserFanPages(t *testing.T) {
 			checkA11y(t, fan, "the hold ("+lang+")")
 			shots.shot(fan, "held-"+lang)
 
-			run(t, fan, 30*time.Second, "pay and see what was bought",
-				chromedp.Click(`#pay`, chromedp.ByQuery),
+			// Pay on the provider's page (its own, in English), and back.
+			run(t, fan, 10*time.Second, "pay", chromedp.Click(`#pay`, chromedp.ByQuery))
+			if amount, _ := atProvider(t, fan, s.Booking); amount != "$165.00" {
+				t.Errorf("the provider asks %q; want $165.00", amount)
+			}
+			backFromProvider(t, fan, "walkin", "#sim-pay")
+			run(t, fan, 30*time.Second, "see what was bought",
 				chromedp.Poll(`document.querySelector('#booking-status').dataset.status === 'CONFIRMED'`, nil),
 			)
 			receipt := map[string]string{}

@@ -224,14 +224,17 @@ func (sm *sampler) close() { sm.stop(); <-sm.done }
 
 // drill is one running stack with its fans' tally and the active sampler.
 type drill struct {
-	t      *testing.T
-	s      *stack.Stack
-	cap    int
-	rate   int
-	hc     *http.Client
-	tally  *tally
-	active *sampler
-	line   *queue.Store
+	t    *testing.T
+	s    *stack.Stack
+	cap  int
+	rate int
+	hc   *http.Client
+	// provider is the fans' client of the provider's page: it shows the
+	// redirect back to the gateway rather than following it.
+	provider *http.Client
+	tally    *tally
+	active   *sampler
+	line     *queue.Store
 }
 
 func startDrill(t *testing.T, o stack.Options, rate, maxActive int) *drill {
@@ -244,6 +247,9 @@ func startDrill(t *testing.T, o stack.Options, rate, maxActive int) *drill {
 		t: t, s: s, cap: maxActive, rate: rate, tally: newTally(),
 		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: 30 * time.Second,
+		}},
+		provider: &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
 		}},
 		line: queue.NewStore(s.RDB, nil),
 	}
@@ -345,6 +351,9 @@ type saleRun struct {
 	admitted  int
 	cancel    context.CancelFunc
 	began     time.Time
+	// payRetries counts presses of Pay on a provider page that did not
+	// answer (the booking core down, or its database): pressed again.
+	payRetries atomic.Int64
 }
 
 // sale starts n fans arriving evenly over spread; each does the whole
@@ -583,9 +592,11 @@ func (r *saleRun) checkout(ctx context.Context, token, holdID string) (string, s
 		switch code {
 		case 201:
 			var c struct {
-				BookingID string `json:"bookingId"`
+				BookingID  string `json:"bookingId"`
+				PaymentURL string `json:"paymentUrl"`
 			}
 			_ = json.Unmarshal(body, &c)
+			r.pay(ctx, c.PaymentURL)
 			return c.BookingID, "ok"
 		case 401:
 			return "", "readmit"
@@ -597,6 +608,37 @@ func (r *saleRun) checkout(ctx context.Context, token, holdID string) (string, s
 		}
 	}
 	return "", outTimedOut
+}
+
+// pay is the fan on the provider's hosted page (paymentUrl: the simulator,
+// on the booking core's own listener): it presses Pay, with the outcome the
+// provider offers first (the configured one). A page that does not answer
+// (the booking core or its database down) is pressed again, as a fan would
+// reload it.
+func (r *saleRun) pay(ctx context.Context, paymentURL string) {
+	for ctx.Err() == nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, paymentURL, strings.NewReader("action=pay"))
+		if err != nil {
+			r.d.t.Errorf("paymentUrl %q: %v", paymentURL, err)
+			return
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		res, err := r.d.provider.Do(req)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusSeeOther {
+				return
+			}
+			if res.StatusCode != http.StatusServiceUnavailable {
+				r.d.t.Errorf("Pay on the provider's page: %d", res.StatusCode)
+				return
+			}
+		}
+		r.payRetries.Add(1)
+		if !pause(ctx, nil, 500*time.Millisecond) {
+			return
+		}
+	}
 }
 
 // follow polls the booking (as the page does) until it is settled.

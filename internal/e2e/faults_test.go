@@ -375,13 +375,24 @@ func faultPayment(t *testing.T) {
 
 // faultBookingDown: the booking core is killed while fans are admitted and
 // booking. The gateway answers 503 with Retry-After, and the fans get through
-// once it is back; payments whose simulator died with it are reconciled.
+// once it is back. Payments open when it died survive it (the simulator
+// keeps them in PostgreSQL): a fan on the provider's page when the core
+// died pays after the restart, its callback never comes, and the reconciler
+// asks the restarted simulator and settles it; every fan who pressed Pay on
+// a page that was down presses it again and is confirmed.
 func faultBookingDown(t *testing.T) {
 	ctx := context.Background()
 	const rate, maxActive = 20, 60
 	d := startDrill(t, stack.Options{
 		Booking: `  payment: {secret: "stack-payment-secret", reconcile_after: "2s", simulator: {enabled: true, outcome: "succeed", delay: "300ms"}}`,
 	}, rate, maxActive)
+	// The fan with a payment open: first in line, checked out, its
+	// provider's page open, not paid yet.
+	open := apiFan{t: t, base: d.s.Gateway, event: drillEvent}
+	open.join()
+	open.waitAdmitted()
+	open.hold([]string{"A1"})
+	openID, openURL := open.checkout()
 	r := d.sale(120, 2*time.Second, 45*time.Second)
 	if _, ok := waitFor(20*time.Second, func() bool { return d.tally.count("hold 201") >= 5 }); !ok {
 		t.Fatalf("no holds before the fault: %s", d.tally.summary())
@@ -392,6 +403,21 @@ func faultBookingDown(t *testing.T) {
 	d.s.Restart("booking")
 	ready := since(killedAt)
 	back := d.tally.markNow()
+
+	// The open payment after the restart: its page is there still, with the
+	// amount; the fan pays, and the provider's notice never comes.
+	code, page := open.providerPage(openURL)
+	if code != 200 || !strings.Contains(page, "$10.00") || !strings.Contains(page, `id="sim-pay"`) {
+		t.Fatalf("the open payment's page after the restart: %d\n%s", code, page)
+	}
+	if code := open.press(openURL, "pay", "never"); code != http.StatusSeeOther {
+		t.Fatalf("Pay after the restart: %d; want 303 back to the booking page", code)
+	}
+	settled, ok := waitFor(15*time.Second, func() bool { return open.bookingStatus(openID) == "CONFIRMED" })
+	if !ok {
+		t.Fatalf("the payment open across the restart: %s 15s after it was paid; want CONFIRMED by the reconciler:\n%s", open.bookingStatus(openID), d.s.Log("booking"))
+	}
+
 	out := r.wait()
 	d.alive("gateway", "booking", "admitter")
 	f := d.checkInvariants(ctx)
@@ -406,6 +432,27 @@ func faultBookingDown(t *testing.T) {
 			first = at
 		}
 	}
-	t.Logf("SUMMARY booking down: killed, ready again %s later; fans got %d answers 503+Retry-After from the gateway, %d answers 500; first good booking answer %s after it was ready; outcomes %v; %s",
-		ready, down, d.tally.status5xx(), after(back, first), out, f)
+	// Every payment open at the kill (opened before it, settled after it,
+	// or never), by how its booking ended.
+	db := d.s.DB(ctx)
+	rows, err := db.Query(ctx, `SELECT b.status, count(*) FROM payments p JOIN bookings b ON b.payment_id = p.payment_id
+	                             WHERE p.created_at < $1 AND (p.settled_at IS NULL OR p.settled_at > $1) GROUP BY 1 ORDER BY 1`, killedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openAtKill := map[string]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			t.Fatal(err)
+		}
+		openAtKill[st] = n
+	}
+	rows.Close()
+	if openAtKill["CONFIRMED"] == 0 || len(openAtKill) != 1 {
+		t.Errorf("payments open at the kill ended %v; want every one CONFIRMED", openAtKill)
+	}
+	t.Logf("SUMMARY booking down: killed, ready again %s later; fans got %d answers 503+Retry-After from the gateway, %d answers 500; first good booking answer %s after it was ready; Pay pressed again on a page that was down: %d; payments open at the kill: %v; the one paid after the restart with no callback: CONFIRMED by the reconciler %s after Pay; outcomes %v; %s",
+		ready, down, d.tally.status5xx(), after(back, first), r.payRetries.Load(), openAtKill, settled.Round(10*time.Millisecond), out, f)
 }

@@ -126,6 +126,11 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	return strings.TrimSpace(s)
 }
 
+// journeyBooking is the demo's payment simulator: two seconds from the
+// fan's press on the provider's page to its callback, so the page back home
+// is seen confirming, its countdown running.
+const journeyBooking = `  payment: {secret: "stack-payment-secret", simulator: {enabled: true, outcome: "succeed", delay: "2s"}}`
+
 // joinPaying joins event through the API as a JSON client of a sale that
 // asks a proof of work does: the 428's challenge, solved, then the join
 // again with X-Waitroom-Proof.
@@ -180,12 +185,14 @@ func recordStatuses(t *testing.T, ctx context.Context) {
 // TestBrowserJourney is a fan's whole journey in a real browser, on a sale
 // that asks a proof of work: join a slow line (the page checks the browser
 // first), watch the position fall, get admitted, pick two seats on the map,
-// hold, pay through the simulator and see the confirmation; a second fan
-// who picked the same seats is told they are taken. Then the same sale in
-// a browser without workers, and without JavaScript: each is told why it
-// cannot join.
+// hold, go to the provider's hosted payment page, cancel, come back to the
+// hold still there, pay again, come back and see the confirmation; a second
+// fan who picked the same seats is told they are taken, holds others, and
+// pays after that hold lapsed: back home, told it is refunded. Then the same
+// sale in a browser without workers, and without JavaScript: each is told
+// why it cannot join.
 func TestBrowserJourney(t *testing.T) {
-	s := stack.Start(t, stack.Options{Events: journeyEvents, Tick: "200ms"})
+	s := stack.Start(t, stack.Options{Events: journeyEvents, Tick: "200ms", Booking: journeyBooking})
 	shots := &shooter{t: t, dir: screenshotDir(t)}
 	t.Logf("screenshots in %s", shots.dir)
 
@@ -292,8 +299,30 @@ func TestBrowserJourney(t *testing.T) {
 	)
 	shots.shot(rival, "rival-told-taken")
 
-	run(t, fan, 30*time.Second, "pay and see the confirmation",
-		chromedp.Click(`#pay`, chromedp.ByQuery),
+	// Pay: off to the provider's page, on its own origin, which says what
+	// is paid for and how much.
+	run(t, fan, 10*time.Second, "pay", chromedp.Click(`#pay`, chromedp.ByQuery))
+	if amount, what := atProvider(t, fan, s.Booking); amount != "$39.00" || what != "Premiere 19:00: C5, C6, FLOOR × 1" {
+		t.Errorf("the provider's page asks %q for %q; want $39.00 for C5, C6 and one standing place", amount, what)
+	}
+	shots.shot(fan, "provider-page")
+	checkA11y(t, fan, "the provider's payment page")
+	// Cancel: back home, the hold is still there, its countdown running, and
+	// Pay can be pressed again.
+	backFromProvider(t, fan, "premiere", "#sim-cancel")
+	waitEval(t, fan, 20*time.Second, "the hold again after cancelling", `document.querySelector('main').dataset.phase === 'held' && !document.querySelector('#pay').disabled && /still held/.test(document.querySelector('#message').textContent)`)
+	countdownRuns(t, fan, "the hold after cancelling")
+	shots.shot(fan, "back-cancelled")
+	checkA11y(t, fan, "the hold after cancelling")
+	// Pay again: a new payment; back home the page is confirming, the hold's
+	// countdown still running, until the provider's callback confirms it.
+	run(t, fan, 10*time.Second, "pay again", chromedp.Click(`#pay`, chromedp.ByQuery))
+	atProvider(t, fan, s.Booking)
+	backFromProvider(t, fan, "premiere", "#sim-pay")
+	waitEval(t, fan, 10*time.Second, "confirming", `document.querySelector('#booking-status').dataset.status === 'PENDING' && /Confirming/.test(document.querySelector('#result-title').textContent)`)
+	countdownRuns(t, fan, "the page back from the provider, confirming")
+	shots.shot(fan, "back-confirming")
+	run(t, fan, 30*time.Second, "see the confirmation",
 		chromedp.Poll(`(() => { const b = document.querySelector('#booking-status'); return b && /CONFIRMED/.test(b.textContent + ' ' + (b.dataset.status || '')); })()`, nil),
 	)
 	var bookingID string
@@ -313,9 +342,48 @@ func TestBrowserJourney(t *testing.T) {
 		t.Fatal("no booking id shown")
 	}
 
-	// The database agrees: C5 and C6 are booked, under the booking shown.
+	// The rival holds two other seats and goes to pay them, but pays only
+	// once that hold has lapsed (its expiry moved into the past in
+	// PostgreSQL, as the booking tests move time): back home, the rival is
+	// told that the payment is refunded, not shown an error.
 	ctx := context.Background()
 	db := s.DB(ctx)
+	run(t, rival, 10*time.Second, "the rival holds E1 and E2",
+		chromedp.Click(`[data-seat="E1"]`, chromedp.ByQuery),
+		chromedp.Click(`[data-seat="E2"]`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('[data-seat="E2"]').dataset.state === 'mine'`, nil),
+		chromedp.Click(`#hold`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('main').dataset.phase === 'held'`, nil),
+		chromedp.Click(`#pay`, chromedp.ByQuery),
+	)
+	atProvider(t, rival, s.Booking)
+	var lapsedHold string
+	if err := db.QueryRow(ctx, `SELECT hold_id::text FROM seats WHERE showtime_id = 42 AND seat_code = 'E1' AND status = 'HELD'`).Scan(&lapsedHold); err != nil {
+		t.Fatalf("the rival's hold: %v", err)
+	}
+	for _, q := range []string{
+		`UPDATE seats SET hold_expires_at = now() - interval '1 second' WHERE showtime_id = 42 AND hold_id = $1 AND status = 'HELD'`,
+		`UPDATE holds SET expires_at = now() - interval '1 second' WHERE id = $1`,
+	} {
+		if _, err := db.Exec(ctx, q, lapsedHold); err != nil {
+			t.Fatalf("lapse the rival's hold: %v", err)
+		}
+	}
+	backFromProvider(t, rival, "premiere", "#sim-pay")
+	waitEval(t, rival, 30*time.Second, "told it is refunded", `document.querySelector('#booking-status').dataset.status === 'REFUNDED' && /refund/i.test(document.querySelector('#result-title').textContent)`)
+	if kind := text(t, rival, "#message"); !strings.Contains(kind, "refunded") {
+		t.Errorf("the rival is told %q; want that the payment was refunded", kind)
+	}
+	var kind string
+	run(t, rival, 5*time.Second, "the message's kind", chromedp.AttributeValue("#message", "data-kind", &kind, nil, chromedp.ByQuery))
+	if kind == "error" {
+		t.Error("a refunded late payment is shown as an error")
+	}
+	shots.shot(rival, "back-refunded")
+	wordsOK(t, rival, "en", "the refund")
+	checkA11y(t, rival, "the refund")
+
+	// The database agrees: C5 and C6 are booked, under the booking shown.
 	var booked int
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM seats WHERE showtime_id = 42 AND seat_code IN ('C5','C6') AND status = 'BOOKED'`).Scan(&booked); err != nil {
 		t.Fatalf("read seats: %v", err)
@@ -414,6 +482,41 @@ func TestBrowserJourney(t *testing.T) {
 		checkA11yNoJS(t, fan, "the waiting room of a sale with proof of work, without JavaScript")
 		shots.shot(fan, "proof-nojs")
 	})
+}
+
+// atProvider waits until the booking page has sent the fan to the
+// provider's hosted page (the simulator, on the booking core's listener:
+// another origin) and returns what it asks and for what.
+func atProvider(t *testing.T, ctx context.Context, origin string) (amount, what string) {
+	t.Helper()
+	waitEval(t, ctx, 20*time.Second, "the provider's payment page", `location.origin === '`+origin+`' && location.pathname.startsWith('/pay/') && document.querySelector('#sim-pay') !== null`)
+	return text(t, ctx, "#pay-amount"), text(t, ctx, "#pay-what")
+}
+
+// backFromProvider presses a button of the provider's page (#sim-pay or
+// #sim-cancel) and waits until the provider has sent the fan back to the
+// event's booking page and the page has picked the booking up.
+func backFromProvider(t *testing.T, ctx context.Context, event, button string) {
+	t.Helper()
+	run(t, ctx, 10*time.Second, "press "+button, chromedp.Click(button, chromedp.ByQuery))
+	waitEval(t, ctx, 20*time.Second, "back on the booking page", `location.pathname === '/e/`+event+`/book' && document.readyState === 'complete' && document.querySelector('main').dataset.phase !== 'loading'`)
+}
+
+// countdownRuns checks that the hold's countdown is shown and running.
+func countdownRuns(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	read := func() int {
+		var ms string
+		run(t, ctx, 5*time.Second, "read the countdown", chromedp.AttributeValue("#countdown", "data-remaining-ms", &ms, nil, chromedp.ByQuery))
+		n, _ := strconv.Atoi(ms)
+		return n
+	}
+	waitEval(t, ctx, 5*time.Second, what+": the countdown shown", `document.querySelector('#countdown').offsetParent !== null && Number(document.querySelector('#countdown').dataset.remainingMs) > 0`)
+	first := read()
+	time.Sleep(1200 * time.Millisecond)
+	if next := read(); next <= 0 || next >= first {
+		t.Errorf("%s: the countdown went %d → %d ms; want it running", what, first, next)
+	}
 }
 
 // consoleErrors collects what a tab's pages throw (uncaught exceptions) or

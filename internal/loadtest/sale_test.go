@@ -50,7 +50,9 @@ var saleEvents = fmt.Sprintf(`  - id: %q
       - {id: %d, title: "Sale 20:00", starts_at: "2027-01-01T20:00:00Z", rows: %d, seats_per_row: %d, price_cents: 2000}
 `, saleEvent, saleRate, saleCap, saleShowtime, saleRows, saleSeatsRow)
 
-const saleBooking = `  payment: {secret: "stack-payment-secret", simulator: {enabled: true, outcome: "succeed", delay: "1s"}}`
+// The fans of a load test do not visit the provider's page: the simulator
+// pays each session by itself (auto_pay), a second after it opens.
+const saleBooking = `  payment: {secret: "stack-payment-secret", simulator: {enabled: true, outcome: "succeed", delay: "1s", auto_pay: true}}`
 
 // outcome is how a fan's visit ended.
 type outcome int

@@ -59,8 +59,12 @@ func benchSetup(b *testing.B, events []booking.Event, inventory ...bool) *benchE
 	set := booking.Settings{HoldTTL: benchTTL, SessionTTL: benchTTL / 2, MaxSeatsPerHold: 8, HoldsPerMinute: 5,
 		HoldAttemptsPerMinute: 20, ReholdCooldown: benchTTL}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	sim := payment.NewSimulator(payment.SimulatorConfig{Manual: true}, nil, log)
-	b.Cleanup(sim.Close)
+	simPool, err := OpenPool(context.Background(), url, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(simPool.Close)
+	sim := payment.NewSimulator(payment.SimulatorConfig{Manual: true}, NewSessions(simPool), nil, log)
 	// As in `booking serve`, the sweeper tidies lapsed rows meanwhile.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

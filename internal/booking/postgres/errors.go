@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/payment"
 )
 
 // idempotencyKeyUnique is the constraint a second checkout with one
@@ -65,3 +66,23 @@ func isOutage(err error) bool {
 	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
 		pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// sessionError is interpretError for the payment simulator's store
+// (sessions.go), in the payment package's words: the simulator is a
+// provider, and the booking core translates a provider's errors at its own
+// seam. A missing session is payment.ErrUnknownPayment, a database that
+// cannot serve now payment.ErrUnavailable.
+func sessionError(err error) error {
+	switch {
+	case err == nil, errors.Is(err, payment.ErrUnknownPayment), errors.Is(err, payment.ErrUnavailable):
+		return err
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: %w", payment.ErrUnknownPayment, err)
+	case isOutage(err):
+		return fmt.Errorf("%w: %w", payment.ErrUnavailable, err)
+	}
+	return err
+}
+
+// translateSession runs *err through sessionError.
+func translateSession(err *error) { *err = sessionError(*err) }

@@ -118,8 +118,8 @@ func TestMigratePartitionsExistingData(t *testing.T) {
 	sold := legacyHold(t, pool, 2, "bob", []string{"B1"}, map[string]int{"FLOOR": 2})
 	pay := func(holdID, customer, key string) booking.Checkout {
 		c, err := store.Checkout(ctx, booking.CheckoutRequest{HoldID: holdID, Customer: customer, IdempotencyKey: key, SessionTTL: time.Minute},
-			func(_ context.Context, bookingID string, _ int64, ttl time.Duration) (payment.Session, error) {
-				return payment.Session{PaymentID: "pay-" + bookingID, URL: "/p/" + bookingID, ExpiresAt: time.Now().Add(ttl)}, nil
+			func(_ context.Context, f booking.SessionFor) (payment.Session, error) {
+				return payment.Session{PaymentID: "pay-" + f.BookingID, URL: "/p/" + f.BookingID, ExpiresAt: time.Now().Add(f.TTL)}, nil
 			})
 		if err != nil {
 			t.Fatal(err)

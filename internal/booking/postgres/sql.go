@@ -279,9 +279,13 @@ WITH done AS (
 UPDATE bookings SET status = 'REFUNDED', updated_at = now()
  WHERE id = (SELECT booking_id FROM done) AND status = 'FAILED'`
 
+	// $1 booking, $2 customer. Also the hold's expiry while it is HELD (the
+	// fan's page keeps its countdown), and the refund of a late payment.
 	sqlBooking = `
-SELECT b.id, b.status, h.seats, h.ga, b.showtime_id, b.amount_cents
+SELECT b.id, b.status, h.seats, h.ga, b.showtime_id, b.amount_cents, h.id::text,
+       CASE WHEN h.status = 'HELD' THEN h.expires_at END, r.status
   FROM bookings b JOIN holds h ON h.id = b.hold_id
+  LEFT JOIN refunds r ON r.payment_id = b.payment_id
  WHERE b.id = $1 AND b.customer_id = $2`
 
 	// $1 batch. The sweeper only tidies what the seat map shows: lapsed holds

@@ -51,12 +51,18 @@ const maxConns = 32
 //
 // It does not wait for the database: the first statement connects.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	return OpenPool(ctx, url, maxConns)
+}
+
+// OpenPool is Open with at most conns connections unless the URL sets
+// pool_max_conns (the payment simulator's own, smaller pool).
+func OpenPool(ctx context.Context, url string, conns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres url: %w", err)
 	}
 	if !strings.Contains(url, "pool_max_conns") {
-		cfg.MaxConns = maxConns
+		cfg.MaxConns = conns
 	}
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
@@ -337,7 +343,10 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 	// finds its seats still held.
 	ttl := min(r.SessionTTL, h.expires.Sub(now))
 	c.BookingID = booking.NewID()
-	sess, err := open(ctx, c.BookingID, h.amount, ttl)
+	sess, err := open(ctx, booking.SessionFor{
+		BookingID: c.BookingID, Event: h.event, ShowtimeID: h.showtime, Seats: h.seats,
+		GeneralAdmission: h.ga, AmountCents: h.amount, TTL: ttl,
+	})
 	if err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: payment session: %w", err)
 	}
@@ -501,9 +510,14 @@ func (s *Store) Booking(ctx context.Context, bookingID, customer string) (_ book
 	defer translate(&err)
 	var b booking.Booking
 	var ga []byte
+	var refund *string
 	// Anyone else's booking is no row: ErrNotFound, by interpretError.
-	if err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga, &b.ShowtimeID, &b.AmountCents); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga,
+		&b.ShowtimeID, &b.AmountCents, &b.HoldID, &b.HoldExpiresAt, &refund); err != nil {
 		return b, fmt.Errorf("booking: %w", err)
+	}
+	if refund != nil {
+		b.Refund = *refund
 	}
 	if err := json.Unmarshal(ga, &b.GeneralAdmission); err != nil {
 		return b, fmt.Errorf("booking: %w", err)

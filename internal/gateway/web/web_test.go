@@ -89,7 +89,7 @@ func TestHooks(t *testing.T) {
 			`id="showtime"`, `id="message"`, `id="hold"`, `id="clear"`, `id="countdown"`, `id="pay"`,
 			`id="release"`, `id="booking-id"`, `id="booking-status"`, `id="selected-count"`, `id="again"`,
 			`id="access-left"`, `id="back-to-line"`, `id="showtime-line"`, `id="seat-price"`, `id="selection-total"`,
-			`id="held-total"`, `id="receipt"`, `data-currency=`,
+			`id="held-total"`, `id="receipt"`, `data-currency=`, `id="pay-link"`,
 		}},
 		{"seatmap.js", []string{`id: 'seatmap'`, `dataset: { seat: code }`, `dataset: { ga: b.code }`, `gaInc: b.code`, `gaDec: b.code`}},
 	}

@@ -342,9 +342,16 @@ func TestCompose(t *testing.T) {
 		if got, want := cfgs["booking"].Booking.JWKSURL, "http://gateway:"+listen["gateway"]+"/.well-known/jwks.json"; got != want {
 			t.Errorf("booking fetches the JWKS from %q; want %q", got, want)
 		}
-		// Only the gateway is a way in.
-		if len(c.Services["booking"].Ports) > 0 {
-			t.Errorf("booking publishes %q: the gateway must be the only way in", c.Services["booking"].Ports)
+		// Only the gateway is a way in: booking publishes nothing but the
+		// payment simulator's page, on a listener of its own.
+		sim := cfgs["booking"].Booking.Payment.Simulator
+		for _, p := range c.Services["booking"].Ports {
+			if sim.Addr == "" || !strings.HasSuffix(p, ":"+addrPort(t, sim.Addr)) || strings.HasSuffix(p, ":"+listen["booking"]) {
+				t.Errorf("booking publishes %q: the gateway must be the only way in (the simulator's page, on booking.payment.simulator.addr, may be published)", p)
+			}
+		}
+		if sim.Addr != "" && !strings.HasSuffix(sim.PageURL, ":"+addrPort(t, sim.Addr)) {
+			t.Errorf("the simulator's page_url %q is not on its listener %q", sim.PageURL, sim.Addr)
 		}
 	})
 

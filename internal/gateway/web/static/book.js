@@ -5,9 +5,13 @@
 // Seat map as inline SVG from GET /showtimes/{id}/seats, refreshed every few
 // seconds while the fan chooses; general-admission blocks with a count
 // picker; Hold → countdown → Pay (checkout with one Idempotency-Key per hold,
-// reused on retry) → "processing payment" → polls the booking until
-// CONFIRMED or FAILED. The access token comes from sessionStorage (stored by
-// the waiting room); the gateway's cookie works too.
+// reused on retry) → the provider's hosted page (paymentUrl) → back here as
+// /e/{event}/book?booking=<id> → "confirming your payment", the hold's
+// countdown still running → polls the booking until CONFIRMED, FAILED or
+// REFUNDED, said in plain words; a payment failed or cancelled while the
+// hold lasts shows the hold again, with Pay. The access token comes from
+// sessionStorage (stored by the waiting room); the gateway's cookie works
+// too.
 //
 // The server renders the page in the fan's language with the event, its
 // venue and showtimes (<option data-title data-starts-at>) and the currency
@@ -31,7 +35,8 @@
 //   #booking-id               the booking's short reference; data-id = its id
 //   #booking-status           the status in words; data-status=PENDING|CONFIRMED|FAILED|REFUNDED
 //   #receipt                  what was bought: #receipt-event, -when, -where, -places, -total
-//   #again                    choose again after a failed payment
+//   #again                    choose again after a failed payment (or a hold that ran out)
+//   #pay-link                 back to the provider's page while the booking is PENDING
 //   #access-left              time left of the admission
 //   #back-to-line, #back-link shown when the admission ended
 
@@ -92,6 +97,7 @@ const ui = {
   receiptTotal: $('receipt-total'),
   resultDetail: $('result-detail'),
   again: $('again'),
+  payLink: $('pay-link'),
 };
 
 const event = eventFromPath(location.pathname);
@@ -108,6 +114,7 @@ const page = {
   loading: false,
   refreshTimer: 0,
   nothingLeft: false, // the showtime has no place to choose: say so, not a map of crosses
+  told: '', // what a booking being paid last said in #message (said once, not every poll)
 };
 
 function say(text, kind = 'info') {
@@ -122,16 +129,37 @@ const map = new SeatMap(
   { onChange: renderSelection, onNote: say },
 );
 
+// returnedBooking is the booking the payment provider sent the fan back
+// with (?booking=<id>), if the page was opened so.
+function returnedBooking() {
+  const id = new URL(location.href).searchParams.get('booking') || '';
+  return /^[0-9a-f-]{36}$/.test(id) ? id : null;
+}
+
+// forgetReturn drops ?booking= once that booking is no longer the page's.
+function forgetReturn() {
+  const url = new URL(location.href);
+  if (!url.searchParams.has('booking')) return;
+  url.searchParams.delete('booking');
+  history.replaceState(null, '', url);
+}
+
+// returned: the provider sent the fan back here, so the fan has paid or
+// cancelled (no way back to its page is offered, then).
+const returned = returnedBooking();
+
 const flow = new BookingFlow({
   event,
   pass,
   waiter,
+  returned,
   hooks: {
     changed,
     busy: renderSelection,
     say,
     reload: loadSeats,
     conflict: (what) => map.drop(what),
+    leave: (url) => location.assign(url),
   },
 });
 
@@ -163,7 +191,8 @@ function renderPhase(p) {
 // same way for every one, then each event adds what it alone says.
 function changed(state, ev, detail) {
   if (ev === 'held') map.clearChoice();
-  if (ev !== 'pending' && ev !== 'booked') renderPhase(state);
+  if (ev !== 'pending' && ev !== 'booked' && ev !== 'refunding') renderPhase(state);
+  if (state !== 'paying') show(ui.payLink, false);
   switch (ev) {
     case 'start':
       if (detail.lapsed) say(t('book.expired'), 'error');
@@ -182,14 +211,24 @@ function changed(state, ev, detail) {
       showBooking(null, t('book.result.starting'));
       renderReceipt(flow.hold);
       break;
-    case 'resumeBooking':
     case 'booked':
+      showBooking('PENDING', t('book.result.toProvider'));
+      renderReceipt({ ...flow.booking });
+      break;
+    case 'resumeBooking':
     case 'pending':
-      showBooking('PENDING', t('book.result.processing'));
-      renderReceipt({ ...flow.booking, ...(detail.booking || {}) });
-      if (ev === 'pending' && ui.message.dataset.kind === 'net') say(t('book.result.processing'));
+      paying(detail);
+      break;
+    case 'refunding':
+      refunding(detail.booking);
+      break;
+    case 'unpaid':
+      forgetReturn();
+      renderHeld();
+      ui.heldTitle.focus();
       break;
     case 'expired':
+      forgetReturn();
       say(t('book.expired'), 'error');
       break;
     case 'settled':
@@ -201,6 +240,7 @@ function changed(state, ev, detail) {
       say(detail.words, 'error');
       break;
     case 'again':
+      forgetReturn();
       show(ui.again, false);
       say('');
       break;
@@ -223,6 +263,50 @@ function renderHeld() {
   show(ui.heldTotal.parentElement, Boolean(amount));
   setText(ui.pay, amount ? t('book.pay', { amount }) : t('book.payPlain'));
   return what;
+}
+
+// paying draws a booking that is still PENDING: "confirming" with the
+// hold and its countdown while the hold lasts, and the way back to the
+// provider's page; once the hold ran out, that a payment made is being
+// refunded (no error: nothing is lost).
+function paying(detail) {
+  const booking = { ...flow.booking, ...(detail.booking || {}) };
+  renderReceipt(booking);
+  const lapsed = Boolean(detail.lapsed) && Boolean(detail.booking);
+  if (lapsed) {
+    showBooking('PENDING', t('book.result.lapsed'));
+    setText(ui.resultDetail, t('book.detail.lapsed'));
+    show(ui.held, false);
+    if (page.told !== 'lapsed') say(t('book.detail.lapsed'));
+    page.told = 'lapsed';
+  } else {
+    showBooking('PENDING', t('book.result.confirming'));
+    setText(ui.resultDetail, t('book.detail.confirming'));
+    show(ui.held, Boolean(flow.hold));
+    if (flow.hold) renderHeld();
+    if (ui.message.dataset.kind === 'net') say(t('book.result.confirming'));
+  }
+  show(ui.again, lapsed);
+  // Not back from the provider (the fan came back by other means before
+  // deciding): the way to its page again.
+  const url = flow.booking && flow.booking.paymentUrl;
+  const offer = Boolean(url) && !lapsed && !(returned && returned === flow.booking.bookingId);
+  if (offer) ui.payLink.href = url;
+  show(ui.payLink, offer);
+}
+
+// refunding: a payment that came after the hold ran out; the money is on
+// its way back (REFUNDED once the provider says so).
+function refunding(booking) {
+  renderReceipt({ ...flow.booking, ...booking });
+  showBooking('FAILED', t('book.result.refunding'));
+  setText(ui.bookingStatus, t('book.status.REFUNDING'));
+  setText(ui.resultDetail, t('book.detail.refunding'));
+  show(ui.held, false);
+  show(ui.payLink, false);
+  show(ui.again, true);
+  if (page.told !== 'refunding') say(t('book.say.refunding'));
+  page.told = 'refunding';
 }
 
 function showBooking(status, title) {
@@ -260,9 +344,10 @@ function finished({ status, booking }) {
       say(t('book.say.confirmed'));
       break;
     case 'REFUNDED':
+      // Nothing was lost: the money went back. Told, not shown as an error.
       setText(ui.resultTitle, t('book.result.refunded'));
       setText(ui.resultDetail, t('book.detail.refunded'));
-      say(t('book.say.refunded'), 'error');
+      say(t('book.say.refunded'));
       break;
     default:
       setText(ui.resultTitle, t('book.result.failed'));
@@ -500,6 +585,9 @@ async function main() {
   renderShowtime();
   flow.resume();
   tick();
+  // Back from the provider the map is not shown (and a booking confirmed
+  // meanwhile freed the fan's place: the map would answer 401).
+  if (flow.state !== 'choose' && flow.state !== 'held') return;
   if (await loadSeats()) {
     if (flow.state === 'choose') scheduleRefresh(REFRESH_MS);
   }

@@ -3,20 +3,33 @@
 //
 //   loading ─start──────────▶ choose ─held──▶ held ─pay──▶ paying ─settled──▶ done
 //           ─resumeHold─────▶ held            │             │  ─unknown──▶ done
-//           ─resumeBooking──▶ paying          │             ├─booked (the checkout answered; stays paying)
+//           ─resumeBooking──▶ paying          │             ├─booked (the checkout answered: off to the
+//                                             │             │         provider's page; stays paying)
 //                                             │             ├─notStarted──▶ held
+//                                             │             ├─unpaid──▶ held (failed or cancelled at the
+//                                             │             │                 provider; the hold is still there)
+//                                             │             ├─again──▶ choose (the hold ran out meanwhile)
 //                                             ├─released──▶ choose
 //                                             └─expired───▶ choose ◀─expired─┘
 //   done ─again──▶ choose;   any state but ended ─end──▶ ended (the admission is over)
 //   loading ─fail──▶ ended (nothing to book here)
 //
+// Paying is the provider's: the checkout answers paymentUrl, the page goes
+// there (hooks.leave), the fan pays or cancels on the provider's page and is
+// sent back to /e/{event}/book?booking=<id> (returned, below), and the
+// machine resumes the booking and follows it until it settles. While it is
+// PENDING the hold's countdown keeps running; a fan back after the hold ran
+// out is told that a payment made is being refunded (event "pending" with
+// lapsed, or "refunding"), never an error.
+//
 // BookingFlow holds what the machine is about (the hold, the booking, their
 // idempotency key) and does the requests; it renders nothing. It tells
 // book.js through hooks: changed(state, event, detail) after every
-// transition (and with event "pending" while a booking is still being paid),
-// busy() when a hold request starts or ends, say(text, kind) for
-// words, reload() to fetch the seat map again, conflict({seats, block}) when
-// someone was faster.
+// transition (and with event "pending" while a booking is still being paid,
+// "refunding" while a late payment's money goes back), busy() when a hold
+// request starts or ends, say(text, kind) for words, reload() to fetch the
+// seat map again, conflict({seats, block}) when someone was faster,
+// leave(url) to go to the provider's page.
 //
 // No DOM ids.
 
@@ -30,15 +43,25 @@ export const TRANSITIONS = Object.freeze({
   loading: { start: 'choose', resumeHold: 'held', resumeBooking: 'paying', fail: 'ended', end: 'ended' },
   choose: { held: 'held', end: 'ended' },
   held: { pay: 'paying', released: 'choose', expired: 'choose', end: 'ended' },
-  paying: { booked: 'paying', notStarted: 'held', expired: 'choose', settled: 'done', unknown: 'done', end: 'ended' },
+  paying: {
+    booked: 'paying',
+    notStarted: 'held',
+    unpaid: 'held',
+    expired: 'choose',
+    again: 'choose',
+    settled: 'done',
+    unknown: 'done',
+    end: 'ended',
+  },
   done: { again: 'choose', end: 'ended' },
   ended: {},
 });
 
 export class BookingFlow {
   // event: the event id; pass: the access pass (pass.js); waiter: api.js's
-  // Waiter; hooks: see the top of this file.
-  constructor({ event, pass, waiter, hooks }) {
+  // Waiter; hooks: see the top of this file; returned: the booking id the
+  // provider sent the fan back with (?booking=), if any.
+  constructor({ event, pass, waiter, hooks, returned }) {
     this.event = event;
     this.pass = pass;
     this.waiter = waiter;
@@ -47,8 +70,14 @@ export class BookingFlow {
     // hold: {holdId, expiresAt, seats, generalAdmission, showtimeId, amountCents, idemKey, skew}
     this.hold = store.hold.get(event);
     if (this.hold) this.hold.showtimeId = String(this.hold.showtimeId);
-    // booking: {bookingId, showtimeId, seats, generalAdmission, amountCents}
+    // booking: {bookingId, showtimeId, seats, generalAdmission, amountCents, paymentUrl}
     this.booking = store.booking.get(event);
+    if (returned && (!this.booking || this.booking.bookingId !== returned)) {
+      // Back from the provider in a tab that does not remember this
+      // booking: the booking's answer says what it is, and its hold.
+      this.booking = { bookingId: returned };
+      store.booking.set(event, this.booking);
+    }
     this.busy = false; // a hold request is in flight (or we were told to wait)
     this.warned = false; // the one-minute warning was given for this hold
     this.gen = 0; // bumped when a hold starts or ends: stale seat maps are dropped
@@ -261,16 +290,24 @@ export class BookingFlow {
         r = null;
       }
       if (r && (r.status === 201 || r.status === 200)) {
+        const url = typeof r.data.paymentUrl === 'string' ? r.data.paymentUrl : '';
         this.booking = {
           bookingId: r.data.bookingId,
           showtimeId: h0.showtimeId,
           seats: h0.seats,
           generalAdmission: h0.generalAdmission,
           amountCents: h0.amountCents,
+          paymentUrl: url,
         };
         store.booking.set(this.event, this.booking);
         this.send('booked');
-        this.hooks.say(t('book.result.processing'));
+        if (url) {
+          // The provider's page decides; it sends the fan back here.
+          this.hooks.say(t('book.result.toProvider'));
+          this.hooks.leave(url);
+          return;
+        }
+        this.hooks.say(t('book.result.confirming'));
         this.pollBooking();
         return;
       }
@@ -313,12 +350,25 @@ export class BookingFlow {
         const r = await api('GET', `/api/v1/booking/bookings/${encodeURIComponent(id)}`, { token: this.pass.token });
         if (r.ok) {
           fails = 0;
-          const st = r.data.status;
-          if (st && st !== 'PENDING') {
-            this.settle(st, r.data);
+          const d = r.data;
+          this.learnHold(d);
+          const lapsed = !(this.holdLeftMs() > 0);
+          const st = d.status;
+          if (st === 'FAILED' && !d.refund && !lapsed) {
+            // Failed or cancelled at the provider: the places are still
+            // held, and the fan may pay again.
+            this.unpaid();
             return;
           }
-          this.hooks.changed(this.state, 'pending', { booking: r.data });
+          if (st === 'FAILED' && d.refund) {
+            // A late payment: its money is on the way back; REFUNDED next.
+            if (this.state === 'paying') this.hooks.changed(this.state, 'refunding', { booking: d });
+          } else if (st && st !== 'PENDING') {
+            this.settle(st, d);
+            return;
+          } else {
+            this.hooks.changed(this.state, 'pending', { booking: d, lapsed });
+          }
         } else if (r.status === 401) {
           this.unknown(t('book.unknown.ended'));
           return;
@@ -339,6 +389,51 @@ export class BookingFlow {
     }
   }
 
+  // learnHold takes the hold from a booking's answer (holdId,
+  // holdExpiresAt): the server's word on when it lapses, and the whole hold
+  // when this tab did not know it (back from the provider elsewhere).
+  learnHold(d) {
+    if (!d.holdId) return;
+    if (!d.holdExpiresAt) {
+      // Booked, released or swept: no longer held.
+      if (this.hold && this.hold.holdId === d.holdId) this.hold.expiresAt = new Date(0).toISOString();
+      return;
+    }
+    if (!this.hold || this.hold.holdId !== d.holdId) {
+      this.hold = {
+        holdId: d.holdId,
+        seats: Array.isArray(d.seats) ? d.seats : [],
+        generalAdmission: d.generalAdmission && typeof d.generalAdmission === 'object' ? d.generalAdmission : {},
+        showtimeId: String(d.showtimeId),
+        amountCents: Number.isFinite(d.amountCents) ? d.amountCents : null,
+        idemKey: newKey(),
+        skew: 0,
+      };
+    }
+    this.hold.expiresAt = d.holdExpiresAt;
+    store.hold.set(this.event, this.hold);
+    if (this.booking) {
+      for (const k of ['showtimeId', 'seats', 'generalAdmission', 'amountCents']) {
+        if (this.booking[k] === undefined && d[k] !== undefined) this.booking[k] = d[k];
+      }
+    }
+  }
+
+  // unpaid: the payment failed or was cancelled while the hold lasts; the
+  // next Pay is a new checkout, under a new key (the old key would answer
+  // the failed booking again).
+  unpaid() {
+    this.booking = null;
+    store.booking.clear(this.event);
+    this.hold.idemKey = newKey();
+    store.hold.set(this.event, this.hold);
+    this.warned = this.holdLeftMs() <= 60000;
+    if (this.send('unpaid')) {
+      this.hooks.say(t('book.unpaid'), 'error');
+      this.hooks.reload();
+    }
+  }
+
   settle(status, d) {
     const booking = { ...this.booking, ...d };
     if (!Array.isArray(d.seats)) booking.seats = this.booking.seats;
@@ -353,10 +448,12 @@ export class BookingFlow {
     this.send('unknown', { words });
   }
 
-  // again: after a failed payment, choose afresh.
+  // again: after a failed payment, or a hold that ran out while paying,
+  // choose afresh.
   async again() {
     this.booking = null;
     store.booking.clear(this.event);
+    if (this.state === 'paying') this.dropHold();
     if (this.send('again')) await this.hooks.reload();
   }
 }
