@@ -37,13 +37,13 @@ var notices = map[string]bool{
 
 func (s *Server) pageRoutes() {
 	files := web.FS()
-	s.app.Get("/", s.page(s.indexPage))
-	s.app.Get("/e/:event", s.page(s.roomPage))
-	s.app.Get("/e/:event/book", s.page(s.bookPage))
-	s.app.Get("/e/:event/leave", s.page(s.leavePage))
+	s.app.Get("/", lineBudget, s.page(s.indexPage))
+	s.app.Get("/e/:event", lineBudget, s.page(s.roomPage))
+	s.app.Get("/e/:event/book", lineBudget, s.page(s.bookPage))
+	s.app.Get("/e/:event/leave", lineBudget, s.page(s.leavePage))
 	s.app.Get("/e/:event/qr.svg", s.qrCode)
-	s.app.Post("/e/:event/join", s.joinForm)
-	s.app.Post("/e/:event/leave", s.leaveForm)
+	s.app.Post("/e/:event/join", lineBudget, s.joinForm)
+	s.app.Post("/e/:event/leave", lineBudget, s.leaveForm)
 	s.app.Get("/static/+", func(c *fiber.Ctx) error {
 		name := path.Clean(c.Params("+"))
 		b, err := fs.ReadFile(files, name)

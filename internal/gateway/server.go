@@ -163,15 +163,29 @@ func (s *Server) routes() {
 	a.Get("/.well-known/jwks.json", s.jwks)
 
 	api := a.Group("/api/v1")
-	api.Get("/events", s.listEvents)
-	api.Get("/events/:event", s.getEvent)
-	api.Post("/events/:event/tickets", s.join)
-	api.Get("/events/:event/tickets/:ticket", s.status)
-	api.Delete("/events/:event/tickets/:ticket", s.leave)
 	api.All("/booking/*", s.gate)
+	line := api.Group("/events", lineBudget)
+	line.Get("", s.listEvents)
+	line.Get("/:event", s.getEvent)
+	line.Post("/:event/tickets", s.join)
+	line.Get("/:event/tickets/:ticket", s.status)
+	line.Delete("/:event/tickets/:ticket", s.leave)
 
 	s.pageRoutes()
 	// No catch-all: fiber then answers 404 or 405 itself, through errorHandler.
+}
+
+// lineTimeout bounds what a request of the line may wait for Redis: a
+// master that died makes go-redis retry and redial for longer than a fan
+// should wait, and the fan is better told 503 (and retries) at once.
+const lineTimeout = 3 * time.Second
+
+// lineBudget gives the request's Redis calls lineTimeout in all.
+func lineBudget(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), lineTimeout)
+	defer cancel()
+	c.SetUserContext(ctx)
+	return c.Next()
 }
 
 func securityHeaders(c *fiber.Ctx) error {

@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,7 +101,11 @@ func (b *batcher) waited(ctx context.Context, node *redis.Client, ms []merged) {
 		run(again)
 	}
 	n, err := acked.Int64()
-	if err == nil && n >= int64(b.replicas) {
+	if err == nil && (n >= int64(b.replicas) || n >= connectedReplicas(ctx, node)) {
+		// On as many replicas as asked, or as the master has: one whose
+		// replicas are all gone (its own replica promoted in a failover,
+		// the old master not yet back) keeps serving, as a single master
+		// would, rather than refuse every sale it holds.
 		return
 	}
 	if cc, ok := b.rdb.(*redis.ClusterClient); ok && err != nil {
@@ -111,6 +117,23 @@ func (b *batcher) waited(ctx context.Context, node *redis.Client, ms []merged) {
 			m.cmd = errCmd(ctx, fail)
 		}
 	}
+}
+
+// connectedReplicas is how many replicas node has connected now (when
+// unknown, more than any WAIT can get).
+func connectedReplicas(ctx context.Context, node *redis.Client) int64 {
+	info, err := node.Info(ctx, "replication").Result()
+	if err != nil {
+		return 1 << 30
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "connected_slaves:"); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return 1 << 30
 }
 
 // masterFor is the client of the master that serves key.

@@ -7,18 +7,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // With redis.wait_replicas, a place and an admission are answered only
 // once a replica has them: on a cluster whose masters have one replica
-// each, joins and ticks of both layouts go through; once the replica of
-// an event's master is gone, that event's joins fail as unavailable (the
-// fan retries) instead of being told of a place a failover could lose,
-// while a poll, which writes nothing a fan is told of, still answers.
+// each, joins and ticks of both layouts go through; while the replica of
+// an event's master stalls (its process stopped, its link still open),
+// that event's joins fail as unavailable (the fan retries) instead of
+// being told of a place a failover could lose, while a poll, which writes
+// nothing a fan is told of, still answers; and once the master has no
+// replica left at all (its replica is gone), it serves alone, as a single
+// master would, rather than refuse the sale.
 func TestDurableWritesWaitForAReplica(t *testing.T) {
 	c, rdb := testenv.ClusterWith(t, 1)
 	ctx := context.Background()
@@ -44,7 +45,7 @@ func TestDurableWritesWaitForAReplica(t *testing.T) {
 		}
 	}
 
-	// Kill the replica of the master that holds "one".
+	// Stall the replica of the master that holds "one".
 	master, err := rdb.MasterForKey(ctx, "wr:{one}:stats")
 	if err != nil {
 		t.Fatal(err)
@@ -53,12 +54,14 @@ func TestDurableWritesWaitForAReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replica := replicaAddr(t, info)
-	c.Node(replica).Kill()
+	replica := c.Node(replicaAddr(t, info))
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
 	set := open()
 	r, err := s.Join(ctx, "one", set)
 	if !errors.Is(err, queue.ErrUnavailable) {
-		t.Fatalf("join with the replica gone: %+v, %v; want ErrUnavailable", r, err)
+		t.Fatalf("join with the replica stalled: %+v, %v; want ErrUnavailable", r, err)
 	}
 	plain := queue.NewStore(rdb, secret) // wait_replicas 0: answered at once
 	r, err = plain.Join(ctx, "one", set)
@@ -66,7 +69,25 @@ func TestDurableWritesWaitForAReplica(t *testing.T) {
 		t.Fatalf("join without waiting: %v", err)
 	}
 	if _, err := s.Status(ctx, "one", r.Ticket, set); err != nil {
-		t.Fatalf("a poll with the replica gone: %v", err)
+		t.Fatalf("a poll with the replica stalled: %v", err)
+	}
+	if err := replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Join(ctx, "one", set); err != nil {
+		t.Fatalf("join with the replica back: %v", err)
+	}
+	replica.Kill()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := s.Join(ctx, "one", set)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("join with no replica left: %v; want the master to serve alone", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -89,14 +110,4 @@ func replicaAddr(t *testing.T, info string) string {
 	}
 	t.Fatalf("no replica in %q", info)
 	return ""
-}
-
-// A single Redis with no replica never acknowledges: every place fails.
-func TestDurableWritesWithoutReplicaFail(t *testing.T) {
-	_, rdb := testenv.Redis(t)
-	s := queue.NewStore(redis.UniversalClient(rdb), secret)
-	s.WaitReplicas(1)
-	if _, err := s.Join(context.Background(), event, open()); !errors.Is(err, queue.ErrUnavailable) {
-		t.Fatalf("join = %v; want ErrUnavailable", err)
-	}
 }

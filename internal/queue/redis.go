@@ -78,7 +78,49 @@ func newClient(url string) (redis.UniversalClient, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("queue: redis url %q names no cluster seed", url)
 	}
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: poolSize}), nil
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: poolSize})
+	c.AddHook(reloadHook{c})
+	return c, nil
+}
+
+// reloadHook makes a cluster client look at the slot map again as soon as
+// a node fails it. go-redis reloads the map on a MOVED reply, and otherwise
+// once a minute: a master that died cannot send MOVED, so without this the
+// client would go on asking the dead master for up to a minute after its
+// replica took over (docs/RELIABILITY.md, "Redis fails over"). A reload is
+// one CLUSTER SLOTS, and go-redis runs at most one at a time.
+type reloadHook struct{ c *redis.ClusterClient }
+
+func (h reloadHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil {
+			h.c.ReloadState(ctx)
+		}
+		return conn, err
+	}
+}
+
+func (h reloadHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadHook) check(ctx context.Context, err error) {
+	if err != nil && isOutage(err) && !errors.Is(err, context.Canceled) {
+		h.c.ReloadState(ctx)
+	}
 }
 
 // interpretError is the one place Redis errors are translated: an outage

@@ -126,6 +126,13 @@ func (r *Redis) Stop() { r.p.stop(syscall.SIGTERM, 5*time.Second) }
 // Kill kills the server at once, as a crash would.
 func (r *Redis) Kill() { r.p.stop(syscall.SIGKILL, 0) }
 
+// Pause stops the server's process (SIGSTOP) without closing its
+// connections, as a stalled machine would; Resume lets it go on.
+func (r *Redis) Pause() error { return r.p.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (r *Redis) Resume() error { return r.p.cmd.Process.Signal(syscall.SIGCONT) }
+
 // Restart starts the server again on the same port and data folder.
 func (r *Redis) Restart(ctx context.Context) error {
 	r.Stop()

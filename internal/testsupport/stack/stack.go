@@ -90,6 +90,8 @@ type Options struct {
 	// ClusterReplicas gives each master of the RedisCluster that many
 	// replicas (a master killed is replaced by its replica).
 	ClusterReplicas int
+	// RedisWaitReplicas is config redis.wait_replicas.
+	RedisWaitReplicas int
 }
 
 // Stack is a running waitroom.
@@ -178,7 +180,7 @@ func Start(t testing.TB, o Options) *Stack {
 	if _, err := pass.EnsureKeyFile(key); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(`redis: {url: %q}
+	cfg := fmt.Sprintf(`redis: {url: %q, wait_replicas: %d}
 postgres: {url: %q}
 auth: {ticket_secret: %q, signing_key_file: %q}
 gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: "5s", trusted_proxies: %s}
@@ -189,7 +191,7 @@ booking:
 %s
 events:
 %s
-`, redisURL, dbURL, TicketSecret, key, gw, s.Booking, o.JoinsPerIP, yamlList(o.TrustedProxies), o.Tick, bk, gw, indentBooking(o.Booking), o.Events)
+`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, gw, s.Booking, o.JoinsPerIP, yamlList(o.TrustedProxies), o.Tick, bk, gw, indentBooking(o.Booking), o.Events)
 	s.ConfigPath = filepath.Join(dir, "waitroom.yaml")
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
