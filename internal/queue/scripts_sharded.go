@@ -155,9 +155,11 @@ return {'waiting', now, rank, poll, r, avail, redis.call('ZSCORE', KEYS[1], ARGV
 // Returns one count per score.
 var sBelow = redis.NewScript(`
 local out = {}
+local moving = redis.call('EXISTS', KEYS[2]) == 1
 for i = 1, #ARGV do
   local below = '(' .. ARGV[i]
-  out[i] = redis.call('ZCOUNT', KEYS[1], '-inf', below) + redis.call('ZCOUNT', KEYS[2], '-inf', below)
+  out[i] = redis.call('ZCOUNT', KEYS[1], '-inf', below)
+  if moving then out[i] = out[i] + redis.call('ZCOUNT', KEYS[2], '-inf', below) end
 end
 return out
 `)

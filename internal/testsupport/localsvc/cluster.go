@@ -15,8 +15,9 @@ import (
 // ClusterOptions shapes a private Redis Cluster.
 type ClusterOptions struct {
 	Dir string // one sub-folder per node is made in it
-	// Masters is the number of master nodes (default 3, the least
-	// redis-cli --cluster create accepts).
+	// Masters is the number of master nodes (default 3). Fewer than 3
+	// (which redis-cli --cluster create refuses) are assembled by hand, with
+	// no replicas.
 	Masters int
 	// Replicas is the number of replicas of each master (default 0). With
 	// replicas, a master that dies is replaced by one of its replicas after
@@ -49,8 +50,8 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if opts.Masters == 0 {
 		opts.Masters = 3
 	}
-	if opts.Masters < 3 {
-		return nil, fmt.Errorf("localsvc: a Redis Cluster needs at least 3 masters, not %d", opts.Masters)
+	if opts.Masters < 1 || (opts.Masters < 3 && opts.Replicas > 0) {
+		return nil, fmt.Errorf("localsvc: a Redis Cluster of %d masters with %d replicas each cannot be made", opts.Masters, opts.Replicas)
 	}
 	c := &Cluster{}
 	for i := range opts.Masters * (1 + opts.Replicas) {
@@ -61,12 +62,19 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", strconv.Itoa(opts.Replicas), "--cluster-yes")
-	cmd := exec.CommandContext(ctx, cli, args...)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if opts.Masters >= 3 {
+		args := append([]string{"--cluster", "create"}, c.Addrs()...)
+		args = append(args, "--cluster-replicas", strconv.Itoa(opts.Replicas), "--cluster-yes")
+		cmd := exec.CommandContext(ctx, cli, args...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			c.Kill()
+			return nil, fmt.Errorf("localsvc: redis-cli --cluster create: %v\n%s", err, out)
+		}
+	} else if err := c.assemble(); err != nil {
+		// redis-cli refuses fewer than 3 masters: the slots are split and
+		// the nodes introduced by hand, as it would do.
 		c.Kill()
-		return nil, fmt.Errorf("localsvc: redis-cli --cluster create: %v\n%s", err, out)
+		return nil, err
 	}
 	c.Masters = c.Nodes[:opts.Masters]
 	if err := c.waitOK(ctx); err != nil {
@@ -80,6 +88,25 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// assemble splits the slots evenly over the nodes, in order, and has the
+// first node meet the others.
+func (c *Cluster) assemble() error {
+	n := len(c.Nodes)
+	for i, node := range c.Nodes {
+		lo, hi := i*16384/n, (i+1)*16384/n-1
+		if _, err := command(node.Addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
+			return fmt.Errorf("localsvc: CLUSTER ADDSLOTSRANGE on %s: %v", node.Addr, err)
+		}
+		if i > 0 {
+			host, port, _ := strings.Cut(node.Addr, ":")
+			if _, err := command(c.Nodes[0].Addr, "CLUSTER", "MEET", host, port); err != nil {
+				return fmt.Errorf("localsvc: CLUSTER MEET %s: %v", node.Addr, err)
+			}
+		}
+	}
+	return nil
 }
 
 // waitReplicasLinked waits until n replicas report their link to their
@@ -249,6 +276,9 @@ func command(addr string, args ...string) (string, error) {
 	head, err := r.ReadString('\n')
 	if err != nil {
 		return "", err
+	}
+	if rest, ok := strings.CutPrefix(head, "+"); ok {
+		return strings.TrimSpace(rest), nil // a simple string: +OK
 	}
 	if !strings.HasPrefix(head, "$") {
 		return "", fmt.Errorf("%s: %s", args[0], strings.TrimSpace(head))

@@ -130,6 +130,9 @@ func (r *Redis) Kill() { r.p.stop(syscall.SIGKILL, 0) }
 // connections, as a stalled machine would; Resume lets it go on.
 func (r *Redis) Pause() error { return r.p.cmd.Process.Signal(syscall.SIGSTOP) }
 
+// Pid is the server's process id (to pin it to a core with taskset).
+func (r *Redis) Pid() int { return r.p.cmd.Process.Pid }
+
 // Resume continues a paused server (SIGCONT).
 func (r *Redis) Resume() error { return r.p.cmd.Process.Signal(syscall.SIGCONT) }
 

@@ -21,9 +21,17 @@ func Cluster(t testing.TB) (*localsvc.Cluster, *redis.ClusterClient) {
 // ClusterWith is Cluster with that many replicas per master (failover).
 func ClusterWith(t testing.TB, replicas int) (*localsvc.Cluster, *redis.ClusterClient) {
 	t.Helper()
+	return ClusterOf(t, localsvc.ClusterOptions{Masters: 3, Replicas: replicas})
+}
+
+// ClusterOf starts a private Redis Cluster shaped by opts (Dir is set
+// here) for this test.
+func ClusterOf(t testing.TB, opts localsvc.ClusterOptions) (*localsvc.Cluster, *redis.ClusterClient) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := localsvc.StartCluster(ctx, localsvc.ClusterOptions{Dir: tempDir(t), Masters: 3, Replicas: replicas})
+	opts.Dir = tempDir(t)
+	c, err := localsvc.StartCluster(ctx, opts)
 	if err != nil {
 		t.Fatalf("testenv: redis cluster: %v", err)
 	}
