@@ -25,6 +25,7 @@ type batcher struct {
 	// replicas > 0: a durable call is answered only once that many
 	// replicas of its master have it (WAIT, see durable.go).
 	replicas int
+	links    replicaLinks
 }
 
 // call is one script call waiting for its pipeline.

@@ -29,7 +29,7 @@ import (
 
 // waitTimeout bounds a WAIT: a replica that lags longer than this fails
 // the write (503) rather than holding the fan.
-const waitTimeout = 500 * time.Millisecond
+const waitTimeout = time.Second
 
 // WaitReplicas makes the Store's durable writes wait for n replicas (0:
 // none, the default). Call it before use.
@@ -76,13 +76,19 @@ func (b *batcher) execDurable(ctx context.Context, sends []merged) {
 // waited runs ms on node, then WAIT; a script node did not have is loaded
 // and the calls are sent again.
 func (b *batcher) waited(ctx context.Context, node *redis.Client, ms []merged) {
+	// WAIT for no more replicas than the master has: WAIT itself would
+	// block its whole timeout on a master left alone (its replica promoted
+	// in a failover), on every write.
+	want := min(int64(b.replicas), b.links.of(ctx, node))
 	var acked *redis.Cmd
 	run := func(ms []merged) {
 		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, m := range ms {
 				m.cmd = m.script.EvalSha(ctx, p, m.keys, m.args...)
 			}
-			acked = p.Do(ctx, "WAIT", b.replicas, waitTimeout.Milliseconds())
+			if want > 0 {
+				acked = p.Do(ctx, "WAIT", want, waitTimeout.Milliseconds())
+			}
 			return nil
 		})
 	}
@@ -100,23 +106,61 @@ func (b *batcher) waited(ctx context.Context, node *redis.Client, ms []merged) {
 	if len(again) > 0 {
 		run(again)
 	}
+	if want == 0 {
+		// A master with no replica left (its own was promoted in a
+		// failover, the old master not back yet) serves alone, as a single
+		// master would, rather than refuse every sale it holds.
+		return
+	}
 	n, err := acked.Int64()
-	if err == nil && (n >= int64(b.replicas) || n >= connectedReplicas(ctx, node)) {
-		// On as many replicas as asked, or as the master has: one whose
-		// replicas are all gone (its own replica promoted in a failover,
-		// the old master not yet back) keeps serving, as a single master
-		// would, rather than refuse every sale it holds.
+	if err == nil && (n >= want || n >= b.links.refresh(ctx, node)) {
+		// On as many replicas as asked, or as the master has now (one
+		// went away since the count was taken).
 		return
 	}
 	if cc, ok := b.rdb.(*redis.ClusterClient); ok && err != nil {
 		cc.ReloadState(ctx) // the master may have changed: look again
 	}
-	fail := fmt.Errorf("%w: written, but on %d of %d replicas within %v (%v)", ErrUnavailable, n, b.replicas, waitTimeout, err)
+	fail := fmt.Errorf("%w: written, but on %d of %d replicas within %v (%v)", ErrUnavailable, n, want, waitTimeout, err)
 	for _, m := range ms {
 		if m.cmd.Err() == nil {
 			m.cmd = errCmd(ctx, fail)
 		}
 	}
+}
+
+// replicaLinks caches how many replicas each master has connected, read
+// at most once a second per master (INFO replication), and again at once
+// when a WAIT falls short.
+type replicaLinks struct {
+	mu    sync.Mutex
+	nodes map[*redis.Client]linkCount
+}
+
+type linkCount struct {
+	n  int64
+	at time.Time
+}
+
+func (l *replicaLinks) of(ctx context.Context, node *redis.Client) int64 {
+	l.mu.Lock()
+	c, ok := l.nodes[node]
+	l.mu.Unlock()
+	if ok && time.Since(c.at) < time.Second {
+		return c.n
+	}
+	return l.refresh(ctx, node)
+}
+
+func (l *replicaLinks) refresh(ctx context.Context, node *redis.Client) int64 {
+	n := connectedReplicas(ctx, node)
+	l.mu.Lock()
+	if l.nodes == nil {
+		l.nodes = map[*redis.Client]linkCount{}
+	}
+	l.nodes[node] = linkCount{n, time.Now()}
+	l.mu.Unlock()
+	return n
 }
 
 // connectedReplicas is how many replicas node has connected now (when
