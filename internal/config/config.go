@@ -63,6 +63,9 @@ type Auth struct {
 	TicketSecret   string `yaml:"ticket_secret"`
 	SigningKeyFile string `yaml:"signing_key_file"`
 	AdminToken     string `yaml:"admin_token"`
+	// AccountKeysFile is the origin site's Ed25519 public key(s), PEM
+	// ("PUBLIC KEY" blocks), that sign account tokens; "" = no accounts.
+	AccountKeysFile string `yaml:"account_keys_file"`
 }
 
 type Gateway struct {
@@ -167,7 +170,20 @@ type Admission struct {
 	// 2^JoinProofBits SHA-256 hashes (0 = off, at most MaxJoinProofBits).
 	// The gateway reads it from the config in force, so an edit acts at once.
 	JoinProofBits int `yaml:"join_proof_bits"`
+	// Accounts is AccountsOptional ("" too) or AccountsRequired: a join
+	// without a valid account token is then refused.
+	Accounts string `yaml:"accounts"`
 }
+
+// Values of admission.accounts.
+const (
+	AccountsOptional = "optional"
+	AccountsRequired = "required"
+)
+
+// AccountsRequired reports whether the event refuses joins without an
+// account token.
+func (a Admission) AccountsRequired() bool { return a.Accounts == AccountsRequired }
 
 // Capacity models the booking core, from which an absent rate and cap are computed.
 type Capacity struct {
@@ -535,6 +551,15 @@ func (c *Config) Validate() error {
 		}
 		if a.JoinProofBits < 0 || a.JoinProofBits > MaxJoinProofBits {
 			bad(k+".admission.join_proof_bits", "must be between 0 (off) and %d, not %d", MaxJoinProofBits, a.JoinProofBits)
+		}
+		switch a.Accounts {
+		case "", AccountsOptional:
+		case AccountsRequired:
+			if c.Auth.AccountKeysFile == "" {
+				bad(k+".admission.accounts", "required needs auth.account_keys_file")
+			}
+		default:
+			bad(k+".admission.accounts", "must be optional or required, not %q", a.Accounts)
 		}
 		for j, s := range e.Showtimes {
 			sk := fmt.Sprintf("%s.showtimes[%d]", k, j)
