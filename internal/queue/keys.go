@@ -21,6 +21,10 @@ type keys struct {
 	ended     string // HASH hold id → "<r|b> <places> <told at ms>": holds given back or booked lately
 	payments  string // HASH payment id → opened at ms
 
+	// accounts: HASH account id → "<ticket id> <joined at ms> <ETA told ms + 1, 0 = none, ? = not yet known>",
+	// the account's place (accounts.go).
+	accounts string
+
 	// A sharded event's global keys (shards.go); a one-shard event has none.
 	claims string // HASH ticket id → claim time (unix s; 1 = admitted, unclaimed)
 	lease  string // STRING the admitter replica ticking the event, with an expiry
@@ -65,6 +69,7 @@ func keysOf(event string) keys {
 		holders:   p + "holders",
 		ended:     p + "ended",
 		payments:  p + "payments",
+		accounts:  p + "accounts",
 
 		claims: p + "claims",
 		lease:  p + "lease",

@@ -86,20 +86,31 @@ type Position struct {
 	Available *int64
 }
 
-// JoinResult is the answer to a join: always a new place.
+// JoinResult is the answer to a join: a new place, or (Resumed, a join for
+// an account) the account's live place.
 type JoinResult struct {
 	Ticket string // the opaque, signed ticket to hand to the fan
 	ID     string // the ticket's id (the Redis member; the access JWT's sub)
 	State  State  // Waiting, or Admitted (and claimed) in passthrough mode
 	Position
 	ActiveUntil time.Time // when State == Admitted
+	// Account is the account the place belongs to ("" = none).
+	Account string
+	// Resumed: the account had this place already and nothing was made;
+	// Status is its status, exactly as a poll would have it (a place
+	// admitted meanwhile is claimed by this look).
+	Resumed bool
+	Status  Status
 }
 
 // Status is the answer to a status poll.
 type Status struct {
 	// ID is the ticket's id: the Redis member, and the access JWT's sub.
-	ID    string
-	State State
+	ID string
+	// Account is the account the place belongs to ("" = none), from the
+	// signed ticket: the access JWT's acct.
+	Account string
+	State   State
 	Position
 	ActiveUntil time.Time // when State == Admitted: the access window's end
 	JoinedAt    time.Time
@@ -208,7 +219,28 @@ const (
 // waiting or active must not turn into a new place without the caller's
 // say (the per-IP join limit).
 func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResult, error) {
-	return s.join(ctx, event, set, nil)
+	return s.JoinWith(ctx, event, set, JoinOptions{})
+}
+
+// JoinOptions are what a join may bring besides the event.
+type JoinOptions struct {
+	// Proof is the join's proof of work, verified by the caller (see
+	// JoinProved).
+	Proof *Proof
+	// Account is the verified account the place is for ("" = none): the
+	// account gets one place in the event, whatever the race and however
+	// many devices it joins from (accounts.go).
+	Account string
+}
+
+// JoinWith is Join with options. A join for an account whose place is
+// still live makes nothing and spends no proof: it answers that place,
+// Resumed, with its status.
+func (s *Store) JoinWith(ctx context.Context, event string, set Settings, o JoinOptions) (JoinResult, error) {
+	if o.Account != "" && (len(o.Account) > maxAccountLen) {
+		return JoinResult{}, fmt.Errorf("join: account id longer than %d", maxAccountLen)
+	}
+	return s.joinAccount(ctx, event, set, o)
 }
 
 // Proof is a join's proof of work, verified by the caller (package proof):
@@ -229,21 +261,24 @@ type Proof struct {
 // second past that minute: the script refuses an expired proof by TIME, so
 // none can come back once its set is gone.
 func (s *Store) JoinProved(ctx context.Context, event string, set Settings, p Proof) (JoinResult, error) {
-	return s.join(ctx, event, set, &p)
+	return s.JoinWith(ctx, event, set, JoinOptions{Proof: &p})
 }
 
-func (s *Store) join(ctx context.Context, event string, set Settings, p *Proof) (JoinResult, error) {
-	r, err := s.joinOnce(ctx, event, set, p)
+// join runs one join (for o.Account: replace is the id of the account's
+// place the caller found dead, or ""), once more on a layout bounce.
+func (s *Store) join(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (JoinResult, error) {
+	r, err := s.joinOnce(ctx, event, set, o, replace)
 	if set, again := relayout(set, err); again {
-		return s.joinOnce(ctx, event, set, p)
+		return s.joinOnce(ctx, event, set, o, replace)
 	}
 	return r, err
 }
 
-func (s *Store) joinOnce(ctx context.Context, event string, set Settings, p *Proof) (JoinResult, error) {
+func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (JoinResult, error) {
 	if shardsOf(set) > 1 {
-		return s.joinSharded(ctx, event, set, p)
+		return s.joinSharded(ctx, event, set, o, replace)
 	}
+	p := o.Proof
 	random, err := newRandom()
 	if err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", err)
@@ -253,10 +288,10 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, p *Pro
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
 	k := keysOf(event)
-	keys := []string{k.wait, k.active, k.seen, k.stats, k.inventory}
+	keys := []string{k.wait, k.active, k.seen, k.stats, k.inventory, k.accounts}
 	args := []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
-		b64.EncodeToString(random[:]), lottery, mrand.Float64()}
+		b64.EncodeToString(random[:]), lottery, mrand.Float64(), o.Account}
 	if p != nil {
 		exp := p.ExpiresAt.UnixMilli()
 		minute := exp / 60_000
@@ -281,8 +316,10 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, p *Pro
 		return JoinResult{}, ErrProofExpired
 	case "layout":
 		return JoinResult{}, errLayout{int(r.int(1))}
+	case "account":
+		return JoinResult{}, errAccountPlace{r.str(1)}
 	}
-	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2)}
+	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2), account: o.Account}
 	var out JoinResult
 	switch r.str(0) {
 	case "admitted":
@@ -301,7 +338,7 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, p *Pro
 	if r.err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", r.err)
 	}
-	out.Ticket, out.ID = s.encode(event, t), t.id()
+	out.Ticket, out.ID, out.Account = s.encode(event, t), t.id(), t.account
 	return out, nil
 }
 
@@ -312,6 +349,11 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 	if err != nil {
 		return Status{}, err
 	}
+	return s.statusOf(ctx, event, t, set)
+}
+
+// statusOf is Status of a decoded ticket, once more on a layout bounce.
+func (s *Store) statusOf(ctx context.Context, event string, t ticket, set Settings) (Status, error) {
 	st, err := s.status(ctx, event, t, set)
 	if set, again := relayout(set, err); again {
 		return s.status(ctx, event, t, set)
@@ -332,7 +374,7 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 	if err != nil {
 		return Status{}, interpretError("status", err)
 	}
-	out := Status{ID: t.id(), JoinedAt: msToTime(t.joinedAt)}
+	out := Status{ID: t.id(), Account: t.account, JoinedAt: msToTime(t.joinedAt)}
 	if t.joinETA != nil {
 		d := time.Duration(*t.joinETA) * time.Millisecond
 		out.JoinETA = &d

@@ -28,6 +28,7 @@ type rediser interface {
 	Get(ctx context.Context, key string) *redis.StringCmd
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+	HGet(ctx context.Context, key, field string) *redis.StringCmd
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
 	Time(ctx context.Context) *redis.TimeCmd
 	Ping(ctx context.Context) *redis.StatusCmd

@@ -113,16 +113,24 @@ end
 // a second after its minute: whatever any gateway's clock says, no proof can
 // be spent once its set is gone.
 //
-// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory,
-// 6 (with a proof only) the spent proofs of its expiry minute
+// A join for an account (ARGV 11) first looks for the account's place: if
+// it is still waiting or active, the join makes nothing and answers
+// {"account", <its accounts entry>} (the caller resumes it), before any
+// proof is spent; otherwise the new place becomes the account's, in the same
+// script: one place per account, whatever the race.
+//
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory, 6 accounts,
+// 7 (with a proof only) the spent proofs of its expiry minute
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
 // 7 abandon_after ms, 8 random part of the new id (base64url), 9 lottery
-// score (a negative integer, as a string), 10 jitter u in [0,1);
-// with a proof: 11 its id, 12 its expiry ms, 13 when its set goes (unix ms)
+// score (a negative integer, as a string), 10 jitter u in [0,1),
+// 11 account id or "";
+// with a proof: 12 its id, 13 its expiry ms, 14 when its set goes (unix ms)
 // Returns one of
 //
 //	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"}
+//	{"account", entry} (the account's live place)
 //	{"layout", k} (a sharded event)
 //	{"waiting", seq, now ms, rank (0 = next), pollAfter ms, rate, available or -1}
 //	{"admitted", seq, now ms, active expiry ms}
@@ -134,13 +142,22 @@ local mode = ARGV[1]
 local pre, opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if mode == 'closed' or (closes and now >= closes) then return {'closed'} end
 if (pre and now < pre) or (not pre and opens and now < opens) then return {'not_open'} end
+local acct = ARGV[11]
+if acct ~= '' then
+  local v = redis.call('HGET', KEYS[6], acct)
+  if v then
+    local had = string.match(v, '^(%S+)')
+    local exp = tonumber(redis.call('ZSCORE', KEYS[2], had))
+    if redis.call('ZSCORE', KEYS[1], had) or (exp and exp > now) then return {'account', v} end
+  end
+end
 local known, avail = inv_read(KEYS[5])
 if inv_soldout(KEYS[5]) then return {'sold_out'} end
 if not known then avail = -1 end
-if KEYS[6] then
-  if now >= tonumber(ARGV[12]) then return {'stale'} end
-  if redis.call('SADD', KEYS[6], ARGV[11]) == 0 then return {'reused'} end
-  redis.call('PEXPIREAT', KEYS[6], ARGV[13])
+if KEYS[7] then
+  if now >= tonumber(ARGV[13]) then return {'stale'} end
+  if redis.call('SADD', KEYS[7], ARGV[12]) == 0 then return {'reused'} end
+  redis.call('PEXPIREAT', KEYS[7], ARGV[14])
 end
 local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 local until_open = 0
@@ -149,6 +166,7 @@ if opens and now < opens then until_open = opens - now end
 local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
 redis.call('HINCRBY', KEYS[4], 'joined', 1)
 local id = b36(seq) .. '.' .. ARGV[8]
+if acct ~= '' then redis.call('HSET', KEYS[6], acct, id .. ' ' .. now .. ' ?') end
 if mode == 'passthrough' and until_open == 0 then
   -- Let in at once, and claimed at once: the fan holds its pass now.
   local exp = now + ttl

@@ -35,14 +35,26 @@ end
 // sold out, spends the proof of work if any, and takes the next sequence
 // number. In passthrough it admits the fan then and there.
 //
-// KEYS: 1 stats, 2 active, 3 inventory, 4 claims, [5 spent proofs of the minute]
+// A join for an account makes the new place the account's here, in this
+// first step; it makes nothing and answers {"account", entry} while the
+// account has a place that may be live. This step sees only the event's
+// tag, not the shard a waiting place is on, so "may be live" is: active,
+// or not the place the caller found dead (its 5th item: the caller asks the
+// place's status and comes back with the id of a dead one), or made less
+// than accountGrace ms ago (its second step, on its shard, may not have
+// run yet).
+//
+// KEYS: 1 stats, 2 active, 3 inventory, 4 claims, 5 accounts,
+// [6 spent proofs of the minute]
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate, 6 access_ttl ms, 7 shards,
-// 8 when the proofs' set goes (unix ms) or "", then per join: 3 items,
-// the random part of the id, the proof's id or "", its expiry ms or "".
+// 8 when the proofs' set goes (unix ms) or "", then per join: 5 items,
+// the random part of the id, the proof's id or "", its expiry ms or "",
+// the account id or "", the id of the account's place found dead or "".
 // Returns per join one of
 //
 //	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"} | {"layout", k}
+//	{"account", entry} (the account's place, maybe live)
 //	{"place", seq, now ms, rate, available or -1, ms until opening}
 //	{"admitted", seq, now ms, expiry ms}
 var sJoinGlobal = redis.NewScript(prelude + invPrelude + layoutPrelude + `
@@ -50,7 +62,7 @@ local now, now_s = clock()
 local mode = ARGV[1]
 local pre, opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local out = {}
-local n = (#ARGV - 8) / 3
+local n = (#ARGV - 8) / 5
 local function all(r) for i = 1, n do out[i] = r end return out end
 local k = layout(KEYS[1], tonumber(ARGV[7]))
 if k ~= tonumber(ARGV[7]) then return all({'layout', k}) end
@@ -64,19 +76,31 @@ if opens and now < opens then until_open = opens - now end
 local rate = rate_for_eta(KEYS[1], ARGV[5])
 local ttl = tonumber(ARGV[6])
 for i = 1, n do
-  local at = 9 + 3 * (i - 1)
+  local at = 9 + 5 * (i - 1)
   local ok = true
-  if ARGV[at + 1] ~= '' then
+  local acct = ARGV[at + 3]
+  if acct ~= '' then
+    local v = redis.call('HGET', KEYS[5], acct)
+    if v then
+      local had, joined = string.match(v, '^(%S+) (%d+)')
+      local exp = tonumber(redis.call('ZSCORE', KEYS[2], had))
+      if (exp and exp > now) or had ~= ARGV[at + 4] or now - tonumber(joined) < ` + accountGraceMs + ` then
+        out[i], ok = {'account', v}, false
+      end
+    end
+  end
+  if ok and ARGV[at + 1] ~= '' then
     if now >= tonumber(ARGV[at + 2]) then
       out[i], ok = {'stale'}, false
-    elseif redis.call('SADD', KEYS[5], ARGV[at + 1]) == 0 then
+    elseif redis.call('SADD', KEYS[6], ARGV[at + 1]) == 0 then
       out[i], ok = {'reused'}, false
     else
-      redis.call('PEXPIREAT', KEYS[5], ARGV[8])
+      redis.call('PEXPIREAT', KEYS[6], ARGV[8])
     end
   end
   if ok then
     local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+    if acct ~= '' then redis.call('HSET', KEYS[5], acct, b36(seq) .. '.' .. ARGV[at] .. ' ' .. now .. ' ?') end
     if mode == 'passthrough' and until_open == 0 then
       local id = b36(seq) .. '.' .. ARGV[at]
       local exp = now + ttl

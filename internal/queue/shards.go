@@ -107,13 +107,14 @@ func scoreOf(t ticket, set Settings) int64 {
 	return t.seq
 }
 
-func (s *Store) joinSharded(ctx context.Context, event string, set Settings, p *Proof) (JoinResult, error) {
+func (s *Store) joinSharded(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (JoinResult, error) {
 	random, err := newRandom()
 	if err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
+	p := o.Proof
 	k, n := keysOf(event), shardsOf(set)
-	keys := []string{k.stats, k.active, k.inventory, k.claims}
+	keys := []string{k.stats, k.active, k.inventory, k.claims, k.accounts}
 	proofGoes, proofID, proofExp := "", "", ""
 	if p != nil {
 		exp := p.ExpiresAt.UnixMilli()
@@ -125,7 +126,7 @@ func (s *Store) joinSharded(ctx context.Context, event string, set Settings, p *
 	res, err := s.startToldMerged(ctx, sJoinGlobal, keys, 8,
 		set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), n, proofGoes,
-		b64.EncodeToString(random[:]), proofID, proofExp,
+		b64.EncodeToString(random[:]), proofID, proofExp, o.Account, replace,
 	).wait().Slice()
 	if err != nil {
 		return JoinResult{}, interpretError("join", err)
@@ -144,8 +145,10 @@ func (s *Store) joinSharded(ctx context.Context, event string, set Settings, p *
 		return JoinResult{}, ErrProofExpired
 	case "layout":
 		return JoinResult{}, errLayout{int(r.int(1))}
+	case "account":
+		return JoinResult{}, errAccountPlace{r.str(1)}
 	}
-	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2)}
+	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2), account: o.Account}
 	var out JoinResult
 	switch r.str(0) {
 	case "admitted":
@@ -191,7 +194,7 @@ func (s *Store) joinSharded(ctx context.Context, event string, set Settings, p *
 	if r.err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", r.err)
 	}
-	out.Ticket, out.ID = s.encode(event, t), t.id()
+	out.Ticket, out.ID, out.Account = s.encode(event, t), t.id(), t.account
 	return out, nil
 }
 
@@ -235,7 +238,7 @@ func (s *Store) statusSharded(ctx context.Context, event string, t ticket, set S
 	if err != nil {
 		return Status{}, interpretError("status", err)
 	}
-	out := Status{ID: t.id(), JoinedAt: msToTime(t.joinedAt)}
+	out := Status{ID: t.id(), Account: t.account, JoinedAt: msToTime(t.joinedAt)}
 	r := reply(res)
 	switch r.str(0) {
 	case "closed":

@@ -15,6 +15,7 @@ import (
 // A ticket is what the fan holds: base64url(payload ‖ tag), where
 //
 //	payload = version(1) ‖ uvarint(seq) ‖ random(16) ‖ uvarint(joinedAt ms) ‖ uvarint(joinETA ms + 1, 0 = none)
+//	          (version 2: ‖ uvarint(len) ‖ account id, the fan's account, see accounts.go)
 //	tag     = HMAC-SHA256(ticket_secret, "waitroom-ticket\x00" ‖ event ‖ "\x00" ‖ payload)[:16]
 //
 // The 16 random bytes come from crypto/rand (128 bits: unguessable); the
@@ -32,13 +33,20 @@ type ticket struct {
 	random   [16]byte
 	joinedAt int64  // unix ms, Redis TIME at join
 	joinETA  *int64 // ms; nil when no ETA was told (paused, before opening)
+	// account is the account the place belongs to ("" = none): signed
+	// with the rest, so a poll's pass names it without asking Redis.
+	account string
 }
 
 const (
-	ticketVersion = 1
-	tagLen        = 16
-	// maxTicketLen bounds what we decode: 1+10+16+10+10+16 bytes in base64.
-	maxTicketLen = 90
+	ticketVersion        = 1
+	ticketVersionAccount = 2 // with an account id
+	tagLen               = 16
+	// maxAccountLen bounds an account id (package account checks it).
+	maxAccountLen = 64
+	// maxTicketLen bounds what we decode: 1+10+16+10+10+16 bytes in
+	// base64, and 1+64 more with an account.
+	maxTicketLen = 176
 )
 
 var (
@@ -79,8 +87,12 @@ func (s *Store) tag(event string, payload []byte) []byte {
 
 // encode signs t for event.
 func (s *Store) encode(event string, t ticket) string {
-	b := make([]byte, 0, 64)
-	b = append(b, ticketVersion)
+	b := make([]byte, 0, 64+len(t.account))
+	if t.account == "" {
+		b = append(b, ticketVersion)
+	} else {
+		b = append(b, ticketVersionAccount)
+	}
 	b = binary.AppendUvarint(b, uint64(t.seq))
 	b = append(b, t.random[:]...)
 	b = binary.AppendUvarint(b, uint64(t.joinedAt))
@@ -89,6 +101,10 @@ func (s *Store) encode(event string, t ticket) string {
 		eta = uint64(*t.joinETA) + 1
 	}
 	b = binary.AppendUvarint(b, eta)
+	if t.account != "" {
+		b = binary.AppendUvarint(b, uint64(len(t.account)))
+		b = append(b, t.account...)
+	}
 	b = append(b, s.tag(event, b)...)
 	return b64.EncodeToString(b)
 }
@@ -109,7 +125,8 @@ func (s *Store) decode(event, str string) (ticket, error) {
 	if !hmac.Equal(tag, s.tag(event, payload)) {
 		return t, ErrInvalidTicket
 	}
-	if payload[0] != ticketVersion {
+	version := payload[0]
+	if version != ticketVersion && version != ticketVersionAccount {
 		return t, ErrInvalidTicket
 	}
 	p := payload[1:]
@@ -128,12 +145,20 @@ func (s *Store) decode(event, str string) (ticket, error) {
 	p = p[n:]
 	t.joinedAt = int64(joined)
 	eta, n := binary.Uvarint(p)
-	if n <= 0 || n != len(p) || eta > 1<<62 {
+	if n <= 0 || eta > 1<<62 || (version == ticketVersion && n != len(p)) {
 		return t, ErrInvalidTicket
 	}
+	p = p[n:]
 	if eta > 0 {
 		v := int64(eta - 1)
 		t.joinETA = &v
+	}
+	if version == ticketVersionAccount {
+		l, n := binary.Uvarint(p)
+		if n <= 0 || l < 1 || l > maxAccountLen || uint64(len(p)-n) != l {
+			return t, ErrInvalidTicket
+		}
+		t.account = string(p[n:])
 	}
 	return t, nil
 }

@@ -1,0 +1,209 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// One place per account (DESIGN.md, Accounts). A join for an account
+// (JoinOptions.Account, verified by the gateway) records the account's
+// place in the event's accounts hash (keys.go), in the very script that
+// makes the place: the one-shard join script, or the sharded line's global
+// step, both on the event's own tag. A join for an account that has a live
+// place makes nothing and answers that place, so however many devices join
+// for one account at once, through however many gateways, one place is
+// made. A place that died (left, its window ended, abandoned) is replaced
+// by the account's next join.
+//
+// The entry is "<ticket id> <joined at ms> <ETA told ms + 1, 0 = none>":
+// with the account those are every fact the signed ticket carries, so a
+// second device gets the very same ticket string, with no ticket kept in
+// Redis. The script that makes the place writes "?" for the ETA, which the
+// joining request fills in one round trip later, once it computed the ETA
+// it tells; a join that finds "?" waits for it (accountGraceMs at most:
+// a joining request that died never fills it in, and the ticket then has
+// no ETA).
+// Entries live as long as the event's keys (one short entry per account
+// that ever joined).
+
+// accountGraceMs: a sharded join's place reaches its shard one round trip
+// after its global step, and every join's ETA reaches its entry one round
+// trip after the place. Until it is that old, a place the caller found on
+// no shard is taken for one on its way, not for a dead one, and an ETA not
+// filled in for one on its way.
+const (
+	accountGraceMs = "2000"
+	accountGrace   = 2 * time.Second
+)
+
+// errAccountPlace: the join found the account's place, maybe live; entry
+// is its accounts entry.
+type errAccountPlace struct{ entry string }
+
+func (e errAccountPlace) Error() string { return "queue: the account has a place" }
+
+// accountTries bounds how often a join for an account looks at the
+// account's place and tries again (a place dying, or on its way to its
+// shard, as the join runs); each look is one status call.
+const accountTries = 60
+
+func (s *Store) joinAccount(ctx context.Context, event string, set Settings, o JoinOptions) (JoinResult, error) {
+	replace := ""
+	for try := 0; ; try++ {
+		r, err := s.join(ctx, event, set, o, replace)
+		var had errAccountPlace
+		if !errors.As(err, &had) {
+			if err == nil && o.Account != "" {
+				err = s.fillAccount(ctx, event, o.Account, r)
+			}
+			return r, err
+		}
+		t, pending, err := s.entryTicket(had.entry, o.Account)
+		if err != nil {
+			return JoinResult{}, fmt.Errorf("join: %w", err)
+		}
+		if pending && try < accountTries {
+			// Its ETA is on its way: the same ticket is answered, or none.
+			if err := pause(ctx); err != nil {
+				return JoinResult{}, err
+			}
+			continue
+		}
+		st, err := s.statusOf(ctx, event, t, set)
+		if err != nil {
+			return JoinResult{}, err
+		}
+		if st.State != Expired {
+			return JoinResult{Ticket: s.encode(event, t), ID: t.id(), State: st.State, Position: st.Position,
+				ActiveUntil: st.ActiveUntil, Account: t.account, Resumed: true, Status: st}, nil
+		}
+		if try >= accountTries {
+			return JoinResult{}, fmt.Errorf("join: the account's place %s stays on its way", t.id())
+		}
+		if t.id() == replace {
+			// A sharded place not on its shard yet (see accountGraceMs).
+			if err := pause(ctx); err != nil {
+				return JoinResult{}, err
+			}
+		}
+		replace = t.id()
+	}
+}
+
+// pause waits a moment before a join for an account looks again.
+func pause(ctx context.Context) error {
+	select {
+	case <-time.After(accountGrace / accountTries):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("join: %w", ctx.Err())
+	}
+}
+
+// fillAccountScript adds the ETA told to an account's entry, unless the
+// entry changed meanwhile (the place was replaced).
+//
+// KEYS: 1 accounts
+// ARGV: 1 account, 2 the entry the join wrote, 3 the entry with the ETA
+// Returns 1 if it wrote, else 0.
+var fillAccountScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+`)
+
+func (s *Store) fillAccount(ctx context.Context, event, account string, r JoinResult) error {
+	t, err := s.decode(event, r.Ticket)
+	if err != nil {
+		return err
+	}
+	entry := t.id() + " " + strconv.FormatInt(t.joinedAt, 10)
+	eta := int64(0)
+	if t.joinETA != nil {
+		eta = *t.joinETA + 1
+	}
+	full := entry + " " + strconv.FormatInt(eta, 10)
+	err = s.startTold(ctx, fillAccountScript, []string{keysOf(event).accounts}, account, entry+" ?", full).wait().Err()
+	return interpretError("join", err)
+}
+
+// entryTicket rebuilds the ticket of account an accounts entry names;
+// pending: its ETA is not filled in yet (and it is younger than
+// accountGrace by the local clock: a join that died leaves no ETA).
+func (s *Store) entryTicket(entry, account string) (t ticket, pending bool, err error) {
+	t, err = parseEntry(entry, account)
+	if err == nil && t.joinETA != nil && *t.joinETA == -1 {
+		t.joinETA = nil
+		pending = time.Since(msToTime(t.joinedAt)) < accountGrace
+	}
+	return t, pending, err
+}
+
+// parseEntry parses an entry; an ETA "?" reads as -1.
+func parseEntry(entry, account string) (ticket, error) {
+	f := strings.Fields(entry)
+	if len(f) != 3 {
+		return ticket{}, fmt.Errorf("accounts entry %q", entry)
+	}
+	seqPart, randPart, ok := strings.Cut(f[0], ".")
+	seq, err := strconv.ParseInt(seqPart, 36, 64)
+	if !ok || err != nil || seq < 1 {
+		return ticket{}, fmt.Errorf("accounts entry %q", entry)
+	}
+	t := ticket{seq: seq, account: account}
+	if b, err := b64.DecodeString(randPart); err != nil || len(b) != len(t.random) {
+		return ticket{}, fmt.Errorf("accounts entry %q", entry)
+	} else {
+		copy(t.random[:], b)
+	}
+	if t.joinedAt, err = strconv.ParseInt(f[1], 10, 64); err != nil {
+		return ticket{}, fmt.Errorf("accounts entry %q", entry)
+	}
+	if f[2] == "?" {
+		unknown := int64(-1)
+		t.joinETA = &unknown
+		return t, nil
+	}
+	eta, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil || eta < 0 {
+		return ticket{}, fmt.Errorf("accounts entry %q", entry)
+	}
+	if eta > 0 {
+		eta--
+		t.joinETA = &eta
+	}
+	return t, nil
+}
+
+// AccountPlace returns the ticket of account's place in event and its
+// status, as a poll has it ("" and a zero Status if the account never
+// joined, or its place is being made right now). A place on its way to its shard reads Expired here; JoinWith
+// tells it from a dead one.
+func (s *Store) AccountPlace(ctx context.Context, event, account string, set Settings) (string, Status, error) {
+	entry, err := s.rdb.HGet(ctx, keysOf(event).accounts, account).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", Status{}, nil
+	}
+	if err != nil {
+		return "", Status{}, interpretError("account", err)
+	}
+	t, pending, err := s.entryTicket(entry, account)
+	if err != nil {
+		return "", Status{}, fmt.Errorf("account: %w", err)
+	}
+	if pending {
+		// Being made right now: JoinWith waits for it.
+		return "", Status{}, nil
+	}
+	st, err := s.statusOf(ctx, event, t, set)
+	if err != nil {
+		return "", Status{}, err
+	}
+	return s.encode(event, t), st, nil
+}
