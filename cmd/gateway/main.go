@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/waitroom/waitroom/internal/account"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/pass"
@@ -42,6 +43,14 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	var accounts *account.Verifier
+	if cfg.Auth.AccountKeysFile != "" {
+		keys, err := account.LoadKeys(cfg.Auth.AccountKeysFile)
+		if err != nil {
+			return err
+		}
+		accounts = account.NewVerifier(keys, nil)
+	}
 	line, err := queue.Open(cfg.Redis.URL, "gateway", []byte(cfg.Auth.TicketSecret))
 	if err != nil {
 		return err
@@ -54,6 +63,7 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 		ConfigPath: cfgPath,
 		Line:       line,
 		Signer:     pass.NewSigner(key),
+		Accounts:   accounts,
 		Log:        log,
 	})
 	if err != nil {

@@ -33,7 +33,7 @@ const (
 
 var (
 	holdPath    = regexp.MustCompile(`^/api/v1/booking/showtimes/[0-9]+/holds$`)
-	bookingPath = regexp.MustCompile(`^/api/v1/booking/bookings/[^/]+$`)
+	bookingPath = regexp.MustCompile(`^/api/v1/booking/(bookings/[^/]+|wallet)$`)
 	requestID   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 )
 
@@ -61,8 +61,9 @@ func (s *Server) gate(c *fiber.Ctx) error {
 }
 
 // admitted finds a pass (Bearer header, else the event's cookie) that
-// verifies and whose ticket is active; reading one's own booking needs only
-// a valid pass, so a fan whose place was freed by the booking can see it.
+// verifies and whose ticket is active; reading one's own booking (or
+// wallet) needs only a valid pass, so a fan whose place was freed by the
+// booking can see it.
 func (s *Server) admitted(c *fiber.Ctx, path string) (pass.Claims, string, error) {
 	ctx := c.UserContext()
 	readOnlyBooking := c.Method() == fiber.MethodGet && bookingPath.MatchString(path)
@@ -122,7 +123,7 @@ func (s *Server) extendForHold(c *fiber.Ctx, claims pass.Claims) {
 	if !until.After(claims.ExpiresAt) {
 		return
 	}
-	tok, err := s.signer.Mint(claims.Ticket, claims.Event, s.now(), until)
+	tok, err := s.signer.MintFor(claims.Ticket, claims.Event, claims.Account, s.now(), until)
 	if err != nil {
 		return
 	}

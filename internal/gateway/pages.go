@@ -266,7 +266,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 			room.QRURL = "/e/" + ev.ID + "/qr.svg?from=" + strconv.FormatInt(room.From, 10)
 		case st.State == queue.Admitted:
 			s.observeAdmission(ev, st)
-			if _, err := s.grant(c, ev, "", st.ID, st.ActiveUntil); err != nil {
+			if _, err := s.grant(c, ev, "", st.ID, st.Account, st.ActiveUntil); err != nil {
 				return err
 			}
 			room.Status, room.Hint = "admitted", "admitted"

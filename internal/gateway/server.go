@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
+	"github.com/waitroom/waitroom/internal/account"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway/web"
 	"github.com/waitroom/waitroom/internal/pass"
@@ -35,6 +36,7 @@ type Server struct {
 	proofs   *proof.Keeper // the join challenges (proof.go)
 	signer   *pass.Signer
 	verifier *pass.Verifier
+	accounts *account.Verifier // nil: no accounts (auth.account_keys_file empty)
 	log      *slog.Logger
 	now      func() time.Time
 	proxy    *proxy
@@ -56,14 +58,17 @@ type Options struct {
 	ConfigPath string
 	Line       *queue.Store
 	Signer     *pass.Signer
-	Log        *slog.Logger
-	Now        func() time.Time // nil = time.Now
+	// Accounts verifies the origin site's account tokens (nil = no
+	// accounts).
+	Accounts *account.Verifier
+	Log      *slog.Logger
+	Now      func() time.Time // nil = time.Now
 }
 
 // New builds the gateway and its routes.
 func New(o Options) (*Server, error) {
 	s := &Server{
-		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, signer: o.Signer, log: o.Log, now: o.Now,
+		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, signer: o.Signer, accounts: o.Accounts, log: o.Log, now: o.Now,
 		settings: map[string]queue.Settings{},
 		proofs:   proof.NewKeeper([]byte(o.Config.Auth.TicketSecret)),
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -31,9 +32,11 @@ var (
 )
 
 const (
-	ticketCookie = "wr_t_"
-	accessCookie = "wr_a_"
-	ticketHeader = "X-Waitroom-Ticket"
+	ticketCookie  = "wr_t_"
+	accessCookie  = "wr_a_"
+	ticketHeader  = "X-Waitroom-Ticket"
+	accountHeader = "X-Waitroom-Account" // the origin site's account token (accounts.go)
+	accountCookie = "wr_u"
 )
 
 // waitingJSON is a waiting ticket's answer; etaSeconds is null while
@@ -72,9 +75,10 @@ func waiting(ticket string, p queue.Position) waitingJSON {
 	return out
 }
 
-// grant mints the access pass for an admitted ticket and sets its cookie.
-func (s *Server) grant(c *fiber.Ctx, ev *config.Event, ticket, id string, until time.Time) (admittedJSON, error) {
-	tok, err := s.signer.Mint(id, ev.ID, s.now(), until)
+// grant mints the access pass for an admitted ticket (of account, "" =
+// none) and sets its cookie.
+func (s *Server) grant(c *fiber.Ctx, ev *config.Event, ticket, id, account string, until time.Time) (admittedJSON, error) {
+	tok, err := s.signer.MintFor(id, ev.ID, account, s.now(), until)
 	if err != nil {
 		return admittedJSON{}, err
 	}
@@ -99,10 +103,12 @@ func (s *Server) clearCookie(c *fiber.Ctx, name string) {
 // A fan who carries a live ticket of the event (cookie or header: a bad one
 // never hides a good one, and is never an error here) gets that same place
 // back, 200, claimed exactly as a status poll claims it, and needs no proof
-// of work. Anyone else, including a fan whose ticket is no longer waiting or
-// active, gets a new place at the back, 201: it pays the sale's proof of
-// work if it asks one (428 proof_required with a challenge until it does),
-// and counts against the per-IP join limit.
+// of work. So does a fan whose account (a verified account token, see
+// accounts.go) has a live place in the event, from whatever device. Anyone
+// else, including a fan whose ticket is no longer waiting or active, gets a
+// new place at the back, 201: it pays the sale's proof of work if it asks
+// one (428 proof_required with a challenge until it does), and counts
+// against the per-IP join limit.
 func (s *Server) join(c *fiber.Ctx) error {
 	ev, err := s.event(c)
 	if err != nil {
@@ -110,8 +116,16 @@ func (s *Server) join(c *fiber.Ctx) error {
 	}
 	ctx := c.UserContext()
 	set := s.settingsFor(ev)
+	acct, err := s.accountOf(c, ev)
+	if err != nil {
+		return err
+	}
 	for _, t := range []string{c.Get(ticketHeader), c.Cookies(ticketCookie + ev.ID)} {
 		if t == "" || s.line.CheckTicket(ev.ID, t) != nil {
+			continue
+		}
+		if owner, _ := s.line.TicketAccount(ev.ID, t); acct != "" && owner != acct {
+			// Another account's place (or none): this fan joins as acct.
 			continue
 		}
 		ticket := utils.CopyString(t)
@@ -119,27 +133,22 @@ func (s *Server) join(c *fiber.Ctx) error {
 		if err != nil {
 			return err
 		}
-		switch st.State {
-		case queue.Waiting:
-			s.setTicketCookie(c, ev, ticket, set)
-			c.Set(fiber.HeaderCacheControl, "no-store")
-			return c.JSON(waiting(ticket, st.Position))
-		case queue.Admitted:
-			s.observeAdmission(ev, st)
-			s.setTicketCookie(c, ev, ticket, set)
-			c.Set(fiber.HeaderCacheControl, "no-store")
-			out, err := s.grant(c, ev, ticket, st.ID, st.ActiveUntil)
-			if err != nil {
-				return err
-			}
-			return c.JSON(out)
-		case queue.Closed:
-			return errEventClosed
-		case queue.SoldOut:
-			return errSoldOut
+		if done, err := s.resume(c, ev, set, ticket, st); done {
+			return err
 		}
 		// Expired: the other candidate may still be live; if not, this fan
 		// gets a new place like anyone else.
+	}
+	if acct != "" {
+		ticket, st, err := s.line.AccountPlace(ctx, ev.ID, acct, set)
+		if err != nil {
+			return err
+		}
+		if ticket != "" {
+			if done, err := s.resume(c, ev, set, ticket, st); done {
+				return err
+			}
+		}
 	}
 	// A new place. Its proof of work first, when the sale asks one: a bad
 	// proof is answered before Redis, and never counts against the address.
@@ -155,13 +164,21 @@ func (s *Server) join(c *fiber.Ctx) error {
 	} else if wait > 0 {
 		return rateLimited(int((wait + time.Second - 1) / time.Second))
 	}
-	var res queue.JoinResult
-	if paid != nil {
-		// Spent in the join's own script: one place per proof, whatever
-		// the race.
-		res, err = s.line.JoinProved(ctx, ev.ID, set, *paid)
-	} else {
-		res, err = s.line.Join(ctx, ev.ID, set)
+	// The proof is spent in the join's own script (one place per proof,
+	// whatever the race), and so is the account's place (one per account).
+	res, err := s.line.JoinWith(ctx, ev.ID, set, queue.JoinOptions{Proof: paid, Account: acct})
+	if err == nil && res.Resumed {
+		// Another device of the account made its place meanwhile: nothing
+		// was bought, the proof is unspent, the address gets its join back.
+		if limit > 0 {
+			if err := s.line.UndoJoin(ctx, addr, now); err != nil {
+				s.log.Warn("join: give back the address's join", "event", ev.ID, "err", err)
+			}
+		}
+		if done, err := s.resume(c, ev, set, res.Ticket, res.Status); done {
+			return err
+		}
+		return fmt.Errorf("join: the account's place %s ended as it was resumed", res.ID)
 	}
 	switch {
 	case errors.Is(err, queue.ErrProofSpent), errors.Is(err, queue.ErrProofExpired):
@@ -192,13 +209,39 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if res.State == queue.Admitted {
 		// Passthrough: let in and claimed at once, after no wait.
 		waitSeconds.WithLabelValues(ev.ID).Observe(0)
-		out, err := s.grant(c, ev, res.Ticket, res.ID, res.ActiveUntil)
+		out, err := s.grant(c, ev, res.Ticket, res.ID, res.Account, res.ActiveUntil)
 		if err != nil {
 			return err
 		}
 		return c.Status(fiber.StatusCreated).JSON(out)
 	}
 	return c.Status(fiber.StatusCreated).JSON(waiting(res.Ticket, res.Position))
+}
+
+// resume answers a join with the live place ticket, 200, as the status
+// st (read by this request, which claimed an admitted place) says; done is
+// false for a place that is no longer live (Expired).
+func (s *Server) resume(c *fiber.Ctx, ev *config.Event, set queue.Settings, ticket string, st queue.Status) (done bool, err error) {
+	switch st.State {
+	case queue.Waiting:
+		s.setTicketCookie(c, ev, ticket, set)
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return true, c.JSON(waiting(ticket, st.Position))
+	case queue.Admitted:
+		s.observeAdmission(ev, st)
+		s.setTicketCookie(c, ev, ticket, set)
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		out, err := s.grant(c, ev, ticket, st.ID, st.Account, st.ActiveUntil)
+		if err != nil {
+			return true, err
+		}
+		return true, c.JSON(out)
+	case queue.Closed:
+		return true, errEventClosed
+	case queue.SoldOut:
+		return true, errSoldOut
+	}
+	return false, nil
 }
 
 // setTicketCookie keeps the fan's ticket for as long as the sale may need it.
@@ -250,7 +293,7 @@ func (s *Server) status(c *fiber.Ctx) error {
 		return c.JSON(waiting("", st.Position))
 	case queue.Admitted:
 		s.observeAdmission(ev, st)
-		out, err := s.grant(c, ev, "", st.ID, st.ActiveUntil)
+		out, err := s.grant(c, ev, "", st.ID, st.Account, st.ActiveUntil)
 		if err != nil {
 			return err
 		}

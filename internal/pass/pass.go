@@ -30,12 +30,14 @@ var ErrInvalid = errors.New("pass: invalid access token")
 type Claims struct {
 	Ticket    string // sub: the ticket id
 	Event     string // evt
+	Account   string // acct: the fan's account ("" = none)
 	IssuedAt  time.Time
 	ExpiresAt time.Time
 }
 
 type jwtClaims struct {
-	Event string `json:"evt"`
+	Event   string `json:"evt"`
+	Account string `json:"acct,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -66,14 +68,23 @@ func (s *Signer) KeyID() string { return s.kid }
 // Mint signs a pass for ticketID of event, valid until exp. aud is written
 // as the single string "booking", the form every verifier understands.
 func (s *Signer) Mint(ticketID, event string, iat, exp time.Time) (string, error) {
-	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
+	return s.MintFor(ticketID, event, "", iat, exp)
+}
+
+// MintFor is Mint for a ticket of account (claim acct; none when "").
+func (s *Signer) MintFor(ticketID, event, account string, iat, exp time.Time) (string, error) {
+	c := jwt.MapClaims{
 		"iss": Issuer,
 		"aud": Audience,
 		"sub": ticketID,
 		"evt": event,
 		"iat": iat.Unix(),
 		"exp": exp.Unix(),
-	})
+	}
+	if account != "" {
+		c["acct"] = account
+	}
+	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
 	t.Header["kid"] = s.kid
 	return t.SignedString(s.priv)
 }
@@ -168,7 +179,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 	if c.Subject == "" || c.Event == "" || c.IssuedAt == nil {
 		return Claims{}, fmt.Errorf("%w: missing sub, evt or iat", ErrInvalid)
 	}
-	return Claims{Ticket: c.Subject, Event: c.Event, IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time}, nil
+	return Claims{Ticket: c.Subject, Event: c.Event, Account: c.Account, IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time}, nil
 }
 
 func (v *Verifier) key(ctx context.Context, kid string) (ed25519.PublicKey, error) {

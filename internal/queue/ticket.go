@@ -182,3 +182,13 @@ func (s *Store) TicketID(event, ticket string) (string, error) {
 }
 
 func msToTime(ms int64) time.Time { return time.UnixMilli(ms) }
+
+// TicketAccount returns the account an authentic ticket of event belongs
+// to ("" = none), without touching Redis.
+func (s *Store) TicketAccount(event, ticket string) (string, error) {
+	t, err := s.decode(event, ticket)
+	if err != nil {
+		return "", err
+	}
+	return t.account, nil
+}

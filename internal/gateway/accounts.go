@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"errors"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/waitroom/waitroom/internal/account"
+	"github.com/waitroom/waitroom/internal/config"
+)
+
+var (
+	errAccountRequired = &apiError{Status: fiber.StatusUnauthorized, Code: "account_required",
+		Message: "this sale needs you to sign in on the organiser's site first"}
+	errInvalidAccount = &apiError{Status: fiber.StatusUnauthorized, Code: "invalid_account",
+		Message: "the account token is invalid or expired: sign in again on the organiser's site"}
+)
+
+// accountOf is the verified account a join brings (header
+// X-Waitroom-Account, else cookie wr_u), or "" for none. A token that does
+// not verify is always 401 invalid_account; no token where the event asks
+// one is 401 account_required. Without auth.account_keys_file there are no
+// accounts: tokens are ignored, as a cookie of the origin site may be there
+// for its own reasons.
+func (s *Server) accountOf(c *fiber.Ctx, ev *config.Event) (string, error) {
+	if s.accounts == nil {
+		return "", nil
+	}
+	tok := c.Get(accountHeader)
+	if tok == "" {
+		tok = c.Cookies(accountCookie)
+	}
+	if tok == "" {
+		if ev.Admission.AccountsRequired() {
+			return "", errAccountRequired
+		}
+		return "", nil
+	}
+	claims, err := s.accounts.Verify(tok, ev.ID)
+	if err != nil {
+		if !errors.Is(err, account.ErrInvalid) {
+			return "", err
+		}
+		s.log.Info("join: account token refused", "event", ev.ID, "reason", err)
+		return "", errInvalidAccount
+	}
+	return claims.Account, nil
+}
