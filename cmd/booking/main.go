@@ -140,7 +140,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
-	mux.Handle("/", metrics.HTTP("booking", booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log)))
+	mux.Handle("/", metrics.HTTP("booking", booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log).WithAdminToken(cfg.Auth.AdminToken)))
 	// The simulator's hosted page: another origin than the gateway's, as a
 	// real provider's (the fan's browser is sent there by paymentUrl, and
 	// back to the gateway). On this listener, or on a listener of its own

@@ -59,6 +59,17 @@ var (
 	ErrHoldNotActive     = errors.New("booking: hold already booked")
 	ErrIdempotencyReused = errors.New("booking: idempotency key used for another hold")
 	ErrBadSignature      = errors.New("booking: bad payment signature")
+	// ErrAccountRequired: the wallet is for fans whose place is an
+	// account's (DESIGN.md, Accounts).
+	ErrAccountRequired = errors.New("booking: this needs an account")
+	// ErrInsufficientPoints: the wallet holds fewer points than the hold
+	// costs; nothing changed.
+	ErrInsufficientPoints = errors.New("booking: not enough points")
+	// ErrPaymentOpen: a card payment for the hold is open; it settles
+	// first (or its hold lapses) before the hold can be paid with points.
+	ErrPaymentOpen = errors.New("booking: a payment for this hold is open")
+	// ErrAdminRequired: the operators' token is missing or wrong.
+	ErrAdminRequired = errors.New("booking: operator token required")
 	// ErrUnavailable: the database cannot serve right now (down,
 	// restarting, recovering, unreachable): 503, and the client retries.
 	ErrUnavailable = errors.New("booking: temporarily unavailable, try again shortly")
@@ -119,10 +130,13 @@ type SeatMap struct {
 
 // HoldRequest is a validated hold: Seats sorted and unique, GA codes known.
 type HoldRequest struct {
-	HoldID         string
-	Event          string
-	ShowtimeID     int64
-	Customer       string
+	HoldID     string
+	Event      string
+	ShowtimeID int64
+	Customer   string
+	// Ticket is the ticket taking the hold (Customer, or one of its
+	// account's): who holds what in the waiting room.
+	Ticket         string
 	Seats          []string
 	GA             map[string]int
 	AmountCents    int64
@@ -161,6 +175,33 @@ type CheckoutRequest struct {
 	Customer       string
 	IdempotencyKey string
 	SessionTTL     time.Duration
+}
+
+// PointsCheckout pays a hold with the points of Account's wallet.
+type PointsCheckout struct {
+	HoldID         string
+	Customer       string
+	Account        string
+	IdempotencyKey string
+}
+
+// PointsPaid is the answer to a points checkout; the same key gets the same
+// answer. Balance is what the debit left.
+type PointsPaid struct {
+	BookingID string `json:"bookingId"`
+	Status    string `json:"status"`
+	Balance   int64  `json:"balance"`
+	// Event and Ticket (not answered): for the waiting room's inventory
+	// and the completion of the ticket.
+	Event  string `json:"-"`
+	HoldID string `json:"-"`
+	Fresh  bool   `json:"-"` // false for a repeat of the key
+}
+
+// Wallet is an account's points.
+type Wallet struct {
+	Account string `json:"account"`
+	Balance int64  `json:"balance"`
 }
 
 // Checkout is the answer to a checkout; the same key gets the same answer.
@@ -235,7 +276,7 @@ type OutboxEvent struct {
 	Type      string
 	Payload   []byte // JSON
 	Event     string // event id, for completing the fan's ticket
-	Customer  string // the ticket id (JWT sub)
+	Customer  string // the ticket id (JWT sub) whose place the booking completes
 	CreatedAt time.Time
 }
 
@@ -267,6 +308,13 @@ type Store interface {
 	Settle(ctx context.Context, paymentID string, status payment.Status) (Settlement, error)
 	MarkRefunded(ctx context.Context, paymentID string) error
 	Booking(ctx context.Context, bookingID, customer string) (Booking, error)
+
+	// The points wallet.
+	CheckoutPoints(ctx context.Context, r PointsCheckout) (PointsPaid, error)
+	Wallet(ctx context.Context, account string) (int64, error)
+	// Credit adds points to account's wallet once per reference, and
+	// returns the balance.
+	Credit(ctx context.Context, account string, points int64, reference string) (int64, error)
 
 	// Jobs.
 	Sweep(ctx context.Context, batch int) (int, error)

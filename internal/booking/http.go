@@ -3,6 +3,7 @@ package booking
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +29,7 @@ func PassAuth(v *pass.Verifier) Authenticate {
 		if err != nil {
 			return Pass{}, err
 		}
-		return Pass{Customer: c.Ticket, Event: c.Event}, nil
+		return NewPass(c.Ticket, c.Account, c.Event), nil
 	}
 }
 
@@ -55,6 +56,10 @@ var errorTable = []struct {
 	{ErrTooManySeats, http.StatusUnprocessableEntity, "too_many_seats", 0},
 	{ErrIdempotencyReused, http.StatusUnprocessableEntity, "idempotency_key_reused", 0},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited", 0},
+	{ErrAccountRequired, http.StatusForbidden, "account_required", 0},
+	{ErrInsufficientPoints, http.StatusPaymentRequired, "insufficient_points", 0},
+	{ErrPaymentOpen, http.StatusConflict, "payment_open", 0},
+	{ErrAdminRequired, http.StatusUnauthorized, "unauthorized", 0},
 	{ErrUnavailable, http.StatusServiceUnavailable, "unavailable", 2},
 }
 
@@ -64,6 +69,9 @@ type Handler struct {
 	auth Authenticate
 	log  *slog.Logger
 	mux  *http.ServeMux
+	// adminToken guards the operators' routes of the booking core (the
+	// wallet credits the gateway's operators' API forwards); "" = off.
+	adminToken string
 }
 
 // NewHandler builds the API. ready reports whether PostgreSQL is reachable.
@@ -77,6 +85,8 @@ func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) err
 	h.mux.HandleFunc("POST "+p+"/payments/callback", h.callback)
 	h.mux.HandleFunc("GET "+p+"/payments/{paymentId}", h.withPass(h.paymentPage))
 	h.mux.HandleFunc("GET "+p+"/bookings/{id}", h.withPass(h.booking))
+	h.mux.HandleFunc("GET "+p+"/wallet", h.withPass(h.wallet))
+	h.mux.HandleFunc("POST "+p+"/admin/wallets/{account}/credits", h.withAdmin(h.credit))
 	health.Routes(h.mux, health.Check{Name: "postgres", Ping: ready})
 	h.mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such route"})
@@ -85,6 +95,35 @@ func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) err
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// WithAdminToken turns on the operators' routes, guarded by token
+// (auth.admin_token), and returns h.
+func (h *Handler) WithAdminToken(token string) *Handler {
+	h.adminToken = token
+	return h
+}
+
+// withAdmin runs next for a request bearing the operators' token (compared
+// in constant time); off (404) while there is none, 401 for a wrong or
+// missing one.
+func (h *Handler) withAdmin(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.adminToken == "" {
+			h.fail(w, r, ErrNotFound)
+			return
+		}
+		authz := r.Header.Get("Authorization")
+		tok := ""
+		if len(authz) > 7 && strings.EqualFold(authz[:7], "bearer ") {
+			tok = strings.TrimSpace(authz[7:])
+		}
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(h.adminToken)) != 1 {
+			h.fail(w, r, ErrAdminRequired)
+			return
+		}
+		next(w, r)
+	}
+}
 
 type passHandler func(w http.ResponseWriter, r *http.Request, p Pass) error
 
@@ -150,7 +189,36 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request, p Pass) error 
 	return nil
 }
 
+// checkoutInput is a checkout's optional body: how to pay ("" or "card":
+// the provider's hosted page; "points": the account's wallet, at once).
+type checkoutInput struct {
+	Method string `json:"method"`
+}
+
 func (h *Handler) checkout(w http.ResponseWriter, r *http.Request, p Pass) error {
+	var in checkoutInput
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return fmt.Errorf("body too large or unreadable: %w", ErrInvalidRequest)
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		// (A card checkout has always been sent with no body.)
+		if err := decodeBytes(body, &in); err != nil {
+			return err
+		}
+	}
+	switch in.Method {
+	case "", "card":
+	case "points":
+		paid, err := h.svc.CheckoutPoints(r.Context(), p, r.PathValue("holdId"), r.Header.Get("Idempotency-Key"))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusCreated, paid)
+		return nil
+	default:
+		return fmt.Errorf("checkout: method must be card or points, not %q: %w", in.Method, ErrInvalidRequest)
+	}
 	c, err := h.svc.Checkout(r.Context(), p, r.PathValue("holdId"), r.Header.Get("Idempotency-Key"))
 	if err != nil {
 		return err
@@ -166,6 +234,33 @@ func (h *Handler) booking(w http.ResponseWriter, r *http.Request, p Pass) error 
 	}
 	writeJSON(w, http.StatusOK, b)
 	return nil
+}
+
+func (h *Handler) wallet(w http.ResponseWriter, r *http.Request, p Pass) error {
+	wl, err := h.svc.Wallet(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, wl)
+	return nil
+}
+
+// credit: POST /api/v1/booking/admin/wallets/{account}/credits, the
+// operators' credit of an account's points (the gateway's
+// /api/v1/admin/wallets/{account}/credits forwards here).
+func (h *Handler) credit(w http.ResponseWriter, r *http.Request) {
+	var in CreditInput
+	if err := decode(w, r, &in); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	b, err := h.svc.Credit(r.Context(), r.PathValue("account"), in)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]int64{"balance": b})
 }
 
 func (h *Handler) paymentPage(w http.ResponseWriter, r *http.Request, p Pass) error {
@@ -262,6 +357,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if err != nil {
 		return fmt.Errorf("body too large or unreadable: %w", ErrInvalidRequest)
 	}
+	return decodeBytes(body, v)
+}
+
+// decodeBytes is decode of a body read already.
+func decodeBytes(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

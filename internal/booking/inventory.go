@@ -111,12 +111,15 @@ func (i *Inventory) released(ctx context.Context, event, holdID string) {
 	}
 }
 
-// booked moves a confirmed hold's places to sold, and closes its payment.
+// booked moves a confirmed hold's places to sold, and closes its payment
+// ("" for a hold paid with points, which had none).
 func (i *Inventory) booked(ctx context.Context, event, holdID, paymentID string) {
 	if err := i.line.Booked(ctx, event, holdID); err != nil {
 		i.failed("booked", event, err)
 	}
-	i.settled(ctx, event, paymentID)
+	if paymentID != "" {
+		i.settled(ctx, event, paymentID)
+	}
 }
 
 func (i *Inventory) opened(ctx context.Context, event, paymentID string) {

@@ -31,6 +31,9 @@ var (
 	refundsTotal = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "booking_refunds_total", Help: "Refunds acknowledged by the payment provider.",
 	})
+	pointsCheckouts = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "booking_points_checkouts_total", Help: "Holds paid from a points wallet (also counted as confirmed in booking_confirmations_total).",
+	})
 )
 
 // Every labelled counter is exported from the start, so that dashboards

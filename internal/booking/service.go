@@ -19,8 +19,26 @@ import (
 
 // Pass is who is calling, from a verified access JWT.
 type Pass struct {
-	Customer string // the ticket id (JWT sub)
+	// Customer is who every per-customer rule applies to: the account
+	// ("acct:<id>") when the place is an account's, across all its
+	// tickets, else the ticket id.
+	Customer string
+	Ticket   string // the ticket id (JWT sub)
+	Account  string // the account (JWT acct), "" = none
 	Event    string // the event the pass admits to (JWT evt)
+}
+
+// accountCustomer is the customer an account is. The prefix keeps the two
+// kinds of customers apart: a ticket id never contains ':'.
+const accountCustomer = "acct:"
+
+// NewPass is the pass of ticket (of account, "" = none) for event.
+func NewPass(ticket, account, event string) Pass {
+	p := Pass{Customer: ticket, Ticket: ticket, Account: account, Event: event}
+	if account != "" {
+		p.Customer = accountCustomer + account
+	}
+	return p
 }
 
 // Settings are the booking rules (the process translates its config).
@@ -183,12 +201,15 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 	// away), and gets them back if the hold was refused. A hold that failed
 	// for another reason (the database went away mid-statement) may have
 	// been written: the next sync decides.
-	id := NewID()
+	id, ticket := NewID(), p.Ticket
+	if ticket == "" {
+		ticket = p.Customer // a pass made without NewPass
+	}
 	if s.inv != nil {
-		s.inv.reserve(ctx, p.Event, id, p.Customer, places)
+		s.inv.reserve(ctx, p.Event, id, ticket, places)
 	}
 	h, err := s.store.Hold(ctx, HoldRequest{
-		HoldID: id, Event: p.Event, ShowtimeID: showtimeID, Customer: p.Customer,
+		HoldID: id, Event: p.Event, ShowtimeID: showtimeID, Customer: p.Customer, Ticket: ticket,
 		Seats: seats, GA: in.GeneralAdmission, AmountCents: amount, TTL: s.set.HoldTTL,
 		MaxPlaces: s.set.MaxSeatsPerHold, HoldsPerMinute: s.set.HoldsPerMinute,
 		AttemptsPerMinute: s.set.HoldAttemptsPerMinute, Cooldown: s.set.ReholdCooldown,
@@ -238,6 +259,78 @@ func (s *Service) Checkout(ctx context.Context, p Pass, holdID, key string) (Che
 	}
 	return c, nil
 }
+
+// CheckoutPoints pays a hold from the pass's account's wallet, at once.
+func (s *Service) CheckoutPoints(ctx context.Context, p Pass, holdID, key string) (PointsPaid, error) {
+	if p.Account == "" {
+		return PointsPaid{}, ErrAccountRequired
+	}
+	if !uuidPattern.MatchString(holdID) {
+		return PointsPaid{}, ErrNotFound
+	}
+	if !validKey(key) {
+		return PointsPaid{}, fmt.Errorf("checkout: Idempotency-Key header of 1..255 printable ASCII characters required: %w", ErrInvalidRequest)
+	}
+	out, err := s.store.CheckoutPoints(ctx, PointsCheckout{HoldID: holdID, Customer: p.Customer, Account: p.Account, IdempotencyKey: key})
+	if err != nil {
+		return out, s.dbErr("checkout_points", err)
+	}
+	if out.Fresh {
+		confirmationsTotal.WithLabelValues(string(Confirmed)).Inc()
+		pointsCheckouts.Inc()
+		s.log.Info("paid with points", "bookingId", out.BookingID, "holdId", holdID, "account", p.Account, "balance", out.Balance)
+		if s.inv != nil {
+			s.inv.booked(ctx, out.Event, out.HoldID, "")
+		}
+	}
+	return out, nil
+}
+
+// Wallet is the pass's account's wallet.
+func (s *Service) Wallet(ctx context.Context, p Pass) (Wallet, error) {
+	if p.Account == "" {
+		return Wallet{}, ErrAccountRequired
+	}
+	b, err := s.store.Wallet(ctx, p.Account)
+	if err != nil {
+		return Wallet{}, s.dbErr("wallet", err)
+	}
+	return Wallet{Account: p.Account, Balance: b}, nil
+}
+
+// CreditInput is a credit as the operators' API takes it.
+type CreditInput struct {
+	Points    *int64 `json:"points"`
+	Reference string `json:"reference"`
+}
+
+// maxCredit bounds one credit: points are minor units, and a balance must
+// never come near overflowing.
+const maxCredit = 1_000_000_000_000
+
+// Credit adds points to account's wallet, once per reference, and returns
+// the balance.
+func (s *Service) Credit(ctx context.Context, account string, in CreditInput) (int64, error) {
+	switch {
+	case !validAccount(account):
+		return 0, fmt.Errorf("credit: account id must be 1..64 of [A-Za-z0-9._:@+-]: %w", ErrInvalidRequest)
+	case in.Points == nil || *in.Points < 1 || *in.Points > maxCredit:
+		return 0, fmt.Errorf("credit: points must be an integer 1..%d: %w", int64(maxCredit), ErrInvalidRequest)
+	case !validKey(in.Reference):
+		return 0, fmt.Errorf("credit: reference of 1..255 printable ASCII characters required: %w", ErrInvalidRequest)
+	}
+	b, err := s.store.Credit(ctx, account, *in.Points, in.Reference)
+	if err != nil {
+		return 0, s.dbErr("credit", err)
+	}
+	return b, nil
+}
+
+var accountPattern = regexp.MustCompile(`^[A-Za-z0-9._:@+-]{1,64}$`)
+
+// validAccount is account.ValidID (the booking core does not import the
+// gateway's account package: the account reaches it inside a verified pass).
+func validAccount(id string) bool { return accountPattern.MatchString(id) }
 
 // openSession opens the provider's session for a checkout: keyed by the
 // booking id (a retried call for one booking opens one session), the fan
@@ -379,6 +472,7 @@ func (s *Service) PaymentStatus(ctx context.Context, paymentID string) (payment.
 var domainErrors = []error{
 	ErrInvalidRequest, ErrAdmissionRequired, ErrWrongEvent, ErrNotFound, ErrSeatsUnavailable, ErrSoldOut,
 	ErrTooManySeats, ErrRateLimited, ErrHoldExpired, ErrHoldNotActive, ErrIdempotencyReused, ErrBadSignature,
+	ErrAccountRequired, ErrInsufficientPoints, ErrPaymentOpen, ErrAdminRequired,
 }
 
 func isDomain(err error) bool {

@@ -57,6 +57,9 @@ func testSettings() booking.Settings {
 // testPaymentSecret signs the callbacks of every test.
 const testPaymentSecret = "test-payment-secret"
 
+// testAdminToken guards the operators' routes of every test.
+const testAdminToken = "test-admin-token-0123456789"
+
 // testTicketSecret keys the tickets of the waiting rooms some tests wire in.
 const testTicketSecret = "test-ticket-secret-0123456789"
 
@@ -138,7 +141,7 @@ func setup(t testing.TB, opts ...option) *env {
 	}
 	e.svc = booking.NewService(store, provider, cat, set, log)
 	mux := http.NewServeMux()
-	mux.Handle("/", booking.NewHandler(e.svc, booking.PassAuth(verifier), store.Ping, log))
+	mux.Handle("/", booking.NewHandler(e.svc, booking.PassAuth(verifier), store.Ping, log).WithAdminToken(testAdminToken))
 	mux.Handle("/pay/", e.sim.Handler())
 	handler = mux
 	return e
@@ -200,7 +203,10 @@ func (e *env) snapshot() string {
 func (e *env) token(p booking.Pass) string {
 	e.t.Helper()
 	now := time.Now()
-	tok, err := e.signer.Mint(p.Customer, p.Event, now, now.Add(10*time.Minute))
+	tok, err := e.signer.MintFor(p.Ticket, p.Event, p.Account, now, now.Add(10*time.Minute))
+	if p.Ticket == "" {
+		tok, err = e.signer.Mint(p.Customer, p.Event, now, now.Add(10*time.Minute))
+	}
 	if err != nil {
 		e.t.Fatal(err)
 	}

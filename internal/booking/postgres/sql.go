@@ -4,8 +4,10 @@ package postgres
 // hold:
 //   - Seats are always locked in seat-code order (ORDER BY seat_code FOR
 //     UPDATE inside the statement; seat_code is COLLATE "C"), blocks in code
-//     order, and one order is used everywhere: customer lock, hold row, blocks,
-//     seats. Two transactions therefore never deadlock.
+//     order, and one order is used everywhere: customer lock, hold row,
+//     wallet row (a points checkout), blocks, seats. Two transactions
+//     therefore never deadlock. A credit locks the wallet row alone; a
+//     refund of a points booking locks the booking, then the wallet.
 //   - "Now" is the database clock: statement_timestamp() of a statement sent
 //     after the locking one (customer and blocks for a hold; blocks and
 //     seats for a confirmation).
@@ -45,7 +47,8 @@ SELECT code FROM ga_blocks
 	// $6 GA as JSON, $7 places asked (seats + GA), $8 amount, $9 TTL in
 	// microseconds, $10 sorted block codes, $11 places per block (same
 	// order), $12 holds per minute, $13 places a customer may hold, $14 the
-	// re-hold cool-down in microseconds, $15 hold attempts per minute.
+	// re-hold cool-down in microseconds, $15 hold attempts per minute, $16
+	// the ticket taking it (the customer's, or one of its account's).
 	//
 	// Decisions, each a condition of the statement, never a read followed by
 	// a write in Go:
@@ -134,9 +137,9 @@ WITH mine AS (
        AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= statement_timestamp()))
     RETURNING s.seat_code
 ), hold AS (
-    INSERT INTO holds (id, event_id, showtime_id, customer_id, seats, ga, places, amount_cents, created_at, expires_at)
+    INSERT INTO holds (id, event_id, showtime_id, customer_id, seats, ga, places, amount_cents, created_at, expires_at, ticket_id)
     SELECT $5, $1, $3, $2, $4::text[], $6::jsonb, $7::int, $8::bigint, statement_timestamp(),
-           statement_timestamp() + $9::bigint * interval '1 microsecond'
+           statement_timestamp() + $9::bigint * interval '1 microsecond', $16::text
      WHERE (SELECT allowed FROM ok)
        AND (SELECT count(*) FROM taken) = cardinality($4::text[])
     RETURNING expires_at
@@ -183,9 +186,11 @@ SELECT b.code, b.capacity, greatest(b.capacity - coalesce(sum(p.places), 0), 0)
  GROUP BY b.code, b.capacity
  ORDER BY b.code`
 
-	// $1 hold, $2 customer ('' = any). Locks the hold row.
+	// $1 hold, $2 customer ('' = any). Locks the hold row. Also the ticket
+	// that took it (before 006: the customer).
 	sqlLockHold = `
-SELECT event_id, showtime_id, customer_id, seats, ga, status, expires_at, amount_cents
+SELECT event_id, showtime_id, customer_id, seats, ga, status, expires_at, amount_cents,
+       coalesce(ticket_id, customer_id)
   FROM holds
  WHERE id = $1 AND ($2 = '' OR customer_id = $2)
    FOR UPDATE`
@@ -210,11 +215,14 @@ UPDATE seats
 	sqlReleaseHold = `UPDATE holds SET status = 'RELEASED', ended_at = least(statement_timestamp(), expires_at) WHERE id = $1`
 
 	// $1 customer, $2 key. Always one row: now (after the hold lock) and the
-	// booking already made with that key, if any.
+	// booking already made with that key, if any, with how it was paid (and
+	// the balance its debit left, for points).
 	sqlBookingByKey = `
-SELECT statement_timestamp(), b.id, b.hold_id, b.payment_id, b.payment_url, b.payment_expires_at
+SELECT statement_timestamp(), b.id, b.hold_id, b.payment_id, b.payment_url, b.payment_expires_at,
+       b.method, l.balance_after
   FROM (SELECT 1) AS one
-  LEFT JOIN bookings b ON b.customer_id = $1 AND b.idempotency_key = $2`
+  LEFT JOIN bookings b ON b.customer_id = $1 AND b.idempotency_key = $2
+  LEFT JOIN wallet_ledger l ON l.booking_id = b.id AND l.kind = 'debit'`
 
 	// $1 hold. Always one row: the hold's live booking (at most one, by
 	// bookings_one_live_per_hold), or NULLs.
@@ -231,9 +239,10 @@ VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', $7, $8, $9, $10)`
 	sqlInsertPayment = `
 INSERT INTO payments (payment_id, booking_id, amount_cents, status) VALUES ($1, $2, $3, 'PENDING')`
 
-	// $1 payment id. Locks payment, booking and hold, in that order.
+	// $1 payment id. Locks payment, booking and hold, in that order. The
+	// ticket is the one that took the hold (completed once confirmed).
 	sqlLockPayment = `
-SELECT p.status, b.id, b.status, b.hold_id, b.event_id, b.customer_id, b.amount_cents,
+SELECT p.status, b.id, b.status, b.hold_id, b.event_id, coalesce(h.ticket_id, b.customer_id), b.amount_cents,
        h.showtime_id, h.seats, h.ga
   FROM payments p
   JOIN bookings b ON b.id = p.booking_id
@@ -381,9 +390,9 @@ SELECT (SELECT count(*)
                   AND (p.status = 'BOOKED' OR (p.status = 'HELD' AND p.expires_at > now()))) u ON true
          WHERE st.event_id = $1)`
 
-	// $1 event. The holds that count now.
+	// $1 event. The holds that count now, by the ticket that took each.
 	sqlInventoryHolds = `
-SELECT id::text, customer_id, places FROM holds
+SELECT id::text, coalesce(ticket_id, customer_id), places FROM holds
  WHERE event_id = $1 AND status = 'HELD' AND expires_at > now()`
 
 	// $1 event. The payments open.
@@ -397,6 +406,55 @@ SELECT hold_id::text FROM bookings
  WHERE event_id = $1 AND status = 'CONFIRMED' AND updated_at > now() - make_interval(secs => $2)`
 
 	sqlNow = `SELECT now()`
+
+	// The points wallet (migration 006). Points are the minor unit of
+	// booking.currency: a hold of 1500 cents costs 1500 points.
+
+	// $1 account. The balance now (no row: 0).
+	sqlWallet = `SELECT coalesce((SELECT balance FROM wallets WHERE account_id = $1), 0)`
+
+	// $1 account. Locks the wallet row, after the hold's (the lock order
+	// above); no row: the account has no points.
+	sqlLockWallet = `SELECT balance FROM wallets WHERE account_id = $1 FOR UPDATE`
+
+	// $1 account, $2 points (> 0). After sqlLockWallet, which checked the
+	// balance; the CHECK (balance >= 0) stands behind it.
+	sqlDebitWallet = `
+UPDATE wallets SET balance = balance - $2, updated_at = now() WHERE account_id = $1 RETURNING balance`
+
+	// $1 booking, $2 hold, $3 event, $4 showtime, $5 customer, $6 key, $7 amount.
+	sqlInsertPointsBooking = `
+INSERT INTO bookings (id, hold_id, event_id, showtime_id, customer_id, idempotency_key, status, amount_cents, method)
+VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', $7, 'points')`
+
+	// $1 account, $2 points (< 0), $3 balance after, $4 booking.
+	sqlLedgerDebit = `
+INSERT INTO wallet_ledger (account_id, kind, points, balance_after, booking_id) VALUES ($1, 'debit', $2, $3, $4)`
+
+	// $1 account. Makes the wallet row if there is none (a first credit),
+	// without taking its lock when there is one.
+	sqlEnsureWallet = `INSERT INTO wallets (account_id) VALUES ($1) ON CONFLICT (account_id) DO NOTHING`
+
+	// $1 account, $2 points (> 0), $3 reference. One statement: the ledger
+	// row, unless the reference credited already (then nothing at all), and
+	// the balance moved by as much, locking the wallet row; the balance in
+	// force either way. A concurrent credit with the same reference waits on
+	// the unique index for the first one's commit, then credits nothing.
+	sqlCredit = `
+WITH cur AS (
+    SELECT balance FROM wallets WHERE account_id = $1 FOR UPDATE
+), ins AS (
+    INSERT INTO wallet_ledger (account_id, kind, points, balance_after, reference)
+    SELECT $1, 'credit', $2, balance + $2, $3 FROM cur
+    ON CONFLICT (account_id, reference) WHERE kind = 'credit' DO NOTHING
+    RETURNING balance_after
+), upd AS (
+    UPDATE wallets w SET balance = i.balance_after, updated_at = now()
+      FROM ins i
+     WHERE w.account_id = $1
+    RETURNING w.balance
+)
+SELECT coalesce((SELECT balance FROM upd), (SELECT balance FROM cur)), EXISTS (SELECT 1 FROM ins)`
 
 	// $1 since, $2 limit. Holds that lapsed after since and are still HELD
 	// (the sweeper marks them EXPIRED a few seconds later; a lapse missed

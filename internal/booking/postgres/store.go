@@ -178,7 +178,7 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (_ booking.Hold
 	}
 	b.Queue(sqlHold, r.Event, r.Customer, r.ShowtimeID, seats, r.HoldID, ga, r.Places(), r.AmountCents,
 		r.TTL.Microseconds(), codes, counts, r.HoldsPerMinute, r.MaxPlaces, r.Cooldown.Microseconds(),
-		r.AttemptsPerMinute).QueryRow(func(row pgx.Row) error {
+		r.AttemptsPerMinute, r.Ticket).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&now, &recent, &oldest, &held, &refused, &oldestRefusal, &takeable, &blocks, &full, &expiresAt)
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
@@ -235,6 +235,7 @@ var errHoldNotWritten = errors.New("hold not written")
 
 type holdRow struct {
 	event, customer, status string
+	ticket                  string // the ticket that took it
 	showtime                int64
 	seats                   []string
 	ga                      map[string]int
@@ -247,7 +248,7 @@ func lockHold(ctx context.Context, tx pgx.Tx, holdID, customer string) (holdRow,
 	var ga []byte
 	// No row (another customer's hold, or none): ErrNotFound, by interpretError.
 	if err := tx.QueryRow(ctx, sqlLockHold, holdID, customer).Scan(
-		&h.event, &h.showtime, &h.customer, &h.seats, &ga, &h.status, &h.expires, &h.amount); err != nil {
+		&h.event, &h.showtime, &h.customer, &h.seats, &ga, &h.status, &h.expires, &h.amount, &h.ticket); err != nil {
 		return h, err
 	}
 	if err := json.Unmarshal(ga, &h.ga); err != nil {
@@ -310,12 +311,14 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 		now                   time.Time
 		bID, bHold, pID, pURL *string
 		pExp                  *time.Time
+		method                *string
+		balance               *int64
 	)
-	if err := tx.QueryRow(ctx, sqlBookingByKey, r.Customer, r.IdempotencyKey).Scan(&now, &bID, &bHold, &pID, &pURL, &pExp); err != nil {
+	if err := tx.QueryRow(ctx, sqlBookingByKey, r.Customer, r.IdempotencyKey).Scan(&now, &bID, &bHold, &pID, &pURL, &pExp, &method, &balance); err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
 	}
 	if bID != nil {
-		if *bHold != r.HoldID {
+		if *bHold != r.HoldID || *method != "card" {
 			return booking.Checkout{}, booking.ErrIdempotencyReused
 		}
 		return booking.Checkout{BookingID: *bID, PaymentID: *pID, PaymentURL: *pURL, ExpiresAt: *pExp}, nil
