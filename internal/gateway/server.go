@@ -169,6 +169,7 @@ func (s *Server) routes() {
 
 	api := a.Group("/api/v1")
 	api.All("/booking/*", s.gate)
+	s.adminWalletRoutes(api)
 	line := api.Group("/events", lineBudget)
 	line.Get("", s.listEvents)
 	line.Get("/:event", s.getEvent)
