@@ -116,18 +116,30 @@ func TestMigratePartitionsExistingData(t *testing.T) {
 	// them (today's hold statement needs what 003 adds).
 	held := legacyHold(t, pool, 1, "ann", []string{"A1", "A2"}, map[string]int{"FLOOR": 3})
 	sold := legacyHold(t, pool, 2, "bob", []string{"B1"}, map[string]int{"FLOOR": 2})
+	// A checkout and a confirmation as the store of that time wrote them
+	// (today's statements need what later migrations add).
 	pay := func(holdID, customer, key string) booking.Checkout {
-		c, err := store.Checkout(ctx, booking.CheckoutRequest{HoldID: holdID, Customer: customer, IdempotencyKey: key, SessionTTL: time.Minute},
-			func(_ context.Context, f booking.SessionFor) (payment.Session, error) {
-				return payment.Session{PaymentID: "pay-" + f.BookingID, URL: "/p/" + f.BookingID, ExpiresAt: time.Now().Add(f.TTL)}, nil
-			})
-		if err != nil {
-			t.Fatal(err)
+		c := booking.Checkout{BookingID: booking.NewID(), PaymentID: "pay-" + key, PaymentURL: "/p/" + key, ExpiresAt: time.Now().Add(time.Minute).Truncate(time.Microsecond)}
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO bookings (id, hold_id, event_id, showtime_id, customer_id, idempotency_key, status,
+		                               amount_cents, payment_id, payment_url, payment_expires_at)
+		         SELECT $1, id, event_id, showtime_id, $2, $3, 'PENDING', amount_cents, $4, $5, $6 FROM holds WHERE id = $7`,
+			c.BookingID, customer, key, c.PaymentID, c.PaymentURL, c.ExpiresAt, holdID)
+		b.Queue(`INSERT INTO payments (payment_id, booking_id, amount_cents, status) VALUES ($1, $2, 100, 'PENDING')`, c.PaymentID, c.BookingID)
+		if err := pool.SendBatch(ctx, b).Close(); err != nil {
+			t.Fatalf("legacy checkout: %v", err)
 		}
 		return c
 	}
-	if s, err := store.Settle(ctx, pay(sold, "bob", "k1").PaymentID, payment.Succeeded); err != nil || s.Outcome != booking.Confirmed {
-		t.Fatalf("settle before migration: %+v, %v", s, err)
+	sale := pay(sold, "bob", "k1")
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE payments SET status = 'SUCCEEDED', settled_at = now() WHERE payment_id = $1`, sale.PaymentID)
+	b.Queue(`UPDATE seats SET status = 'BOOKED', booking_id = $1, hold_expires_at = NULL WHERE hold_id = $2`, sale.BookingID, sold)
+	b.Queue(`UPDATE ga_places SET status = 'BOOKED', booking_id = $1 WHERE hold_id = $2`, sale.BookingID, sold)
+	b.Queue(`UPDATE holds SET status = 'BOOKED' WHERE id = $1`, sold)
+	b.Queue(`UPDATE bookings SET status = 'CONFIRMED' WHERE id = $1`, sale.BookingID)
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatalf("legacy confirmation: %v", err)
 	}
 	gone := legacyHold(t, pool, 3, "cat", []string{"C4"}, map[string]int{"FLOOR": 1})
 	for _, q := range []string{
@@ -261,7 +273,7 @@ func TestHoldPrunes(t *testing.T) {
 		}{
 			{"lock customer", sqlLockCustomer, `'live', 'zed'`, nil},
 			{"lock blocks", sqlLockBlocks, fmt.Sprintf(`%d, '{FLOOR}'`, st), []string{"ga_blocks"}},
-			{"hold", sqlHold, fmt.Sprintf(`'live', 'zed', %d, '{A2,C3}', '%s', '{"FLOOR": 1}', 3, 300, 600000000, '{FLOOR}', '{1}', 5, 8, 600000000, 20`, st, hold),
+			{"hold", sqlHold, fmt.Sprintf(`'live', 'zed', %d, '{A2,C3}', '%s', '{"FLOOR": 1}', 3, 300, 600000000, '{FLOOR}', '{1}', 5, 8, 600000000, 20, 'zed-ticket'`, st, hold),
 				[]string{"seats", "ga_blocks", "ga_places"}},
 			{"seat map", sqlSeatMap, fmt.Sprint(st), []string{"seats"}},
 			{"block map", sqlBlockMap, fmt.Sprint(st), []string{"ga_blocks", "ga_places"}},

@@ -29,6 +29,8 @@
 //   #hold, #clear             hold the chosen places / clear the choice
 //   #countdown                time left on the hold, m:ss; data-remaining-ms
 //   #pay, #release            checkout / release the hold
+//   #pay-points               paying with points (and the balance): shown when the fan's
+//                             place is an account's (GET /wallet answered)
 //   #message                  what just happened: "Someone just took F5 and F6 — pick
 //                             other seats", "Your hold expired…", "Sold out…",
 //                             "Your admission ended — back to the line"; data-kind="info|error"
@@ -42,7 +44,7 @@
 
 import { api, Waiter, retryAfterMs, eventFromPath, NetworkError } from './api.js';
 import { $, setText, show, mmss } from './ui.js';
-import { t, price, when } from './i18n.js';
+import { t, price, when, count } from './i18n.js';
 import { MAX_PLACES, describe, reference } from './places.js';
 import { Pass } from './pass.js';
 import { SeatMap } from './seatmap.js';
@@ -85,6 +87,7 @@ const ui = {
   heldSummary: $('held-summary'),
   heldTotal: $('held-total'),
   pay: $('pay'),
+  payPoints: $('pay-points'),
   release: $('release'),
   result: $('result'),
   resultTitle: $('result-title'),
@@ -115,6 +118,7 @@ const page = {
   refreshTimer: 0,
   nothingLeft: false, // the showtime has no place to choose: say so, not a map of crosses
   told: '', // what a booking being paid last said in #message (said once, not every poll)
+  balance: null, // the account's points (GET /wallet), null: no account, no paying with points
 };
 
 function say(text, kind = 'info') {
@@ -178,6 +182,7 @@ function renderPhase(p) {
   show(ui.selectionBox, choosing);
   ui.showtime.disabled = !choosing;
   ui.pay.disabled = p !== 'held';
+  renderPoints(p);
   ui.release.disabled = p !== 'held';
   setText(ui.chooseTitle, choosing ? t('book.choose.title', { n: MAX_PLACES }) : t('book.choose.heldTitle'));
   show(ui.mapHelp, choosing);
@@ -262,7 +267,45 @@ function renderHeld() {
   setText(ui.heldTotal, amount);
   show(ui.heldTotal.parentElement, Boolean(amount));
   setText(ui.pay, amount ? t('book.pay', { amount }) : t('book.payPlain'));
+  renderPoints(flow.state);
   return what;
+}
+
+// renderPoints offers to pay with points (the balance on the button) to a fan whose place is
+// an account's (the wallet answered), enabled while the hold is held and
+// the balance covers it (1 point = 1 minor unit of the currency).
+function renderPoints(p) {
+  const has = page.balance !== null;
+  show(ui.payPoints, has);
+  if (!has) return;
+  setText(ui.payPoints, t('book.payPoints', { balance: count(page.balance) }));
+  const cost = flow.hold && Number.isFinite(flow.hold.amountCents) ? flow.hold.amountCents : 0;
+  ui.payPoints.disabled = p !== 'held' || page.balance < cost;
+}
+
+// loadWallet asks for the account's points; a fan without an account (403)
+// or a pass that no longer works is offered none.
+async function loadWallet() {
+  try {
+    const r = await api('GET', '/api/v1/booking/wallet', { token: pass.token });
+    page.balance = r.ok && Number.isFinite(r.data.balance) ? r.data.balance : null;
+  } catch {
+    page.balance = null;
+  }
+  renderPoints(flow.state);
+}
+
+async function payWithPoints() {
+  const balance = await flow.payPoints();
+  if (Number.isFinite(balance)) {
+    page.balance = balance;
+    say(t('book.pointsPaid', { balance: count(balance) }));
+    return;
+  }
+  if (flow.state === 'held') {
+    await loadWallet();
+    if (page.balance !== null) say(t('book.pointsShort', { balance: count(page.balance) }), 'error');
+  }
 }
 
 // paying draws a booking that is still PENDING: "confirming" with the
@@ -529,13 +572,16 @@ function wire() {
   ui.hold.addEventListener('click', () => flow.take(page.showtimeId, map.choice()));
   ui.clear.addEventListener('click', () => map.clear());
   ui.pay.addEventListener('click', () => flow.pay());
+  ui.payPoints.addEventListener('click', () => payWithPoints());
   ui.release.addEventListener('click', async () => {
     if (flow.state !== 'held') return;
     ui.release.disabled = true;
     ui.pay.disabled = true;
+    ui.payPoints.disabled = true;
     if (!(await flow.release()) && flow.state === 'held') {
       ui.release.disabled = false;
       ui.pay.disabled = false;
+      renderPoints(flow.state);
     }
   });
   ui.again.addEventListener('click', () => flow.again());
@@ -585,6 +631,7 @@ async function main() {
   renderShowtime();
   flow.resume();
   tick();
+  loadWallet();
   // Back from the provider the map is not shown (and a booking confirmed
   // meanwhile freed the fan's place: the map would answer 401).
   if (flow.state !== 'choose' && flow.state !== 'held') return;

@@ -337,6 +337,69 @@ export class BookingFlow {
     }
   }
 
+  // payPoints pays the hold from the account's points wallet at once
+  // (checkout {"method":"points"}, under a key of its own: the card's key
+  // names another request). 201 is the booking CONFIRMED; 402 is too few
+  // points (nothing changed, the hold is still there). It returns the
+  // balance the wallet has after the attempt, when the answer told it.
+  async payPoints() {
+    if (!this.hold || this.state !== 'held') return null;
+    const h0 = this.hold;
+    this.send('pay');
+    let attempt = 0;
+    for (;;) {
+      let r = null;
+      try {
+        r = await api('POST', `/api/v1/booking/holds/${encodeURIComponent(h0.holdId)}/checkout`, {
+          body: { method: 'points' },
+          headers: { 'Idempotency-Key': `${h0.idemKey}:points` },
+          token: this.pass.token,
+        });
+      } catch {
+        r = null;
+      }
+      if (r && r.status === 201 && r.data.status === 'CONFIRMED') {
+        this.booking = {
+          bookingId: r.data.bookingId,
+          showtimeId: h0.showtimeId,
+          seats: h0.seats,
+          generalAdmission: h0.generalAdmission,
+          amountCents: h0.amountCents,
+        };
+        store.booking.set(this.event, this.booking);
+        this.settle('CONFIRMED', { bookingId: r.data.bookingId, status: 'CONFIRMED' });
+        return r.data.balance;
+      }
+      if (r && r.status === 402) {
+        this.send('notStarted');
+        return null;
+      }
+      if (r && (r.status === 409 || r.status === 404)) {
+        await this.expire();
+        return null;
+      }
+      if (r && r.status === 401) {
+        this.end();
+        return null;
+      }
+      if (r && r.status >= 400 && r.status < 500 && r.status !== 429) {
+        this.send('notStarted');
+        this.hooks.say(t('book.payNotStarted'), 'error');
+        return null;
+      }
+      // No answer, 429 or 5xx: the same key again, which answers the same
+      // booking if the first attempt did land.
+      attempt += 1;
+      if (attempt > 6) {
+        this.send('notStarted');
+        this.hooks.say(t('book.payRetry'), 'error');
+        return null;
+      }
+      this.hooks.say(t('book.reconnecting'), 'net');
+      await this.waiter.sleep(r && r.status === 429 ? retryAfterMs(r) : backoffMs(attempt));
+    }
+  }
+
   async pollBooking() {
     const id = this.booking && this.booking.bookingId;
     if (!id) return;
