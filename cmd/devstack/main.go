@@ -3,7 +3,8 @@
 // they are missing and it can):
 //
 //	devstack run              private Redis and PostgreSQL in .data/, migrate, seed,
-//	                          then booking, admitter and gateway until Ctrl-C
+//	                          then booking, admitter and gateway until Ctrl-C, and
+//	                          the demo's origin site (origin.go) on 127.0.0.1:8090
 //	devstack test -- CMD ...  a private PostgreSQL for the test run, then CMD
 //
 // WAITROOM_REDIS_URL and WAITROOM_DATABASE_URL point `run` at existing servers
@@ -15,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -148,7 +150,19 @@ func run(ctx context.Context, log *slog.Logger) error {
 	} else if made {
 		log.Info("created a development signing key", "file", keyFile)
 	}
-	log.Info("services up", "redis", redisURL, "postgres", dbURL, "config", cfgPath)
+	// The demo's origin site (origin.go): its key, whose public half the
+	// config trusts (auth.account_keys_file), and the operators' token it
+	// credits points with.
+	originKey, originPub, err := originKeys(data)
+	if err != nil {
+		return err
+	}
+	adminToken := devAdminToken()
+	if os.Getenv("WAITROOM_ADMIN_TOKEN") == "" {
+		env = append(env, "WAITROOM_ADMIN_TOKEN="+adminToken)
+		log.Info("operators' token of this run (WAITROOM_ADMIN_TOKEN)", "token", adminToken)
+	}
+	log.Info("services up", "redis", redisURL, "postgres", dbURL, "config", cfgPath, "origin keys", originPub)
 
 	bin := func(name string, args ...string) *exec.Cmd {
 		c := exec.Command(filepath.Join("bin", name), append([]string{"-config", cfgPath}, args...)...)
@@ -178,7 +192,21 @@ func run(ctx context.Context, log *slog.Logger) error {
 		}()
 	}
 	if cfg, err := config.Load(cfgPath); err == nil {
-		fmt.Printf("\n  waitroom is up: http://localhost%s/   (Ctrl-C stops everything)\n\n", cfg.Gateway.Addr)
+		gw := "http://localhost" + cfg.Gateway.Addr
+		if _, port, err := net.SplitHostPort(cfg.Gateway.Addr); err == nil {
+			gw = "http://localhost:" + port
+		}
+		originCtx, stopOrigin := context.WithCancel(ctx)
+		defer stopOrigin()
+		go func() {
+			if err := serveOrigin(originCtx, log, originKey, gw); err != nil {
+				log.Warn("demo origin site not started", "err", err)
+			}
+		}()
+		if cfg.Auth.AccountKeysFile != "" {
+			go welcomeCredits(originCtx, log, gw, adminToken)
+		}
+		fmt.Printf("\n  waitroom is up: %s/   (Ctrl-C stops everything)\n  demo origin site (log in as a demo account): http://%s/\n\n", gw, originAddr)
 	}
 	select {
 	case <-ctx.Done():

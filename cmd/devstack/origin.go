@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/account"
+	"github.com/waitroom/waitroom/internal/pass"
+)
+
+// The demo's origin site: the site where fans log in, as far as waitroom
+// cares. It holds an Ed25519 key (.data/origin-ed25519.pem; the gateway
+// trusts its public half, .data/origin-public.pem, through
+// auth.account_keys_file) and mints account tokens for a few demo
+// accounts, so a newcomer can try one place per account and the points
+// wallet (README.md, "Accounts in the demo"):
+//
+//	GET  /                   the demo accounts, each with a "log in" link
+//	GET  /login/{account}    sets cookie wr_u (a 30-minute token) and goes to the waiting room
+//	GET  /logout             clears wr_u
+//	GET  /token/{account}    the token alone, for curl (header X-Waitroom-Account)
+//
+// Cookies are not kept apart by port, so wr_u set here on localhost reaches
+// the gateway on localhost:8080. On start it credits each demo account
+// 20,000 points once (reference demo-welcome-<account>), through the
+// gateway's operators' API.
+var demoAccounts = []string{"alice", "bob", "chika", "minjun"}
+
+const (
+	originAddr     = "127.0.0.1:8090"
+	originTokenTTL = 30 * time.Minute
+	welcomePoints  = 20000
+)
+
+// originKeys makes (once) the origin site's key and writes its public half
+// where the config's auth.account_keys_file expects it.
+func originKeys(data string) (ed25519.PrivateKey, string, error) {
+	privFile := filepath.Join(data, "origin-ed25519.pem")
+	if _, err := pass.EnsureKeyFile(privFile); err != nil {
+		return nil, "", err
+	}
+	priv, err := pass.LoadPrivateKey(privFile)
+	if err != nil {
+		return nil, "", err
+	}
+	pub, err := account.EncodePublicKeys(priv.Public().(ed25519.PublicKey))
+	if err != nil {
+		return nil, "", err
+	}
+	pubFile := filepath.Join(data, "origin-public.pem")
+	return priv, pubFile, os.WriteFile(pubFile, pub, 0o644)
+}
+
+// devAdminToken is the operators' token of the demo: WAITROOM_ADMIN_TOKEN
+// if set, else a new random one (logged), so the origin site can credit
+// points.
+func devAdminToken() string {
+	if t := os.Getenv("WAITROOM_ADMIN_TOKEN"); t != "" {
+		return t
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "dev-" + hex.EncodeToString(b[:])
+}
+
+var originPage = template.Must(template.New("origin").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Demo origin site</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem}li{margin:.4rem 0}</style></head>
+<body><h1>Demo origin site</h1>
+<p>Log in as a demo account: the site signs an account token (cookie <code>wr_u</code>) and sends you to the waiting room.
+One place per account, from any browser; each account starts with {{.Points}} points to pay with.</p>
+<ul>{{range .Accounts}}<li><a href="/login/{{.}}">Log in as {{.}}</a> · <a href="/token/{{.}}">token</a></li>{{end}}</ul>
+<p><a href="/logout">Log out</a> · waitroom: <a href="{{.Gateway}}">{{.Gateway}}</a></p>
+</body></html>`))
+
+// serveOrigin runs the demo origin site until ctx ends.
+func serveOrigin(ctx context.Context, log *slog.Logger, priv ed25519.PrivateKey, gateway string) error {
+	known := map[string]bool{}
+	for _, a := range demoAccounts {
+		known[a] = true
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_ = originPage.Execute(w, map[string]any{"Accounts": demoAccounts, "Gateway": gateway + "/", "Points": welcomePoints})
+	})
+	mint := func(w http.ResponseWriter, r *http.Request) (string, bool) {
+		acct := r.PathValue("account")
+		if !known[acct] {
+			http.Error(w, "no such demo account", http.StatusNotFound)
+			return "", false
+		}
+		tok, err := account.Mint(priv, acct, "", time.Now(), originTokenTTL)
+		if err != nil {
+			http.Error(w, "cannot sign", http.StatusInternalServerError)
+			return "", false
+		}
+		return tok, true
+	}
+	mux.HandleFunc("GET /token/{account}", func(w http.ResponseWriter, r *http.Request) {
+		if tok, ok := mint(w, r); ok {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			fmt.Fprintln(w, tok)
+		}
+	})
+	mux.HandleFunc("GET /login/{account}", func(w http.ResponseWriter, r *http.Request) {
+		if tok, ok := mint(w, r); ok {
+			http.SetCookie(w, &http.Cookie{Name: "wr_u", Value: tok, Path: "/", MaxAge: int(originTokenTTL.Seconds()),
+				HttpOnly: true, SameSite: http.SameSiteLaxMode})
+			http.Redirect(w, r, gateway+"/", http.StatusSeeOther)
+		}
+	})
+	mux.HandleFunc("GET /logout", func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "wr_u", Value: "", Path: "/", MaxAge: -1})
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+	})
+	ln, err := net.Listen("tcp", originAddr)
+	if err != nil {
+		return fmt.Errorf("demo origin site: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	log.Info("demo origin site", "url", "http://"+originAddr+"/", "accounts", strings.Join(demoAccounts, ", "))
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// welcomeCredits credits each demo account its welcome points once (the
+// same reference on every start credits nothing more), as an origin site
+// does through the operators' API, retrying until the services are up.
+func welcomeCredits(ctx context.Context, log *slog.Logger, gateway, adminToken string) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, acct := range demoAccounts {
+		body := fmt.Sprintf(`{"points":%d,"reference":"demo-welcome-%s"}`, welcomePoints, acct)
+		for attempt := 0; ; attempt++ {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gateway+"/api/v1/admin/wallets/"+acct+"/credits", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusCreated {
+					break
+				}
+			}
+			if attempt >= 60 || ctx.Err() != nil {
+				log.Warn("demo origin site: welcome points not credited", "account", acct, "err", err)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	log.Info("demo origin site: welcome points credited", "points", welcomePoints, "accounts", strings.Join(demoAccounts, ", "))
+}
