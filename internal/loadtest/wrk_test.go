@@ -42,7 +42,8 @@ end
 type wrkResult struct {
 	RPS      float64
 	P50, P99 time.Duration
-	Errors   int // non-2xx answers and socket errors
+	Errors   int             // non-2xx answers and socket errors
+	CPU      []time.Duration // per request, of each process asked
 }
 
 var (
@@ -108,9 +109,29 @@ Requests/sec:  30012.34
 	}
 }
 
-// runWrk runs wrk -t1 against base for d.
-func runWrk(tb testing.TB, wrk, script, route, base, tickets string, conns int, d time.Duration) wrkResult {
+// cpuTime is the CPU a process has used so far (user + system, from
+// /proc: clock ticks of 10 ms).
+func cpuTime(tb testing.TB, pid int) time.Duration {
 	tb.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The fields after the command's name, which ends with the last ')'.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// runWrk runs wrk -t1 against base for d; pids are the processes whose
+// CPU per request it reports (CPU[i] for pids[i]).
+func runWrk(tb testing.TB, wrk, script, route, base, tickets string, conns int, d time.Duration, pids ...int) wrkResult {
+	tb.Helper()
+	cpu0 := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		cpu0[i] = cpuTime(tb, pid)
+	}
 	cmd := exec.Command(wrk, "-t1", "-c"+strconv.Itoa(conns), "-d"+strconv.Itoa(int(d.Seconds()))+"s",
 		"--latency", "-s", script, base)
 	cmd.Env = append(os.Environ(), "WRK_ROUTE="+route, "WRK_BASE="+base, "WRK_TICKETS="+tickets)
@@ -121,6 +142,10 @@ func runWrk(tb testing.TB, wrk, script, route, base, tickets string, conns int, 
 	r, err := parseWrk(string(out))
 	if err != nil {
 		tb.Fatal(err)
+	}
+	n := r.RPS * d.Seconds()
+	for i, pid := range pids {
+		r.CPU = append(r.CPU, time.Duration(float64(cpuTime(tb, pid)-cpu0[i])/n))
 	}
 	return r
 }
@@ -155,7 +180,8 @@ func BenchmarkEdgeWrk(b *testing.B) {
 	statusPath := joinPath + "/"
 	joinSize := bodySize(b, http.MethodPost, s.Gateway+joinPath, http.StatusCreated)
 	statusSize := bodySize(b, http.MethodGet, s.Gateway+statusPath+placed[len(placed)/2].Ticket, http.StatusOK)
-	bare := startBare(b, joinSize, statusSize)
+	bare, barePid := startBareProc(b, joinSize, statusSize)
+	gwPid, redisPid := s.Proc("gateway").Pid(), s.Redis.Pid()
 	scripts := map[string]string{}
 	for _, route := range []string{"status", "join"} {
 		p := filepath.Join(dir, route+".lua")
@@ -172,7 +198,11 @@ func BenchmarkEdgeWrk(b *testing.B) {
 		target   float64
 	}
 	var points []point
-	for _, route := range []string{"status", "join"} {
+	routes := strings.Split(os.Getenv("WAITROOM_LOADTEST_WRK_ROUTES"), ",") // default both
+	if routes[0] == "" {
+		routes = []string{"status", "join"}
+	}
+	for _, route := range routes {
 		path := statusPath
 		target := 0.50
 		if route == "join" {
@@ -182,10 +212,10 @@ func BenchmarkEdgeWrk(b *testing.B) {
 			p := point{route: route, conns: conns, target: target}
 			for round := range rounds {
 				gw := func() {
-					p.gw = append(p.gw, runWrk(b, wrk, scripts[route], route, s.Gateway+path, tickets, conns, pointDur))
+					p.gw = append(p.gw, runWrk(b, wrk, scripts[route], route, s.Gateway+path, tickets, conns, pointDur, gwPid, redisPid))
 				}
 				br := func() {
-					p.bare = append(p.bare, runWrk(b, wrk, scripts[route], route, bare+path, tickets, conns, pointDur))
+					p.bare = append(p.bare, runWrk(b, wrk, scripts[route], route, bare+path, tickets, conns, pointDur, barePid))
 				}
 				if round%2 == 0 {
 					gw()
@@ -195,8 +225,8 @@ func BenchmarkEdgeWrk(b *testing.B) {
 					gw()
 				}
 				g, r := p.gw[round], p.bare[round]
-				b.Logf("wrk %s × %d round %d: gateway %.0f/s p50 %v p99 %v (%d errors); bare %.0f/s p50 %v p99 %v (%d errors)",
-					route, conns, round+1, g.RPS, g.P50, g.P99, g.Errors, r.RPS, r.P50, r.P99, r.Errors)
+				b.Logf("wrk %s × %d round %d: gateway %.0f/s p50 %v p99 %v (%d errors; CPU/req gateway %v, Redis %v); bare %.0f/s p50 %v p99 %v (%d errors; CPU/req %v)",
+					route, conns, round+1, g.RPS, g.P50, g.P99, g.Errors, g.CPU[0], g.CPU[1], r.RPS, r.P50, r.P99, r.Errors, r.CPU[0])
 			}
 			points = append(points, p)
 			b.ReportMetric(medianRPS(p.gw)/medianRPS(p.bare), route+fmt.Sprint(conns)+"-wrk-ratio")
@@ -212,10 +242,12 @@ clearly). Event "edge" paused, %s fans in line, status polls cycling over ticket
 along the whole line, every join a new fan. The **bare** server is a fiber handler in its
 own process answering bodies of the same size (join %d B, status %d B) and doing nothing
 else. %d interleaved rounds per point (gateway then bare, then bare then gateway, …); the
-ratio is of the medians.
+ratio is of the medians; latency and CPU are the median round's. CPU per request is the
+process's user + system time over the run (from /proc, 10 ms ticks) divided by the
+requests answered.
 
-| route | connections | gateway req/s (rounds) | gateway p50 / p99 (median round) | bare req/s (rounds) | gateway ÷ bare | goal |
-|---|---:|---:|---:|---:|---:|---|
+| route | connections | gateway req/s (rounds) | gateway p50 / p99 | CPU per request: gateway, its Redis | bare req/s (rounds) | bare CPU per request | gateway ÷ bare | goal |
+|---|---:|---:|---:|---:|---:|---:|---:|---|
 `, time.Now().UTC().Format("2006-01-02 15:04 UTC"), int(pointDur.Seconds()), thousands(int64(lineLen)), joinSize, statusSize, rounds)
 	var errNotes []string
 	for _, p := range points {
@@ -224,9 +256,9 @@ ratio is of the medians.
 		if ratio < p.target {
 			mark = "**missed**"
 		}
-		mid := medianRound(p.gw)
-		fmt.Fprintf(&md, "| %s | %s | %s | %s / %s | %s | **%.0f%%** | ≥ %.0f%% %s |\n", p.route, thousands(int64(p.conns)),
-			rpsList(p.gw), ms(mid.P50), ms(mid.P99), rpsList(p.bare), 100*ratio, 100*p.target, mark)
+		mid, bmid := medianRound(p.gw), medianRound(p.bare)
+		fmt.Fprintf(&md, "| %s | %s | %s | %s / %s | %s, %s | %s | %s | **%.0f%%** | ≥ %.0f%% %s |\n", p.route, thousands(int64(p.conns)),
+			rpsList(p.gw), ms(mid.P50), ms(mid.P99), us(mid.CPU[0]), us(mid.CPU[1]), rpsList(p.bare), us(bmid.CPU[0]), 100*ratio, 100*p.target, mark)
 		for i := range p.gw {
 			if n := p.gw[i].Errors + p.bare[i].Errors; n > 0 {
 				errNotes = append(errNotes, fmt.Sprintf("%s × %d round %d: gateway %d, bare %d", p.route, p.conns, i+1, p.gw[i].Errors, p.bare[i].Errors))
@@ -258,6 +290,8 @@ func medianRound(rs []wrkResult) wrkResult {
 	}
 	return s[len(s)/2]
 }
+
+func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
 
 func rpsList(rs []wrkResult) string {
 	var out []string
