@@ -124,7 +124,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 		if t == "" || s.line.CheckTicket(ev.ID, t) != nil {
 			continue
 		}
-		if owner, _ := s.line.TicketAccount(ev.ID, t); acct != "" && owner != acct {
+		if owner, _ := s.ticketAccount(ev.ID, t, acct); owner != acct {
 			// Another account's place (or none): this fan joins as acct.
 			continue
 		}
@@ -205,7 +205,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 		joinProofs.WithLabelValues(ev.ID, proofOK).Inc()
 	}
 	s.setTicketCookie(c, ev, res.Ticket, set)
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	if res.State == queue.Admitted {
 		// Passthrough: let in and claimed at once, after no wait.
 		waitSeconds.WithLabelValues(ev.ID).Observe(0)
@@ -215,7 +215,16 @@ func (s *Server) join(c *fiber.Ctx) error {
 		}
 		return c.Status(fiber.StatusCreated).JSON(out)
 	}
-	return c.Status(fiber.StatusCreated).JSON(waiting(res.Ticket, res.Position))
+	return sendWaiting(c, fiber.StatusCreated, waiting(res.Ticket, res.Position))
+}
+
+// ticketAccount is the account of ticket when the join brings one (acct);
+// without, any live ticket of the fan's is resumed, and it is acct too.
+func (s *Server) ticketAccount(event, ticket, acct string) (string, error) {
+	if acct == "" {
+		return "", nil
+	}
+	return s.line.TicketAccount(event, ticket)
 }
 
 // resume answers a join with the live place ticket, 200, as the status
@@ -225,12 +234,12 @@ func (s *Server) resume(c *fiber.Ctx, ev *config.Event, set queue.Settings, tick
 	switch st.State {
 	case queue.Waiting:
 		s.setTicketCookie(c, ev, ticket, set)
-		c.Set(fiber.HeaderCacheControl, "no-store")
-		return true, c.JSON(waiting(ticket, st.Position))
+		noStore(c)
+		return true, sendWaiting(c, fiber.StatusOK, waiting(ticket, st.Position))
 	case queue.Admitted:
 		s.observeAdmission(ev, st)
 		s.setTicketCookie(c, ev, ticket, set)
-		c.Set(fiber.HeaderCacheControl, "no-store")
+		noStore(c)
 		out, err := s.grant(c, ev, ticket, st.ID, st.Account, st.ActiveUntil)
 		if err != nil {
 			return true, err
@@ -287,10 +296,10 @@ func (s *Server) status(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	switch st.State {
 	case queue.Waiting:
-		return c.JSON(waiting("", st.Position))
+		return sendWaiting(c, fiber.StatusOK, waiting("", st.Position))
 	case queue.Admitted:
 		s.observeAdmission(ev, st)
 		out, err := s.grant(c, ev, "", st.ID, st.Account, st.ActiveUntil)
