@@ -152,6 +152,14 @@ func TestPointsCheckoutRace(t *testing.T) {
 	if booked != covered || confirmed != covered || debits != covered || outbox != covered {
 		t.Fatalf("seats booked %d, bookings confirmed %d, debits %d, outbox rows %d; want %d each", booked, confirmed, debits, outbox, covered)
 	}
+	// A confirmation frees the place in line of the ticket that took the
+	// hold, never the account's name.
+	var ticketsOut int
+	e.q(&ticketsOut, `SELECT count(*) FROM outbox o JOIN bookings b ON b.id = o.booking_id JOIN holds h ON h.id = b.hold_id
+	                   WHERE o.customer_id = h.ticket_id AND o.customer_id LIKE '_.ticket'`)
+	if ticketsOut != covered {
+		t.Errorf("%d outbox rows name the hold's ticket; want %d", ticketsOut, covered)
+	}
 	var held int
 	e.q(&held, `SELECT count(*) FROM seats WHERE status = 'HELD'`)
 	if held != n-covered {

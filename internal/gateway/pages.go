@@ -33,6 +33,7 @@ const langCookie = "wr_lang"
 var notices = map[string]bool{
 	"rate_limited": true, "not_open": true, "event_closed": true, "sold_out": true, "invalid_link": true, "error": true,
 	"proof_required": true, // a sale that asks a proof of work, joined by a form that cannot pay it
+	"account_required": true, "invalid_account": true, // accounts.go
 }
 
 func (s *Server) pageRoutes() {

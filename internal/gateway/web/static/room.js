@@ -445,6 +445,11 @@ async function join() {
       const base = Number.isFinite(until) ? Math.min(Math.max(until, 2000), 60000) : 30000;
       return base + Math.random() * 3000;
     }
+    case 401:
+      // account_required or invalid_account: the organiser's site signs the
+      // fan in (cookie wr_u); there is nothing to retry until it has.
+      setText(ui.message, t(r.data && r.data.error === 'invalid_account' ? 'room.notice.invalid_account' : 'room.notice.account_required'));
+      return null;
     case 409:
       ended(r.data && r.data.error === 'sold_out' ? 'soldout' : 'closed');
       return null;
