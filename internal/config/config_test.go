@@ -167,6 +167,8 @@ func TestBadConfigs(t *testing.T) {
 		{"abandon_after too short", "admit_per_second: 50", "admit_per_second: 50, abandon_after: \"10ms\"", "events[0].admission.abandon_after: must be >= 1s"},
 		{"proof too hard", "admit_per_second: 50", "admit_per_second: 50, join_proof_bits: 29", "events[0].admission.join_proof_bits: must be between 0 (off) and 28, not 29"},
 		{"negative proof", "admit_per_second: 50", "admit_per_second: 50, join_proof_bits: -1", "events[0].admission.join_proof_bits: must be between 0 (off) and 28, not -1"},
+		{"accounts required without keys", "admit_per_second: 50", "admit_per_second: 50, accounts: required", "events[0].admission.accounts: required needs auth.account_keys_file"},
+		{"accounts unknown", "admit_per_second: 50", "admit_per_second: 50, accounts: always", `events[0].admission.accounts: must be optional or required, not "always"`},
 		{"not yaml", "events:", "events: [", "config:"},
 		{"string for number", "max_active: 500", "max_active: lots", "cannot unmarshal"},
 	}
