@@ -29,6 +29,8 @@ type rediser interface {
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+	SScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 	Time(ctx context.Context) *redis.TimeCmd
 	Ping(ctx context.Context) *redis.StatusCmd
 }
