@@ -250,4 +250,3 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
-
