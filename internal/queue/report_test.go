@@ -73,7 +73,7 @@ func testReportOfAScriptedSale(t *testing.T, e env) {
 	if perMinute != r.Admitted {
 		t.Errorf("admitted per minute add up to %d; want %d", perMinute, r.Admitted)
 	}
-	if r.ConfiguredPerSecond != 5 {
+	if math.Abs(r.ConfiguredPerSecond-5) > 1e-9 {
 		t.Errorf("configured rate %.2f; want 5", r.ConfiguredPerSecond)
 	}
 	// 23 let in over the ~4.6 s the line took: 5/s, within a tick's slack.

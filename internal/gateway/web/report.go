@@ -52,7 +52,9 @@ func (l *Locale) Seconds(s float64) string {
 }
 
 // Rate writes a rate per second.
-func (l *Locale) Rate(r float64) string { return strconv.FormatFloat(math.Round(r*100)/100, 'f', -1, 64) }
+func (l *Locale) Rate(r float64) string {
+	return strconv.FormatFloat(math.Round(r*100)/100, 'f', -1, 64)
+}
 
 // RateChart is the admission rate minute by minute (bars) against the
 // rate configured (a stepped line), as inline SVG.
