@@ -292,7 +292,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 		}
 		p.Refresh = strconv.FormatInt(room.Refresh, 10) + "; url=" + to
 	}
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	return s.render(c, fiber.StatusOK, web.RoomPage, l, p)
 }
 
@@ -385,6 +385,6 @@ func (s *Server) qrCode(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderContentType, "image/svg+xml")
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	return c.Send(svg)
 }
