@@ -221,7 +221,7 @@ func (s *Store) keepLottery(ctx context.Context, event string, set Settings) err
 	if set.PrequeueOpensAt == nil || set.OpensAt == nil {
 		return nil
 	}
-	if _, ok := s.drawn.Load(event); ok {
+	if _, ok := s.seedOf(event, true); ok {
 		return nil
 	}
 	v, err := s.lotteryStep(ctx, event, set)
@@ -266,19 +266,44 @@ func (s *Store) lotteryStep(ctx context.Context, event string, set Settings) ([]
 	return v, nil
 }
 
+// drawnSeed is what a Store remembers of a drawn lottery.
+type drawnSeed struct {
+	seed []byte
+	at   time.Time
+}
+
+// seedKeep is how long a Store trusts the seed it remembers before it
+// reads the lottery again: an event id may be used again for a later sale
+// (its keys gone), which then has a lottery of its own.
+const seedKeep = time.Minute
+
+// seedOf is the seed of event's drawn lottery, if this Store remembers it
+// (fresh: only if remembered less than seedKeep ago).
+func (s *Store) seedOf(event string, fresh bool) ([]byte, bool) {
+	v, ok := s.drawn.Load(event)
+	if !ok {
+		return nil, false
+	}
+	d := v.(drawnSeed)
+	if fresh && time.Since(d.at) > seedKeep {
+		return nil, false
+	}
+	return d.seed, true
+}
+
 func (s *Store) remember(event, seedHex string) error {
 	seed, err := hex.DecodeString(seedHex)
 	if err != nil {
 		return fmt.Errorf("lottery: seed: %w", err)
 	}
-	s.drawn.Store(event, seed)
+	s.drawn.Store(event, drawnSeed{seed: seed, at: time.Now()})
 	return nil
 }
 
 // learnSeed remembers event's seed if its lottery is drawn (a sharded
 // poll then knows its ticket's score without asking).
 func (s *Store) learnSeed(ctx context.Context, event string) {
-	if _, ok := s.drawn.Load(event); ok {
+	if _, ok := s.seedOf(event, true); ok {
 		return
 	}
 	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, "seed", "drawn").Result()
@@ -374,7 +399,7 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, shards int)
 	if err := drawDoneScript.Run(ctx, s.rdb, []string{k.lottery}, len(entries), last).Err(); err != nil {
 		return interpretError("draw", err)
 	}
-	s.drawn.Store(event, seed)
+	s.drawn.Store(event, drawnSeed{seed: seed, at: time.Now()})
 	return nil
 }
 

@@ -160,7 +160,7 @@ type Store struct {
 	close  func() error
 
 	layouts sync.Map     // "<event>/<k>" → []shardKeys
-	drawn   sync.Map     // event → its lottery's seed ([]byte), once drawn (lottery.go)
+	drawn   sync.Map     // event → drawnSeed, once its lottery is drawn (lottery.go)
 	owner   string       // this replica, for a sharded tick's lease
 	every   atomic.Int64 // the admitter's tick interval (ns), for the lease
 

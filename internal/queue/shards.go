@@ -104,8 +104,8 @@ func lotteryOf(random [16]byte) int64 {
 // after.
 func (s *Store) scoreOf(event string, t ticket, set Settings) int64 {
 	if set.OpensAt != nil && t.joinedAt < set.OpensAt.UnixMilli() {
-		if seed, ok := s.drawn.Load(event); ok {
-			return drawScore(seed.([]byte), t.id())
+		if seed, ok := s.seedOf(event, false); ok {
+			return drawScore(seed, t.id())
 		}
 		return lotteryOf(t.random)
 	}
