@@ -237,10 +237,19 @@ func (s *Store) keepLottery(ctx context.Context, event string, set Settings) err
 		if err != nil {
 			return fmt.Errorf("lottery: seed: %w", err)
 		}
-		return s.draw(ctx, event, seed, int(r.int(2)))
+		// The draw is O(entries) and runs once: it gets a budget of its
+		// own, not the tick's second (a big pre-queue would never finish
+		// inside it, and the line would stay shut).
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drawTimeout)
+		defer cancel()
+		return s.draw(dctx, event, seed, int(r.int(2)))
 	}
 	return r.err
 }
+
+// drawTimeout bounds one attempt at the draw (an attempt cut short is
+// taken up again by the next tick, from the start: it writes the same).
+const drawTimeout = time.Minute
 
 // commit makes sure event's lottery is committed (a join found none).
 func (s *Store) commit(ctx context.Context, event string, set Settings) error {
