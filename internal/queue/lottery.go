@@ -388,6 +388,7 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, shards int)
 		part := entries[from:min(from+drawBatch, len(entries))]
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			ranks := make([]any, 0, 2*len(part))
+			scores := map[string][]redis.Z{} // per wait key: one ZADD each
 			for i, e := range part {
 				wait := k.wait
 				if shards > 1 {
@@ -395,8 +396,11 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, shards int)
 						wait = sks[seq%int64(shards)].wait
 					}
 				}
-				p.ZAddXX(ctx, wait, redis.Z{Score: float64(e.score), Member: e.id})
+				scores[wait] = append(scores[wait], redis.Z{Score: float64(e.score), Member: e.id})
 				ranks = append(ranks, e.id, from+i+1)
+			}
+			for wait, zs := range scores {
+				p.ZAddXX(ctx, wait, zs...)
 			}
 			p.HSet(ctx, k.ranks, ranks...)
 			return nil
