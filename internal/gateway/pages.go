@@ -32,7 +32,7 @@ const langCookie = "wr_lang"
 // join ended with, or a takeover link that did not work.
 var notices = map[string]bool{
 	"rate_limited": true, "not_open": true, "event_closed": true, "sold_out": true, "invalid_link": true, "error": true,
-	"proof_required": true, // a sale that asks a proof of work, joined by a form that cannot pay it
+	"proof_required":   true,                          // a sale that asks a proof of work, joined by a form that cannot pay it
 	"account_required": true, "invalid_account": true, // accounts.go
 }
 
@@ -42,6 +42,7 @@ func (s *Server) pageRoutes() {
 	s.app.Get("/e/:event", lineBudget, s.page(s.roomPage))
 	s.app.Get("/e/:event/book", lineBudget, s.page(s.bookPage))
 	s.app.Get("/e/:event/leave", lineBudget, s.page(s.leavePage))
+	s.app.Get("/e/:event/report", lineBudget, s.page(s.reportPage))
 	s.app.Get("/e/:event/qr.svg", s.qrCode)
 	s.app.Post("/e/:event/join", lineBudget, s.joinForm)
 	s.app.Post("/e/:event/leave", lineBudget, s.leaveForm)

@@ -176,6 +176,9 @@ func (s *Server) routes() {
 	line.Post("/:event/tickets", s.join)
 	line.Get("/:event/tickets/:ticket", s.status)
 	line.Delete("/:event/tickets/:ticket", s.leave)
+	line.Get("/:event/lottery", s.lottery)
+	line.Get("/:event/lottery/:ticket", s.ticketDraw)
+	line.Get("/:event/report", s.report)
 
 	s.pageRoutes()
 	// No catch-all: fiber then answers 404 or 405 itself, through errorHandler.

@@ -171,6 +171,7 @@ type Store struct {
 	close  func() error
 
 	layouts sync.Map     // "<event>/<k>" → []shardKeys
+	drawn   sync.Map     // event → drawnSeed, once its lottery is drawn (lottery.go)
 	owner   string       // this replica, for a sharded tick's lease
 	every   atomic.Int64 // the admitter's tick interval (ns), for the lease
 
@@ -268,8 +269,17 @@ func (s *Store) JoinProved(ctx context.Context, event string, set Settings, p Pr
 // place the caller found dead, or ""), once more on a layout bounce.
 func (s *Store) join(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (JoinResult, error) {
 	r, err := s.joinOnce(ctx, event, set, o, replace)
-	if set, again := relayout(set, err); again {
-		return s.joinOnce(ctx, event, set, o, replace)
+	if again, ok := relayout(set, err); ok {
+		set = again
+		r, err = s.joinOnce(ctx, event, set, o, replace)
+	}
+	if errors.Is(err, errUncommitted) {
+		// The pre-queue is open and nobody committed its lottery yet (the
+		// admitter does at its next tick): commit it, then place the fan.
+		if err := s.commit(ctx, event, set); err != nil {
+			return JoinResult{}, fmt.Errorf("join: %w", err)
+		}
+		r, err = s.joinOnce(ctx, event, set, o, replace)
 	}
 	return r, err
 }
@@ -288,7 +298,7 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o Join
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
 	k := keysOf(event)
-	keys := []string{k.wait, k.active, k.seen, k.stats, k.inventory, k.accounts}
+	keys := []string{k.wait, k.active, k.seen, k.stats, k.inventory, k.lottery, k.entries, k.accounts}
 	args := []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
 		b64.EncodeToString(random[:]), lottery, mrand.Float64(), o.Account}
@@ -314,6 +324,8 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o Join
 		return JoinResult{}, ErrProofSpent
 	case "stale":
 		return JoinResult{}, ErrProofExpired
+	case "uncommitted":
+		return JoinResult{}, errUncommitted
 	case "layout":
 		return JoinResult{}, errLayout{int(r.int(1))}
 	case "account":
@@ -355,8 +367,12 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 // statusOf is Status of a decoded ticket, once more on a layout bounce.
 func (s *Store) statusOf(ctx context.Context, event string, t ticket, set Settings) (Status, error) {
 	st, err := s.status(ctx, event, t, set)
-	if set, again := relayout(set, err); again {
-		return s.status(ctx, event, t, set)
+	if again, ok := relayout(set, err); ok {
+		set = again
+		st, err = s.status(ctx, event, t, set)
+	}
+	if err == nil && st.FirstAdmission {
+		s.recordWait(ctx, event, st, set)
 	}
 	return st, err
 }
@@ -561,13 +577,24 @@ func (s *Store) Settings(ctx context.Context, event string) (Settings, error) {
 }
 
 // Tick runs one atomic admission step for event (admitter only).
+//
+// An event with a pre-queue has its lottery committed when the pre-queue
+// opens and drawn at opens_at, here, before the tick: until the draw is
+// done the tick admits nobody (lottery.go). After the tick the sale's
+// report notes the line's length and the rate in force (report.go).
 func (s *Store) Tick(ctx context.Context, event string, set Settings) (TickResult, error) {
+	if err := s.keepLottery(ctx, event, set); err != nil {
+		return TickResult{Room: -1, Shards: shardsOf(set)}, err
+	}
 	r, err := s.tick(ctx, event, set)
 	if again, ok := relayout(set, err); ok {
 		set = again
 		r, err = s.tick(ctx, event, set)
 	}
 	r.Shards = shardsOf(set)
+	if err == nil && !r.Busy {
+		err = s.recordLine(ctx, event, set, r)
+	}
 	return r, err
 }
 
@@ -576,7 +603,7 @@ func (s *Store) tick(ctx context.Context, event string, set Settings) (TickResul
 		return s.tickSharded(ctx, event, set)
 	}
 	k := keysOf(event)
-	res, err := s.durably(ctx, tickScript, []string{k.wait, k.active, k.seen, k.stats, k.bucket, k.inventory, k.holders},
+	res, err := s.durably(ctx, tickScript, []string{k.wait, k.active, k.seen, k.stats, k.bucket, k.inventory, k.holders, k.lottery, k.report},
 		set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
 		set.MaxActive, set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch,
 	).Slice()

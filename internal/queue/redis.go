@@ -30,6 +30,8 @@ type rediser interface {
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
 	HGet(ctx context.Context, key, field string) *redis.StringCmd
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+	SScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 	Time(ctx context.Context) *redis.TimeCmd
 	Ping(ctx context.Context) *redis.StatusCmd
 }

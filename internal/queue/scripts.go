@@ -113,14 +113,19 @@ end
 // a second after its minute: whatever any gateway's clock says, no proof can
 // be spent once its set is gone.
 //
+// A pre-queue place is given only once the event's lottery is committed
+// (lottery.go): the script answers {"uncommitted"} and takes nothing until
+// then, and records every pre-queue place among the draw's entries.
+//
 // A join for an account (ARGV 11) first looks for the account's place: if
 // it is still waiting or active, the join makes nothing and answers
 // {"account", <its accounts entry>} (the caller resumes it), before any
 // proof is spent; otherwise the new place becomes the account's, in the same
 // script: one place per account, whatever the race.
 //
-// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory, 6 accounts,
-// 7 (with a proof only) the spent proofs of its expiry minute
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory, 6 lottery,
+// 7 lottery entries, 8 accounts, 9 (with a proof only) the spent proofs of
+// its expiry minute
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
 // 7 abandon_after ms, 8 random part of the new id (base64url), 9 lottery
@@ -129,7 +134,7 @@ end
 // with a proof: 12 its id, 13 its expiry ms, 14 when its set goes (unix ms)
 // Returns one of
 //
-//	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"}
+//	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"} | {"uncommitted"}
 //	{"account", entry} (the account's live place)
 //	{"layout", k} (a sharded event)
 //	{"waiting", seq, now ms, rank (0 = next), pollAfter ms, rate, available or -1}
@@ -144,7 +149,7 @@ if mode == 'closed' or (closes and now >= closes) then return {'closed'} end
 if (pre and now < pre) or (not pre and opens and now < opens) then return {'not_open'} end
 local acct = ARGV[11]
 if acct ~= '' then
-  local v = redis.call('HGET', KEYS[6], acct)
+  local v = redis.call('HGET', KEYS[8], acct)
   if v then
     local had = string.match(v, '^(%S+)')
     local exp = tonumber(redis.call('ZSCORE', KEYS[2], had))
@@ -154,19 +159,20 @@ end
 local known, avail = inv_read(KEYS[5])
 if inv_soldout(KEYS[5]) then return {'sold_out'} end
 if not known then avail = -1 end
-if KEYS[7] then
-  if now >= tonumber(ARGV[13]) then return {'stale'} end
-  if redis.call('SADD', KEYS[7], ARGV[12]) == 0 then return {'reused'} end
-  redis.call('PEXPIREAT', KEYS[7], ARGV[14])
-end
-local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
+if until_open > 0 and redis.call('HEXISTS', KEYS[6], 'commitment') == 0 then return {'uncommitted'} end
+if KEYS[9] then
+  if now >= tonumber(ARGV[13]) then return {'stale'} end
+  if redis.call('SADD', KEYS[9], ARGV[12]) == 0 then return {'reused'} end
+  redis.call('PEXPIREAT', KEYS[9], ARGV[14])
+end
+local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
 redis.call('HINCRBY', KEYS[4], 'joined', 1)
 local id = b36(seq) .. '.' .. ARGV[8]
-if acct ~= '' then redis.call('HSET', KEYS[6], acct, id .. ' ' .. now .. ' ?') end
+if acct ~= '' then redis.call('HSET', KEYS[8], acct, id .. ' ' .. now .. ' ?') end
 if mode == 'passthrough' and until_open == 0 then
   -- Let in at once, and claimed at once: the fan holds its pass now.
   local exp = now + ttl
@@ -177,6 +183,7 @@ if mode == 'passthrough' and until_open == 0 then
 end
 if until_open > 0 then
   redis.call('ZADD', KEYS[1], ARGV[9], id)
+  redis.call('SADD', KEYS[7], id)
 else
   redis.call('ZADD', KEYS[1], seq, id)
 end
@@ -365,18 +372,23 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 //     than their abandon deadline until their fan claims the place with a
 //     poll (see statusScript): a fan who walked away just before their turn
 //     gives the place back at the deadline, not a whole access window later;
-//  5. update the counters and the measured rate: an exponential moving
+//  5. update the counters, the sale's report (admitted this minute, FIFO
+//     inversions among post-opening joins: report.go) and the measured rate: an exponential moving
 //     average (τ = 10 s) of admissions per second, sampled only while the line
 //     stayed non-empty (so an empty line does not read as a slow admitter),
 //     and reset to the configured rate when that changes.
 //
-// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 bucket, 6 inventory, 7 holders
+// A line with a lottery committed is not open, whatever the time, until
+// the draw has given the pre-queue its order (lottery.go).
+//
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 bucket, 6 inventory, 7 holders,
+// 8 lottery, 9 report
 // ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 rate (/s),
 // 5 max_active, 6 access_ttl ms, 7 max_skip, 8 passthrough batch
 // Returns {admitted, abandoned, expired, waiting, active, measured rate,
 // room (places for more idle fans; -1 when the inventory is unknown)}, or
 // {"layout", k} for a sharded event.
-var tickScript = redis.NewScript(prelude + invPrelude + layoutPrelude + `
+var tickScript = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryPrelude + reportPrelude + `
 local now, now_s = clock()
 local k = sharded(KEYS[4])
 if k then return {'layout', k} end
@@ -396,6 +408,7 @@ local expired = #gone
 local active = redis.call('ZCARD', KEYS[2])
 local waiting = redis.call('ZCARD', KEYS[1])
 local open = (not opens or now >= opens) and (not closes or now < closes)
+if open and opens and undrawn(KEYS[8]) then open = false end
 local queueing = open and mode == 'queue'
 
 local b = redis.call('HMGET', KEYS[5], 'tokens', 'ts')
@@ -425,6 +438,7 @@ end
 local admitted, abandoned = 0, 0
 local exp = now + ttl
 local holding = known and redis.call('EXISTS', KEYS[7]) == 1
+local fifo = fifo_start(KEYS[9])
 while admitted < n and abandoned < max_skip do
   local popped = redis.call('ZPOPMIN', KEYS[1], n - admitted)
   if #popped == 0 then break end
@@ -443,6 +457,7 @@ while admitted < n and abandoned < max_skip do
       if holding and tonumber(redis.call('HGET', KEYS[7], m) or '0') > 0 then
         redis.call('HINCRBY', KEYS[6], 'engaged', 1) -- cannot happen today: kept exact anyway
       end
+      if tonumber(popped[i + 1]) > 0 then fifo_admit(fifo, seq) end
       admitted = admitted + 1
     end
   end
@@ -452,6 +467,7 @@ redis.call('HSET', KEYS[5], 'tokens', tokens, 'ts', now)
 
 if admitted > 0 then redis.call('HINCRBY', KEYS[4], 'admitted', admitted) end
 if abandoned > 0 then redis.call('HINCRBY', KEYS[4], 'abandoned', abandoned) end
+report_admitted(KEYS[9], fifo, now, admitted)
 
 waiting = redis.call('ZCARD', KEYS[1])
 local st = redis.call('HMGET', KEYS[4], 'rate', 'rate_ts', 'rate_cfg')
