@@ -92,13 +92,19 @@ func TestShardedLottery(t *testing.T) {
 			pre := e.open()
 			pre.AdmitPerSecond = 1e6
 			pre.MaxActive = 1 << 30
-			pre.PrequeueOpensAt, pre.OpensAt = at(-time.Minute), at(1500*time.Millisecond)
+			// Opening 4 s ahead: every join of the 300 must land in the
+			// pre-queue (on a loaded machine they took more than 1.5 s, and
+			// the late ones went to the back in join order).
+			pre.PrequeueOpensAt, pre.OpensAt = at(-time.Minute), at(4*time.Second)
 			const n = 300
 			ids := make([]string, n)
 			tickets := map[string]string{}
 			for i, r := range joinMany(t, e.store, pre, n) {
 				ids[i] = r.ID
 				tickets[r.ID] = r.Ticket
+			}
+			if time.Now().After(*pre.OpensAt) {
+				t.Fatal("the joins took longer than the pre-queue: the order check below would see late joins at the back")
 			}
 			line := positions(t, e, pre, tickets)
 			if err := randomOrder(rankOf(ids, line)); err != nil {
