@@ -28,6 +28,9 @@ type rediser interface {
 	Get(ctx context.Context, key string) *redis.StringCmd
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
+	XRevRangeN(ctx context.Context, stream, start, stop string, count int64) *redis.XMessageSliceCmd
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
 	Time(ctx context.Context) *redis.TimeCmd
 	Ping(ctx context.Context) *redis.StatusCmd
