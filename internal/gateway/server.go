@@ -41,6 +41,7 @@ type Server struct {
 
 	proxies atomic.Pointer[proxies] // gateway.trusted_proxies, parsed; swapped on reload
 	pages   *web.Pages              // the fans' pages, rendered per request
+	history *history                // the operators' chart (history.go)
 
 	settingsMu sync.RWMutex
 	settings   map[string]queue.Settings
@@ -65,6 +66,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, signer: o.Signer, log: o.Log, now: o.Now,
 		settings: map[string]queue.Settings{},
+		history:  newHistory(historyEvery, historySpan),
 		proofs:   proof.NewKeeper([]byte(o.Config.Auth.TicketSecret)),
 	}
 	if s.now == nil {
@@ -99,6 +101,7 @@ func New(o Options) (*Server, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	go s.refreshSettings(ctx)
+	go s.sampleHistory(ctx)
 	exportSeries(o.Config)
 	return s, nil
 }
@@ -170,6 +173,8 @@ func (s *Server) routes() {
 	line.Post("/:event/tickets", s.join)
 	line.Get("/:event/tickets/:ticket", s.status)
 	line.Delete("/:event/tickets/:ticket", s.leave)
+	s.adminRoutes(api)
+	a.Get("/admin", s.adminPage)
 
 	s.pageRoutes()
 	// No catch-all: fiber then answers 404 or 405 itself, through errorHandler.
