@@ -29,8 +29,8 @@ type Series struct {
 var (
 	black    = color.RGBA{0, 0, 0, 255}
 	gridGray = color.RGBA{225, 225, 225, 255}
-	Blue = color.RGBA{31, 119, 180, 255}
-	Red  = color.RGBA{214, 39, 40, 255}
+	Blue     = color.RGBA{31, 119, 180, 255}
+	Red      = color.RGBA{214, 39, 40, 255}
 )
 
 // plot margins (pixels) around the data area: room for the tick labels.
