@@ -186,7 +186,7 @@ func slowHolds(t *testing.T, s *stack.Stack, on bool) {
 	db := s.DB(ctx)
 	sql := `DROP TRIGGER IF EXISTS e2e_slow ON holds`
 	if on {
-		sql = `CREATE OR REPLACE FUNCTION e2e_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.6); RETURN NEW; END $$;
+		sql = `CREATE OR REPLACE FUNCTION e2e_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1.2); RETURN NEW; END $$;
 CREATE TRIGGER e2e_slow BEFORE INSERT ON holds FOR EACH ROW EXECUTE FUNCTION e2e_slow()`
 	}
 	if _, err := db.Exec(ctx, sql); err != nil {
@@ -212,7 +212,7 @@ type adaptiveSample struct {
 func TestAdaptiveSale(t *testing.T) {
 	s := stack.Start(t, stack.Options{
 		Events: adaptiveEvents, Booking: adaptiveBooking, AdminToken: opsToken,
-		Admitter: `, adaptive: {hold_p99: "300ms", interval: "2s", step: 0.25, floor: 0.05}`,
+		Admitter: `, adaptive: {hold_p99: "700ms", interval: "2s", step: 0.25, floor: 0.05}`,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -305,9 +305,9 @@ func TestAdaptiveSale(t *testing.T) {
 	until(8*time.Second, func(adaptiveSample) bool { return false })
 	slowAt := time.Since(start)
 	slowHolds(t, s, true)
-	crossed, ok := until(6*time.Second, func(m adaptiveSample) bool { return m.p99 > 300*time.Millisecond })
+	crossed, ok := until(6*time.Second, func(m adaptiveSample) bool { return m.p99 > 700*time.Millisecond })
 	if !ok {
-		t.Fatalf("the hold p99 never crossed 300ms: %+v", crossed)
+		t.Fatalf("the hold p99 never crossed 700ms: %+v", crossed)
 	}
 	halved, ok := until(5*time.Second, func(m adaptiveSample) bool { return m.fast <= 10 })
 	if !ok {
@@ -415,14 +415,14 @@ func TestOperatorsPage(t *testing.T) {
 		chromedp.Navigate(s.Gateway+"/admin"),
 		chromedp.WaitVisible(`#token`, chromedp.ByQuery),
 		chromedp.SendKeys(`#token`, "wrong-token", chromedp.ByQuery),
-		chromedp.Submit(`#signin`, chromedp.ByQuery),
+		chromedp.Click(`#sign-in`, chromedp.ByQuery),
 	)
-	waitEval(t, ctx, 5*time.Second, "a wrong token refused", `document.querySelector('#message').dataset.status === '401' && document.querySelector('#console').hidden`)
+	waitPage(t, ctx, 5*time.Second, "a wrong token refused", `document.querySelector('#message').dataset.status === '401' && document.querySelector('#console').hidden`)
 	run(t, ctx, 10*time.Second, "sign in",
 		chromedp.SendKeys(`#token`, opsToken, chromedp.ByQuery),
-		chromedp.Submit(`#signin`, chromedp.ByQuery),
+		chromedp.Click(`#sign-in`, chromedp.ByQuery),
 	)
-	waitEval(t, ctx, 5*time.Second, "the console", `!document.querySelector('#console').hidden && document.querySelector('#events tr[data-event="premiere"] td[data-k="waiting"]').textContent === '3'`)
+	waitPage(t, ctx, 5*time.Second, "the console", `!document.querySelector('#console').hidden && document.querySelector('#events tr[data-event="premiere"] td[data-k="active"]').textContent === '3'`)
 	var stored struct {
 		Session string `json:"session"`
 		Local   int    `json:"local"`
@@ -434,7 +434,7 @@ func TestOperatorsPage(t *testing.T) {
 	}
 
 	run(t, ctx, 5*time.Second, "pause", chromedp.Click(`#pause`, chromedp.ByQuery))
-	waitEval(t, ctx, 5*time.Second, "paused, from the API", `(() => { const c = document.querySelector('#events tr[data-event="premiere"] td[data-k="mode"]'); return c.textContent === 'paused' && c.classList.contains('api'); })()`)
+	waitPage(t, ctx, 5*time.Second, "paused, from the API", `(() => { const c = document.querySelector('#events tr[data-event="premiere"] td[data-k="mode"]'); return c.textContent === 'paused' && c.classList.contains('api'); })()`)
 	if e := publicEvent(t, s.Gateway, "premiere"); e["state"] != "paused" {
 		t.Errorf("public state %v; want paused", e["state"])
 	}
@@ -442,21 +442,21 @@ func TestOperatorsPage(t *testing.T) {
 		chromedp.SendKeys(`#rate`, "4", chromedp.ByQuery),
 		chromedp.Click(`#set-rate`, chromedp.ByQuery),
 	)
-	waitEval(t, ctx, 5*time.Second, "rate 4", `document.querySelector('#events tr[data-event="premiere"] td[data-k="rate"]').textContent === '4'`)
+	waitPage(t, ctx, 5*time.Second, "rate 4", `document.querySelector('#events tr[data-event="premiere"] td[data-k="rate"]').textContent === '4'`)
 	run(t, ctx, 5*time.Second, "resume", chromedp.Click(`#resume`, chromedp.ByQuery))
-	waitEval(t, ctx, 5*time.Second, "resumed", `document.querySelector('#events tr[data-event="premiere"] td[data-k="state"]').textContent === 'open'`)
+	waitPage(t, ctx, 5*time.Second, "resumed", `document.querySelector('#events tr[data-event="premiere"] td[data-k="state"]').textContent === 'open'`)
 	run(t, ctx, 5*time.Second, "revoke a bad id",
 		chromedp.SendKeys(`#ticket`, "not-a-ticket", chromedp.ByQuery),
 		chromedp.Click(`#revoke`, chromedp.ByQuery),
 	)
-	waitEval(t, ctx, 5*time.Second, "400 for a bad ticket id", `document.querySelector('#message').dataset.status === '400' && document.querySelector('#message').textContent.includes('ticketId')`)
-	waitEval(t, ctx, 15*time.Second, "the chart", `document.querySelectorAll('#chart polyline.admitted-line, #chart polyline.waiting-line').length === 2`)
-	waitEval(t, ctx, 5*time.Second, "the audit", `[...document.querySelectorAll('#audit li')].some((li) => li.textContent.includes('[api] mode queue -> paused'))`)
+	waitPage(t, ctx, 5*time.Second, "400 for a bad ticket id", `document.querySelector('#message').dataset.status === '400' && document.querySelector('#message').textContent.includes('ticketId')`)
+	waitPage(t, ctx, 15*time.Second, "the chart", `document.querySelectorAll('#chart polyline.admitted-line, #chart polyline.waiting-line').length === 2`)
+	waitPage(t, ctx, 5*time.Second, "the audit", `[...document.querySelectorAll('#audit li')].some((li) => li.textContent.includes('[api] mode queue -> paused'))`)
 	// A reload keeps the tab's token; signing out forgets it.
 	run(t, ctx, 10*time.Second, "reload", chromedp.Reload())
-	waitEval(t, ctx, 5*time.Second, "the console after a reload", `!document.querySelector('#console').hidden`)
+	waitPage(t, ctx, 5*time.Second, "the console after a reload", `!document.querySelector('#console').hidden`)
 	run(t, ctx, 5*time.Second, "sign out", chromedp.Click(`#sign-out`, chromedp.ByQuery))
-	waitEval(t, ctx, 5*time.Second, "signed out", `document.querySelector('#console').hidden && sessionStorage.getItem('wr_admin_token') === null`)
+	waitPage(t, ctx, 5*time.Second, "signed out", `document.querySelector('#console').hidden && sessionStorage.getItem('wr_admin_token') === null`)
 	checkA11y(t, ctx, "the operators' page")
 }
 
@@ -466,5 +466,26 @@ func joinPlain(t *testing.T, gateway, event string) {
 	code, _, raw, err := sendJSON(context.Background(), http.DefaultClient, gateway, http.MethodPost, "/api/v1/events/"+event+"/tickets", "", nil, nil)
 	if err != nil || code != http.StatusCreated {
 		t.Fatalf("join %s: %d %s %v", event, code, raw, err)
+	}
+}
+
+// waitPage is waitEval that shows the page when it fails.
+func waitPage(t *testing.T, ctx context.Context, timeout time.Duration, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var ok bool
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := chromedp.Run(c, chromedp.Evaluate(`!!(`+expr+`)`, &ok))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var page string
+			_ = chromedp.Run(ctx, chromedp.Evaluate(`document.body.innerText`, &page))
+			t.Fatalf("%s: not so after %v (%v); the page says:\n%s", what, timeout, err, page)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

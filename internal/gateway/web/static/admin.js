@@ -28,6 +28,7 @@ const PAD = { l: 48, r: 48, t: 12, b: 24 };
 const form = $('signin');
 const tokenInput = $('token');
 const signOut = $('sign-out');
+const signIn = $('sign-in');
 const message = $('message');
 const consoleEl = $('console');
 const rows = $('events').querySelector('tbody');
@@ -67,7 +68,7 @@ function stop(why) {
   clearTimeout(timer);
   show(consoleEl, false);
   show(signOut, false);
-  show(form.querySelector('#sign-in'), true);
+  show(signIn, true);
   say(why, 401);
 }
 
@@ -141,7 +142,7 @@ function renderChart(points) {
     line('waiting-line', (p) => p.waiting, wMax),
     s('text', { x: 4, y: y1 + 10 }, String(rMax)),
     s('text', { x: x1 + 4, y: y1 + 10 }, String(wMax)),
-    s('text', { x: x0, y: H - 6 }, `-${Math.round(span / 60000)} min`),
+    s('text', { x: x0, y: H - 6 }, span < 120000 ? `-${Math.round(span / 1000)} s` : `-${Math.round(span / 60000)} min`),
     s('text', { x: x1 - 24, y: H - 6 }, 'now'),
   );
   setText($('chart-scale'), `(left axis 0–${rMax}/s, right axis 0–${wMax} waiting)`);
@@ -204,6 +205,7 @@ form.addEventListener('submit', (e) => {
   sessionStorage.setItem(KEY, tokenInput.value);
   tokenInput.value = '';
   show(signOut, true);
+  show(signIn, false);
   say('', 0);
   refresh();
 });
@@ -211,5 +213,6 @@ signOut.addEventListener('click', () => stop('signed out'));
 
 if (token()) {
   show(signOut, true);
+  show(signIn, false);
   refresh();
 }
