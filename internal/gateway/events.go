@@ -162,7 +162,7 @@ func (s *Server) listEvents(c *fiber.Ctx) error {
 		}
 		out = append(out, info)
 	}
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	return c.JSON(fiber.Map{"events": out})
 }
 
@@ -175,6 +175,6 @@ func (s *Server) getEvent(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	return c.JSON(info)
 }

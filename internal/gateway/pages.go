@@ -291,7 +291,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 		}
 		p.Refresh = strconv.FormatInt(room.Refresh, 10) + "; url=" + to
 	}
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	return s.render(c, fiber.StatusOK, web.RoomPage, l, p)
 }
 
@@ -384,6 +384,6 @@ func (s *Server) qrCode(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderContentType, "image/svg+xml")
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	return c.Send(svg)
 }

@@ -68,7 +68,7 @@ func (s *Server) proofRequired(c *fiber.Ctx, ev *config.Event, why error) error 
 	if err != nil {
 		return err
 	}
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	return &apiError{
 		Status: fiber.StatusPreconditionRequired, Code: "proof_required", Message: msg,
 		Challenge: ch.Token, Bits: ch.Bits, ExpiresAt: ch.ExpiresAt.UTC().Format(time.RFC3339Nano),

@@ -455,6 +455,7 @@ func BenchmarkJoinHandler(b *testing.B) {
 						req.Header.Set("X-Waitroom-Proof", proofs[int(next.Add(1)-1)%len(proofs)])
 					}
 					ctx.Init(&req, nil, nil)
+					ctx.ResetUserValues() // as the server does between requests
 					h(&ctx)
 					if got := ctx.Response.StatusCode(); got != want {
 						b.Errorf("join: %d %s; want %d", got, ctx.Response.Body(), want)

@@ -122,12 +122,12 @@ func (s *Server) join(c *fiber.Ctx) error {
 		switch st.State {
 		case queue.Waiting:
 			s.setTicketCookie(c, ev, ticket, set)
-			c.Set(fiber.HeaderCacheControl, "no-store")
-			return c.JSON(waiting(ticket, st.Position))
+			noStore(c)
+			return sendWaiting(c, fiber.StatusOK, waiting(ticket, st.Position))
 		case queue.Admitted:
 			s.observeAdmission(ev, st)
 			s.setTicketCookie(c, ev, ticket, set)
-			c.Set(fiber.HeaderCacheControl, "no-store")
+			noStore(c)
 			out, err := s.grant(c, ev, ticket, st.ID, st.ActiveUntil)
 			if err != nil {
 				return err
@@ -188,7 +188,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 		joinProofs.WithLabelValues(ev.ID, proofOK).Inc()
 	}
 	s.setTicketCookie(c, ev, res.Ticket, set)
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	if res.State == queue.Admitted {
 		// Passthrough: let in and claimed at once, after no wait.
 		waitSeconds.WithLabelValues(ev.ID).Observe(0)
@@ -198,7 +198,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 		}
 		return c.Status(fiber.StatusCreated).JSON(out)
 	}
-	return c.Status(fiber.StatusCreated).JSON(waiting(res.Ticket, res.Position))
+	return sendWaiting(c, fiber.StatusCreated, waiting(res.Ticket, res.Position))
 }
 
 // setTicketCookie keeps the fan's ticket for as long as the sale may need it.
@@ -244,10 +244,10 @@ func (s *Server) status(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	switch st.State {
 	case queue.Waiting:
-		return c.JSON(waiting("", st.Position))
+		return sendWaiting(c, fiber.StatusOK, waiting("", st.Position))
 	case queue.Admitted:
 		s.observeAdmission(ev, st)
 		out, err := s.grant(c, ev, "", st.ID, st.ActiveUntil)

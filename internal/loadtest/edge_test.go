@@ -90,6 +90,13 @@ func serveBare(addr string) int {
 // base URL once it answers.
 func startBare(tb testing.TB, joinSize, statusSize int) string {
 	tb.Helper()
+	url, _ := startBareProc(tb, joinSize, statusSize)
+	return url
+}
+
+// startBareProc is startBare, also returning the server's process id.
+func startBareProc(tb testing.TB, joinSize, statusSize int) (string, int) {
+	tb.Helper()
 	port, err := localsvc.FreePort()
 	if err != nil {
 		tb.Fatal(err)
@@ -128,12 +135,12 @@ func startBare(tb testing.TB, joinSize, statusSize int) string {
 		if res, err := http.Get(url + "/healthz"); err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return url
+				return url, cmd.Process.Pid
 			}
 		}
 	}
 	tb.Fatal("bare server not ready after 15s")
-	return ""
+	return "", 0
 }
 
 // load is one measured point.

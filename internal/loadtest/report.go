@@ -18,7 +18,7 @@ import (
 // keeps the others' last figures, so the benchmarks can run one at a time.
 
 // sections of the report, in order.
-var sections = []string{"edge", "million", "sale", "rate", "proof"}
+var sections = []string{"edge", "wrk", "million", "sale", "rate", "proof"}
 
 const reportHeader = `# Performance
 

@@ -1,6 +1,9 @@
 package queue
 
-import "strconv"
+import (
+	"strconv"
+	"sync"
+)
 
 // keys are the Redis keys of one event. Every one carries the event's hash
 // tag {<event>}, so a script touching several of them stays on one Cluster
@@ -54,7 +57,22 @@ func outcomeKey(event string, epoch int64) string {
 }
 
 // keysOf and the functions below are the one place key names are built.
+//
+// An event's keys are built once and kept (a request of the line would
+// otherwise build some fifteen strings for the two or three it sends); the
+// events are the config's, so the cache stays small.
 func keysOf(event string) keys {
+	if k, ok := keyCache.Load(event); ok {
+		return *k.(*keys)
+	}
+	k := buildKeys(event)
+	keyCache.Store(event, &k)
+	return k
+}
+
+var keyCache sync.Map // event → *keys
+
+func buildKeys(event string) keys {
 	p := "wr:{" + event + "}:"
 	return keys{
 		wait:     p + "wait",

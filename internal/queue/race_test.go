@@ -47,19 +47,21 @@ func joinMany(t testing.TB, s *queue.Store, set queue.Settings, n int) []queue.J
 type raceTimes struct{ warm, measure, capped time.Duration }
 
 // TestReplicasRace runs three admitter replicas against one line while fans
-// complete at random: first fans complete within 0–2 s of admission (the cap
+// complete at random: first fans complete within 0–1 s of admission (the cap
 // never binds), then they stop completing and the cap must hold. Afterwards
-// every ticket is in exactly one place. 20 s on a single node; 10 s on the
-// cluster, where the line lives on one of three masters, and 10 s more with
-// the line over three shards, one per master.
+// every ticket is in exactly one place. 20 s on a single node; 13 s on the
+// cluster, where the line lives on one of three masters, and 13 s more with
+// the line over three shards, one per master. The rate is measured over 8 s
+// or more: a tick late at either end of the window (a loaded machine) moves
+// the figure by its lateness times the rate.
 func TestReplicasRace(t *testing.T) {
 	t.Parallel()
 	times := map[string]raceTimes{
 		"single":  {2 * time.Second, 10 * time.Second, 8 * time.Second},
-		"cluster": {1 * time.Second, 5 * time.Second, 4 * time.Second},
+		"cluster": {1 * time.Second, 8 * time.Second, 4 * time.Second},
 		// One line over three shards, one per master: the merged front,
 		// the lease and the fencing under three replicas.
-		"cluster/3-shards": {1 * time.Second, 5 * time.Second, 4 * time.Second},
+		"cluster/3-shards": {1 * time.Second, 8 * time.Second, 4 * time.Second},
 	}
 	for _, b := range append(backends, sharded[1]) {
 		t.Run(b.name, func(t *testing.T) { testReplicasRace(t, setupOn(t, b), times[b.name]) })
@@ -124,7 +126,9 @@ func testReplicasRace(t *testing.T, e env, times raceTimes) {
 			}
 		}
 	}()
-	// The fans: each admitted fan completes 0–2 s after we first see it.
+	// The fans: each admitted fan completes 0–1 s after we first see it, so
+	// that some 25–50 are active at 50/s, far below the cap of 200, however
+	// slowly a loaded machine runs this loop.
 	completed := map[string]bool{}
 	var mu sync.Mutex
 	wg.Add(1)
@@ -153,7 +157,7 @@ func testReplicasRace(t *testing.T, e env, times raceTimes) {
 				mu.Unlock()
 				d, ok := due[id]
 				if !ok {
-					due[id] = now.Add(time.Duration(rand.Int64N(int64(2 * time.Second))))
+					due[id] = now.Add(time.Duration(rand.Int64N(int64(time.Second))))
 					continue
 				}
 				if now.After(d) {

@@ -191,8 +191,11 @@ return {'waiting', seq, now, rank, poll, r, avail}
 //	{"waiting", now ms, rank, pollAfter ms, rate, available or -1}
 var statusScript = redis.NewScript(prelude + invPrelude + layoutPrelude + `
 local now, now_s = clock()
-local k = sharded(KEYS[4])
-if k then return {'layout', k} end
+-- The layout and the measured rate in one read (the poll is the line's
+-- commonest script: every call saved counts).
+local st = redis.call('HMGET', KEYS[4], 'shards', 'rate')
+local k = tonumber(st[1])
+if k and k > 1 then return {'layout', k} end
 local id, slot = ARGV[1], '#' .. ARGV[2]
 local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
 if exp and exp > now then
@@ -204,12 +207,12 @@ local rank = redis.call('ZRANK', KEYS[1], id)
 if not rank then return {'expired'} end
 local opens, closes = tonumber(ARGV[4]), tonumber(ARGV[5])
 if ARGV[3] == 'closed' or (closes and now >= closes) then return {'closed'} end
-local known, avail = inv_read(KEYS[5])
-if inv_soldout(KEYS[5]) then return {'soldout'} end
+local known, avail, held, pending = inv_read(KEYS[5])
+if known and avail <= 0 and held <= 0 and pending <= 0 then return {'soldout'} end -- inv_soldout
 if not known then avail = -1 end
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
-local r = rate_for_eta(KEYS[4], ARGV[6])
+local r = st[2] or ARGV[6] -- rate_for_eta
 local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[8]))
 redis.call('BITFIELD', KEYS[3], 'SET', 'u32', slot, deadline(now, poll, tonumber(ARGV[7])))
 return {'waiting', now, rank, poll, r, avail}

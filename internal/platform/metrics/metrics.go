@@ -7,6 +7,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -71,8 +72,38 @@ func HTTP(service string, next http.Handler) http.Handler {
 
 // Observe records one request.
 func Observe(service, route string, code int, d time.Duration) {
-	httpRequests.WithLabelValues(service, route, strconv.Itoa(code)).Inc()
-	httpDuration.WithLabelValues(service, route).Observe(d.Seconds())
+	s := seriesOf(service, route, code)
+	s.requests.Inc()
+	s.duration.Observe(d.Seconds())
+}
+
+// series are the request pair's children for one service, route and code,
+// looked up once: WithLabelValues hashes every label on every call, a
+// cost the edge pays per request. Routes are templates and codes few, so
+// the cache stays small.
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+type seriesKey struct {
+	service, route string
+	code           int
+}
+
+var seriesCache sync.Map // seriesKey → *series
+
+func seriesOf(service, route string, code int) *series {
+	k := seriesKey{service, route, code}
+	if s, ok := seriesCache.Load(k); ok {
+		return s.(*series)
+	}
+	s := &series{
+		requests: httpRequests.WithLabelValues(service, route, strconv.Itoa(code)),
+		duration: httpDuration.WithLabelValues(service, route),
+	}
+	seriesCache.Store(k, s)
+	return s
 }
 
 type statusRecorder struct {

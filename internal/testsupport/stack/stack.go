@@ -311,6 +311,14 @@ func (s *Stack) Proc(name string) *Proc {
 	return s.procs[name]
 }
 
+// Pid is the process's id while it runs (0 before it started).
+func (p *Proc) Pid() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Kill sends SIGKILL to a service, as a crash would, and waits for it.
 func (s *Stack) Kill(name string) { s.signal(name, syscall.SIGKILL) }
 
