@@ -49,7 +49,7 @@ func (s *Server) adminRoutes(api fiber.Router) {
 // adminGroup is /api/v1/admin behind requireAdmin, with the line's Redis
 // budget: every operators' route goes on it.
 func (s *Server) adminGroup(api fiber.Router) fiber.Router {
-	return api.Group("/admin", s.requireAdmin, lineBudget, noStore)
+	return api.Group("/admin", s.requireAdmin, lineBudget, adminNoStore)
 }
 
 // requireAdmin lets a request through only with Authorization: Bearer
@@ -74,8 +74,8 @@ func (s *Server) requireAdmin(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-func noStore(c *fiber.Ctx) error {
-	c.Set(fiber.HeaderCacheControl, "no-store")
+func adminNoStore(c *fiber.Ctx) error {
+	noStore(c)
 	return c.Next()
 }
 
