@@ -86,7 +86,7 @@ func TestOperators(t *testing.T) {
 		return e["admitPerSecond"] == 3.0 && e["maxActive"] == 7.0
 	})
 	t.Logf("the other gateway reported the override after %v (tick 200ms, gateways re-read every 500ms)", took)
-	if took > 1200*time.Millisecond {
+	if took > 2*time.Second { // a tick (200ms) and a re-read (500ms), with room for a loaded machine
 		t.Errorf("the other gateway took %v; want within a tick and its re-read", took)
 	}
 	code, out = admin(t, gw2, http.MethodGet, "/api/v1/admin/events", nil)
