@@ -187,8 +187,8 @@ const lineTimeout = 3 * time.Second
 
 // lineBudget gives the request's Redis calls lineTimeout in all (up to
 // budgetStep more). The requests that arrive within one budgetStep share
-// one context: a context with a timer of its own per request was a tenth
-// of the edge's own work per poll.
+// one context: a context with a timer of its own per request was some 3 %
+// of the gateway's CPU per poll (docs/EDGE.md).
 func lineBudget(c *fiber.Ctx) error {
 	if parent := c.UserContext(); parent != context.Background() {
 		ctx, cancel := context.WithTimeout(parent, lineTimeout)
