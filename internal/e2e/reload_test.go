@@ -43,6 +43,7 @@ type eventInfo struct {
 	AdmitPerSecond float64 `json:"admitPerSecond"`
 	MaxActive      int     `json:"maxActive"`
 	State          string  `json:"state"`
+	OpensAt        string  `json:"opensAt"`
 }
 
 func getEvent(t *testing.T, s *stack.Stack, id string) eventInfo {

@@ -41,6 +41,7 @@ func (s *Server) pageRoutes() {
 	s.app.Get("/e/:event", lineBudget, s.page(s.roomPage))
 	s.app.Get("/e/:event/book", lineBudget, s.page(s.bookPage))
 	s.app.Get("/e/:event/leave", lineBudget, s.page(s.leavePage))
+	s.app.Get("/e/:event/report", lineBudget, s.page(s.reportPage))
 	s.app.Get("/e/:event/qr.svg", s.qrCode)
 	s.app.Post("/e/:event/join", lineBudget, s.joinForm)
 	s.app.Post("/e/:event/leave", lineBudget, s.leaveForm)

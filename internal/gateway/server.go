@@ -173,6 +173,9 @@ func (s *Server) routes() {
 	line.Post("/:event/tickets", s.join)
 	line.Get("/:event/tickets/:ticket", s.status)
 	line.Delete("/:event/tickets/:ticket", s.leave)
+	line.Get("/:event/lottery", s.lottery)
+	line.Get("/:event/lottery/:ticket", s.ticketDraw)
+	line.Get("/:event/report", s.report)
 	s.adminRoutes(api)
 	a.Get("/admin", s.adminPage)
 

@@ -18,9 +18,9 @@ import (
 // keeps the others' last figures, so the benchmarks can run one at a time.
 
 // sections of the report, in order.
-// "soldout" is written by hand (a comparison of two trees); no benchmark
-// replaces it.
-var sections = []string{"edge", "wrk", "million", "sale", "soldout", "rate", "proof"}
+// "soldout" and "transparency" are written by hand (comparisons of two
+// trees); no benchmark replaces them.
+var sections = []string{"edge", "wrk", "million", "sale", "soldout", "rate", "proof", "transparency"}
 
 const reportHeader = `# Performance
 

@@ -32,6 +32,12 @@ type keys struct {
 	claims string // HASH ticket id → claim time (unix s; 1 = admitted, unclaimed)
 	lease  string // STRING the admitter replica ticking the event, with an expiry
 	tick   string // HASH epoch (the tick's fencing number), mark (the sequence at the last tick)
+
+	// The committed lottery and the sale's report (lottery.go, report.go).
+	lottery string // HASH commitment, seed, committedAt, drawn, entries, last
+	entries string // SET the ticket ids placed in the pre-queue (the draw's entries)
+	ranks   string // HASH ticket id → rank in the draw (1 = first), written by the draw
+	report  string // HASH the sale's figures per minute and its wait histograms
 }
 
 // shardKeys are the keys of one shard of a sharded event, under the
@@ -94,6 +100,11 @@ func buildKeys(event string) keys {
 		claims: p + "claims",
 		lease:  p + "lease",
 		tick:   p + "tick",
+
+		lottery: p + "lottery",
+		entries: p + "lottery:entries",
+		ranks:   p + "lottery:ranks",
+		report:  p + "report",
 	}
 }
 

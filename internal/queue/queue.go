@@ -166,6 +166,7 @@ type Store struct {
 	close  func() error
 
 	layouts sync.Map     // "<event>/<k>" → []shardKeys
+	drawn   sync.Map     // event → drawnSeed, once its lottery is drawn (lottery.go)
 	owner   string       // this replica, for a sharded tick's lease
 	every   atomic.Int64 // the admitter's tick interval (ns), for the lease
 
@@ -240,8 +241,17 @@ func (s *Store) JoinProved(ctx context.Context, event string, set Settings, p Pr
 
 func (s *Store) join(ctx context.Context, event string, set Settings, p *Proof) (JoinResult, error) {
 	r, err := s.joinOnce(ctx, event, set, p)
-	if set, again := relayout(set, err); again {
-		return s.joinOnce(ctx, event, set, p)
+	if again, ok := relayout(set, err); ok {
+		set = again
+		r, err = s.joinOnce(ctx, event, set, p)
+	}
+	if errors.Is(err, errUncommitted) {
+		// The pre-queue is open and nobody committed its lottery yet (the
+		// admitter does at its next tick): commit it, then place the fan.
+		if err := s.commit(ctx, event, set); err != nil {
+			return JoinResult{}, fmt.Errorf("join: %w", err)
+		}
+		r, err = s.joinOnce(ctx, event, set, p)
 	}
 	return r, err
 }
@@ -259,7 +269,7 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, p *Pro
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
 	k := keysOf(event)
-	keys := []string{k.wait, k.active, k.seen, k.stats, k.inventory}
+	keys := []string{k.wait, k.active, k.seen, k.stats, k.inventory, k.lottery, k.entries}
 	args := []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
 		b64.EncodeToString(random[:]), lottery, mrand.Float64()}
@@ -285,6 +295,8 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, p *Pro
 		return JoinResult{}, ErrProofSpent
 	case "stale":
 		return JoinResult{}, ErrProofExpired
+	case "uncommitted":
+		return JoinResult{}, errUncommitted
 	case "layout":
 		return JoinResult{}, errLayout{int(r.int(1))}
 	}
@@ -319,8 +331,12 @@ func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) 
 		return Status{}, err
 	}
 	st, err := s.status(ctx, event, t, set)
-	if set, again := relayout(set, err); again {
-		return s.status(ctx, event, t, set)
+	if again, ok := relayout(set, err); ok {
+		set = again
+		st, err = s.status(ctx, event, t, set)
+	}
+	if err == nil && st.FirstAdmission {
+		s.recordWait(ctx, event, st, set)
 	}
 	return st, err
 }
@@ -525,13 +541,24 @@ func (s *Store) Settings(ctx context.Context, event string) (Settings, error) {
 }
 
 // Tick runs one atomic admission step for event (admitter only).
+//
+// An event with a pre-queue has its lottery committed when the pre-queue
+// opens and drawn at opens_at, here, before the tick: until the draw is
+// done the tick admits nobody (lottery.go). After the tick the sale's
+// report notes the line's length and the rate in force (report.go).
 func (s *Store) Tick(ctx context.Context, event string, set Settings) (TickResult, error) {
+	if err := s.keepLottery(ctx, event, set); err != nil {
+		return TickResult{Room: -1, Shards: shardsOf(set)}, err
+	}
 	r, err := s.tick(ctx, event, set)
 	if again, ok := relayout(set, err); ok {
 		set = again
 		r, err = s.tick(ctx, event, set)
 	}
 	r.Shards = shardsOf(set)
+	if err == nil && !r.Busy {
+		err = s.recordLine(ctx, event, set, r)
+	}
 	return r, err
 }
 
@@ -540,7 +567,7 @@ func (s *Store) tick(ctx context.Context, event string, set Settings) (TickResul
 		return s.tickSharded(ctx, event, set)
 	}
 	k := keysOf(event)
-	res, err := s.durably(ctx, tickScript, []string{k.wait, k.active, k.seen, k.stats, k.bucket, k.inventory, k.holders},
+	res, err := s.durably(ctx, tickScript, []string{k.wait, k.active, k.seen, k.stats, k.bucket, k.inventory, k.holders, k.lottery, k.report},
 		set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
 		set.MaxActive, set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch,
 	).Slice()

@@ -32,6 +32,7 @@ type rediser interface {
 	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
 	XRevRangeN(ctx context.Context, stream, start, stop string, count int64) *redis.XMessageSliceCmd
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+	SScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
 	Time(ctx context.Context) *redis.TimeCmd
 	Ping(ctx context.Context) *redis.StatusCmd
 }

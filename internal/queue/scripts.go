@@ -113,8 +113,12 @@ end
 // a second after its minute: whatever any gateway's clock says, no proof can
 // be spent once its set is gone.
 //
-// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory,
-// 6 (with a proof only) the spent proofs of its expiry minute
+// A pre-queue place is given only once the event's lottery is committed
+// (lottery.go): the script answers {"uncommitted"} and takes nothing until
+// then, and records every pre-queue place among the draw's entries.
+//
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory, 6 lottery,
+// 7 lottery entries, 8 (with a proof only) the spent proofs of its expiry minute
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
 // 7 abandon_after ms, 8 random part of the new id (base64url), 9 lottery
@@ -122,7 +126,7 @@ end
 // with a proof: 11 its id, 12 its expiry ms, 13 when its set goes (unix ms)
 // Returns one of
 //
-//	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"}
+//	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"} | {"uncommitted"}
 //	{"layout", k} (a sharded event)
 //	{"waiting", seq, now ms, rank (0 = next), pollAfter ms, rate, available or -1}
 //	{"admitted", seq, now ms, active expiry ms}
@@ -137,14 +141,15 @@ if (pre and now < pre) or (not pre and opens and now < opens) then return {'not_
 local known, avail = inv_read(KEYS[5])
 if inv_soldout(KEYS[5]) then return {'sold_out'} end
 if not known then avail = -1 end
-if KEYS[6] then
-  if now >= tonumber(ARGV[12]) then return {'stale'} end
-  if redis.call('SADD', KEYS[6], ARGV[11]) == 0 then return {'reused'} end
-  redis.call('PEXPIREAT', KEYS[6], ARGV[13])
-end
-local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
+if until_open > 0 and redis.call('HEXISTS', KEYS[6], 'commitment') == 0 then return {'uncommitted'} end
+if KEYS[8] then
+  if now >= tonumber(ARGV[12]) then return {'stale'} end
+  if redis.call('SADD', KEYS[8], ARGV[11]) == 0 then return {'reused'} end
+  redis.call('PEXPIREAT', KEYS[8], ARGV[13])
+end
+local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
 redis.call('HINCRBY', KEYS[4], 'joined', 1)
@@ -159,6 +164,7 @@ if mode == 'passthrough' and until_open == 0 then
 end
 if until_open > 0 then
   redis.call('ZADD', KEYS[1], ARGV[9], id)
+  redis.call('SADD', KEYS[7], id)
 else
   redis.call('ZADD', KEYS[1], seq, id)
 end
@@ -347,18 +353,23 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 //     than their abandon deadline until their fan claims the place with a
 //     poll (see statusScript): a fan who walked away just before their turn
 //     gives the place back at the deadline, not a whole access window later;
-//  5. update the counters and the measured rate: an exponential moving
+//  5. update the counters, the sale's report (admitted this minute, FIFO
+//     inversions among post-opening joins: report.go) and the measured rate: an exponential moving
 //     average (τ = 10 s) of admissions per second, sampled only while the line
 //     stayed non-empty (so an empty line does not read as a slow admitter),
 //     and reset to the configured rate when that changes.
 //
-// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 bucket, 6 inventory, 7 holders
+// A line with a lottery committed is not open, whatever the time, until
+// the draw has given the pre-queue its order (lottery.go).
+//
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 bucket, 6 inventory, 7 holders,
+// 8 lottery, 9 report
 // ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 rate (/s),
 // 5 max_active, 6 access_ttl ms, 7 max_skip, 8 passthrough batch
 // Returns {admitted, abandoned, expired, waiting, active, measured rate,
 // room (places for more idle fans; -1 when the inventory is unknown)}, or
 // {"layout", k} for a sharded event.
-var tickScript = redis.NewScript(prelude + invPrelude + layoutPrelude + `
+var tickScript = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryPrelude + reportPrelude + `
 local now, now_s = clock()
 local k = sharded(KEYS[4])
 if k then return {'layout', k} end
@@ -378,6 +389,7 @@ local expired = #gone
 local active = redis.call('ZCARD', KEYS[2])
 local waiting = redis.call('ZCARD', KEYS[1])
 local open = (not opens or now >= opens) and (not closes or now < closes)
+if open and opens and undrawn(KEYS[8]) then open = false end
 local queueing = open and mode == 'queue'
 
 local b = redis.call('HMGET', KEYS[5], 'tokens', 'ts')
@@ -407,6 +419,7 @@ end
 local admitted, abandoned = 0, 0
 local exp = now + ttl
 local holding = known and redis.call('EXISTS', KEYS[7]) == 1
+local fifo = fifo_start(KEYS[9])
 while admitted < n and abandoned < max_skip do
   local popped = redis.call('ZPOPMIN', KEYS[1], n - admitted)
   if #popped == 0 then break end
@@ -425,6 +438,7 @@ while admitted < n and abandoned < max_skip do
       if holding and tonumber(redis.call('HGET', KEYS[7], m) or '0') > 0 then
         redis.call('HINCRBY', KEYS[6], 'engaged', 1) -- cannot happen today: kept exact anyway
       end
+      if tonumber(popped[i + 1]) > 0 then fifo_admit(fifo, seq) end
       admitted = admitted + 1
     end
   end
@@ -434,6 +448,7 @@ redis.call('HSET', KEYS[5], 'tokens', tokens, 'ts', now)
 
 if admitted > 0 then redis.call('HINCRBY', KEYS[4], 'admitted', admitted) end
 if abandoned > 0 then redis.call('HINCRBY', KEYS[4], 'abandoned', abandoned) end
+report_admitted(KEYS[9], fifo, now, admitted)
 
 waiting = redis.call('ZCARD', KEYS[1])
 local st = redis.call('HMGET', KEYS[4], 'rate', 'rate_ts', 'rate_cfg')

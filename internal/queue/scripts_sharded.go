@@ -35,14 +35,18 @@ end
 // sold out, spends the proof of work if any, and takes the next sequence
 // number. In passthrough it admits the fan then and there.
 //
-// KEYS: 1 stats, 2 active, 3 inventory, 4 claims, [5 spent proofs of the minute]
+// As the one-shard join, a pre-queue place needs the lottery committed
+// ({"uncommitted"} until then) and is recorded among the draw's entries.
+//
+// KEYS: 1 stats, 2 active, 3 inventory, 4 claims, 5 lottery, 6 lottery
+// entries, [7 spent proofs of the minute]
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate, 6 access_ttl ms, 7 shards,
 // 8 when the proofs' set goes (unix ms) or "", then per join: 3 items,
 // the random part of the id, the proof's id or "", its expiry ms or "".
 // Returns per join one of
 //
-//	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"} | {"layout", k}
+//	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"} | {"layout", k} | {"uncommitted"}
 //	{"place", seq, now ms, rate, available or -1, ms until opening}
 //	{"admitted", seq, now ms, expiry ms}
 var sJoinGlobal = redis.NewScript(prelude + invPrelude + layoutPrelude + `
@@ -61,6 +65,7 @@ if inv_soldout(KEYS[3]) then return all({'sold_out'}) end
 if not known then avail = -1 end
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
+if until_open > 0 and redis.call('HEXISTS', KEYS[5], 'commitment') == 0 then return all({'uncommitted'}) end
 local rate = rate_for_eta(KEYS[1], ARGV[5])
 local ttl = tonumber(ARGV[6])
 for i = 1, n do
@@ -69,10 +74,10 @@ for i = 1, n do
   if ARGV[at + 1] ~= '' then
     if now >= tonumber(ARGV[at + 2]) then
       out[i], ok = {'stale'}, false
-    elseif redis.call('SADD', KEYS[5], ARGV[at + 1]) == 0 then
+    elseif redis.call('SADD', KEYS[7], ARGV[at + 1]) == 0 then
       out[i], ok = {'reused'}, false
     else
-      redis.call('PEXPIREAT', KEYS[5], ARGV[8])
+      redis.call('PEXPIREAT', KEYS[7], ARGV[8])
     end
   end
   if ok then
@@ -86,6 +91,7 @@ for i = 1, n do
       redis.call('HINCRBY', KEYS[1], 'admitted', 1)
       out[i] = {'admitted', seq, now, exp}
     else
+      if until_open > 0 then redis.call('SADD', KEYS[6], b36(seq) .. '.' .. ARGV[at]) end
       out[i] = {'place', seq, now, rate, avail, until_open}
     end
   end
@@ -98,12 +104,18 @@ return out
 // times the shards (their share of the line); the exact position is added
 // up by the caller from every shard.
 //
-// KEYS: 1 wait, 2 seen, 3 stats
+// A pre-queue place that arrives once the draw has begun on this shard
+// (lottery.go: the draw marks every shard first) is refused with
+// {"redraw"}: its score must be its draw's, which the caller then knows.
+//
+// KEYS: 1 wait, 2 seen, 3 stats, 4 info
 // ARGV: 1 ticket id, 2 score, 3 seen slot, 4 rate, 5 ms until opening,
-// 6 abandon_after ms, 7 jitter u, 8 shards
-// Returns {rank on this shard, pollAfter ms}.
+// 6 abandon_after ms, 7 jitter u, 8 shards, 9 1 if the score is the
+// ticket's draw (else 0)
+// Returns {rank on this shard, pollAfter ms} | {"redraw"}.
 var sJoinShard = redis.NewScript(prelude + `
 local now = clock()
+if ARGV[9] ~= '1' and tonumber(ARGV[2]) < 0 and redis.call('HGET', KEYS[4], 'drawn') then return {'redraw'} end
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'joined', 1)
 local rank = redis.call('ZRANK', KEYS[1], ARGV[1])
@@ -246,14 +258,17 @@ return 1
 
 // sTickBegin: step 1.
 //
+// As the one-shard tick, a line whose lottery is committed stays shut
+// until the draw is done (lottery.go).
+//
 // KEYS: 1 stats, 2 active, 3 bucket, 4 inventory, 5 holders, 6 claims,
-// 7 lease, 8 tick
+// 7 lease, 8 tick, 9 lottery
 // ARGV: 1 this replica's id, 2 lease ms, 3 mode, 4 opens_at ms or "",
 // 5 closes_at ms or "", 6 rate (/s), 7 max_active, 8 passthrough batch,
 // 9 shards
 // Returns {"layout", k} | {"busy"} |
 // {"go", epoch, n, expired, active, watermark, rate, available or -1, soldout 0|1, room, now ms, queueing 0|1}
-var sTickBegin = redis.NewScript(prelude + invPrelude + layoutPrelude + `
+var sTickBegin = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryPrelude + `
 local now, now_s = clock()
 local k = layout(KEYS[1], tonumber(ARGV[9]))
 if k ~= tonumber(ARGV[9]) then return {'layout', k} end
@@ -278,6 +293,7 @@ if #gone > 0 then
 end
 local active = redis.call('ZCARD', KEYS[2])
 local open = (not opens or now >= opens) and (not closes or now < closes)
+if open and opens and undrawn(KEYS[9]) then open = false end
 local queueing = open and mode == 'queue'
 
 local b = redis.call('HMGET', KEYS[3], 'tokens', 'ts')
@@ -391,14 +407,18 @@ return out
 
 // sTickAccept: step 5.
 //
+// It also keeps the sale's report (report.go): the fans admitted this
+// minute, and the FIFO inversions among post-opening joins (those with a
+// sequence number above the last pre-queue one, which the draw records).
+//
 // KEYS: 1 stats, 2 active, 3 bucket, 4 inventory, 5 holders, 6 claims,
-// 7 tick, 8 this epoch's outcomes, 9 lease
+// 7 tick, 8 this epoch's outcomes, 9 lease, 10 report, 11 lottery
 // ARGV: 1 epoch, 2 queueing 0|1, 3 max_active, 4 access_ttl ms, 5 rate
 // (/s, as configured), 6 fans still waiting after the take, 7 this
 // replica's id, then pairs (member, abandon deadline)
 // Returns {"fenced"} | {outcomes, active, measured rate}: outcomes one
 // letter per member, a (admitted), r (refused: back in line), x (abandoned).
-var sTickAccept = redis.NewScript(prelude + invPrelude + `
+var sTickAccept = redis.NewScript(prelude + invPrelude + reportPrelude + `
 if redis.call('HGET', KEYS[7], 'epoch') ~= ARGV[1] then return {'fenced'} end
 local now, now_s = clock()
 local queueing = ARGV[2] == '1'
@@ -409,6 +429,8 @@ if queueing then limit = math.min(limit, cap - active) end
 local holding = redis.call('EXISTS', KEYS[5]) == 1
 local codes, admitted, abandoned = {}, 0, 0
 local exp = now + ttl
+local fifo = fifo_start(KEYS[10])
+local last = tonumber(redis.call('HGET', KEYS[11], 'last')) or 0
 for i = 8, #ARGV, 2 do
   local m, dl = ARGV[i], tonumber(ARGV[i + 1])
   local c
@@ -422,6 +444,8 @@ for i = 8, #ARGV, 2 do
     if holding and tonumber(redis.call('HGET', KEYS[5], m) or '0') > 0 then
       redis.call('HINCRBY', KEYS[4], 'engaged', 1)
     end
+    local seq = seq_of(m)
+    if seq and seq > last then fifo_admit(fifo, seq) end
     c, admitted = 'a', admitted + 1
   else
     c = 'r'
@@ -432,6 +456,7 @@ end
 redis.call('PEXPIRE', KEYS[8], 3600000)
 if queueing and admitted > 0 then redis.call('HINCRBYFLOAT', KEYS[3], 'tokens', -admitted) end
 if admitted > 0 then redis.call('HINCRBY', KEYS[1], 'admitted', admitted) end
+report_admitted(KEYS[10], fifo, now, admitted)
 
 local waiting = tonumber(ARGV[6]) + (#codes - admitted - abandoned)
 local st = redis.call('HMGET', KEYS[1], 'rate', 'rate_ts', 'rate_cfg')

@@ -105,9 +105,14 @@ func TestShardedLottery(t *testing.T) {
 				t.Errorf("pre-queue order: %v", err)
 			}
 			time.Sleep(time.Until(*pre.OpensAt))
-			// Let them in a few at a time: each step takes the front.
+			// The first tick draws the committed lottery (admitting nobody
+			// with no room): the line is then in the draw's order, and
+			// every place still exact.
 			set := pre
 			set.MaxActive = 0
+			tick(t, e.store, set)
+			line = positions(t, e, pre, tickets)
+			// Let them in a few at a time: each step takes the front.
 			for step := 0; len(e.line(t)) > 0; step++ {
 				set.MaxActive += 13
 				tick(t, e.store, set)

@@ -99,9 +99,14 @@ func lotteryOf(random [16]byte) int64 {
 }
 
 // scoreOf is where t sorts in a sharded line: by lottery if it joined
-// before opening, by sequence after.
-func scoreOf(t ticket, set Settings) int64 {
+// before opening (its draw once the lottery is drawn and this Store knows
+// the seed; the number its random part gives until then), by sequence
+// after.
+func (s *Store) scoreOf(event string, t ticket, set Settings) int64 {
 	if set.OpensAt != nil && t.joinedAt < set.OpensAt.UnixMilli() {
+		if seed, ok := s.seedOf(event, false); ok {
+			return drawScore(seed, t.id())
+		}
 		return lotteryOf(t.random)
 	}
 	return t.seq
@@ -113,7 +118,7 @@ func (s *Store) joinSharded(ctx context.Context, event string, set Settings, p *
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
 	k, n := keysOf(event), shardsOf(set)
-	keys := []string{k.stats, k.active, k.inventory, k.claims}
+	keys := []string{k.stats, k.active, k.inventory, k.claims, k.lottery, k.entries}
 	proofGoes, proofID, proofExp := "", "", ""
 	if p != nil {
 		exp := p.ExpiresAt.UnixMilli()
@@ -142,6 +147,8 @@ func (s *Store) joinSharded(ctx context.Context, event string, set Settings, p *
 		return JoinResult{}, ErrProofSpent
 	case "stale":
 		return JoinResult{}, ErrProofExpired
+	case "uncommitted":
+		return JoinResult{}, errUncommitted
 	case "layout":
 		return JoinResult{}, errLayout{int(r.int(1))}
 	}
@@ -163,14 +170,20 @@ func (s *Store) joinSharded(ctx context.Context, event string, set Settings, p *
 		shards := s.shardKeysFor(event, n)
 		own := int(t.seq % int64(n))
 		sk := shards[own]
-		place := s.startTold(ctx, sJoinShard, []string{sk.wait, sk.seen, sk.stats},
-			t.id(), score, t.seq/int64(n), rate, untilOpen, set.AbandonAfter.Milliseconds(), mrand.Float64(), n)
+		place := s.startTold(ctx, sJoinShard, []string{sk.wait, sk.seen, sk.stats, sk.info},
+			t.id(), score, t.seq/int64(n), rate, untilOpen, set.AbandonAfter.Milliseconds(), mrand.Float64(), n, 0)
 		ahead := s.startBelow(ctx, shards, own, score)
 		v, err := place.wait().Slice()
 		if err != nil {
 			return JoinResult{}, interpretError("join", err)
 		}
 		others, err := waitBelow(ahead)
+		if len(v) == 1 && v[0] == "redraw" {
+			// A pre-queue join overtaken by the draw: placed at its draw.
+			if v, others, err = s.placeDrawn(ctx, event, set, t, rate, untilOpen); err != nil {
+				return JoinResult{}, err
+			}
+		}
 		if err != nil {
 			return JoinResult{}, interpretError("join", err)
 		}
@@ -225,7 +238,7 @@ func (s *Store) statusSharded(ctx context.Context, event string, t ticket, set S
 	shards := s.shardKeysFor(event, n)
 	own := int(t.seq % int64(n))
 	sk := shards[own]
-	score := scoreOf(t, set)
+	score := s.scoreOf(event, t, set)
 	poll := s.batch.start(ctx, sStatusShard, []string{sk.wait, sk.seen, sk.info, sk.moving},
 		t.id(), t.seq/int64(n), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AbandonAfter.Milliseconds(), mrand.Float64(), n)
@@ -248,7 +261,10 @@ func (s *Store) statusSharded(ctx context.Context, event string, t ticket, set S
 		}
 		if got, err := strconv.ParseInt(r.str(6), 10, 64); err == nil && got != score {
 			// The ticket sorts elsewhere than its join time says (opens_at
-			// moved since): count again from where it really is.
+			// moved since, or the draw gave it its place and this Store
+			// does not know the seed yet): count again from where it
+			// really is.
+			s.learnSeed(ctx, event)
 			if others, err = waitBelow(s.startBelow(ctx, shards, own, got)); err != nil {
 				return Status{}, interpretError("status", err)
 			}
@@ -361,7 +377,7 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 	k := keysOf(event)
 	shards := s.shardKeysFor(event, n)
 	lease := max(3*s.tickEvery(), time.Second)
-	res, err := sTickBegin.Run(ctx, s.rdb, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.lease, k.tick},
+	res, err := sTickBegin.Run(ctx, s.rdb, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.lease, k.tick, k.lottery},
 		s.owner, lease.Milliseconds(), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
 		set.MaxActive, passthroughBatch, n,
 	).Slice()
@@ -500,7 +516,7 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 	out.Waiting -= moved
 	args[5] = out.Waiting
 	leaseGone = true // the accept gives it back, or a newer tick has it
-	v, err := s.durably(ctx, sTickAccept, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.tick, outcomeKey(event, epoch), k.lease}, args...).Slice()
+	v, err := s.durably(ctx, sTickAccept, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.tick, outcomeKey(event, epoch), k.lease, k.report, k.lottery}, args...).Slice()
 	if err != nil {
 		return tickAborted(out, err)
 	}

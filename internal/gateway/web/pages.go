@@ -40,7 +40,7 @@ func NewPages() (*Pages, error) {
 		return nil, err
 	}
 	p := &Pages{sets: map[string]*template.Template{}}
-	for _, name := range []string{IndexPage, RoomPage, BookPage, LeavePage, NotFoundPage} {
+	for _, name := range []string{IndexPage, RoomPage, BookPage, LeavePage, NotFoundPage, ReportPage} {
 		b, err := base.Clone()
 		if err != nil {
 			return nil, err
@@ -84,6 +84,7 @@ type Page struct {
 	Events   []Event    // the index
 	Event    *Event     // the room, booking and leave pages
 	Room     *Room      // the room
+	Report   *Report    // the sale's report
 }
 
 // LangLink is one entry of the language switcher.
