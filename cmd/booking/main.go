@@ -140,7 +140,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
-	mux.Handle("/", metrics.HTTP("booking", booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log).WithAdminToken(cfg.Auth.AdminToken)))
+	// The health summary the adaptive admitter reads: the API's own
+	// latency and errors, published to Redis every second.
+	health := booking.NewHealth(line, log, nil)
+	mux.Handle("/", metrics.HTTP("booking", health.Wrap(booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log).WithAdminToken(cfg.Auth.AdminToken))))
 	// The simulator's hosted page: another origin than the gateway's, as a
 	// real provider's (the fan's browser is sent there by paymentUrl, and
 	// back to the gateway). On this listener, or on a listener of its own
@@ -167,6 +170,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, 5*time.Second)
 	})
 	start(inv.Run)
+	start(health.Run)
 	start(sim.Run)
 	start(func(ctx context.Context) {
 		every := min(cfg.Booking.Payment.ReconcileAfter.D()/4, 30*time.Second)

@@ -8,9 +8,12 @@ package admission
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +29,14 @@ type Store interface {
 	// TickEvery tells the store the tick interval (a sharded event's tick
 	// lease is a few of them).
 	TickEvery(d time.Duration)
+
+	// The operators' state (operators.go).
+	Overrides(ctx context.Context, event string) (map[string]queue.Override, error)
+	DropOverride(ctx context.Context, event, field string, o queue.Override) (bool, error)
+	Adapt(ctx context.Context, event string, struggling int, interval time.Duration, step, floor float64) (now, was float64, err error)
+	BookingHealthOf(ctx context.Context, since time.Time) ([]queue.BookingHealth, error)
+	Audit(ctx context.Context, e queue.AuditEntry) error
+	AuditOnce(ctx context.Context, once string, ttl time.Duration, e queue.AuditEntry) error
 }
 
 // Admitter ticks every configured event.
@@ -75,6 +86,13 @@ func (a *Admitter) TickAll(ctx context.Context) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, max(cfg.Admitter.Tick.D(), time.Second))
 	defer cancel()
+	sig := signal{struggling: -1}
+	for _, ev := range cfg.Events {
+		if ev.Admission.Adaptive {
+			sig = a.health(ctx, cfg.Admitter.Adaptive)
+			break
+		}
+	}
 	var wg sync.WaitGroup
 	for _, ev := range cfg.Events {
 		wg.Add(1)
@@ -82,7 +100,7 @@ func (a *Admitter) TickAll(ctx context.Context) {
 			defer wg.Done()
 			// A tick that ran out of time (Redis failing over) is an error
 			// too; one cut short by the admitter stopping is not.
-			if err := a.tick(ctx, ev); err != nil && parent.Err() == nil {
+			if err := a.tick(ctx, cfg, ev, sig); err != nil && parent.Err() == nil {
 				tickErrors.WithLabelValues(ev.ID).Inc()
 				a.log.Error("tick failed", "event", ev.ID, "err", err)
 			}
@@ -92,14 +110,22 @@ func (a *Admitter) TickAll(ctx context.Context) {
 	a.rounds.Add(1)
 }
 
-func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
+func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event, sig signal) error {
 	start := time.Now()
 	defer func() { tickDuration.WithLabelValues(ev.ID).Observe(time.Since(start).Seconds()) }()
-	set := SettingsFor(ev)
+	tickErrors.WithLabelValues(ev.ID).Add(0) // exported from the first tick, so increase() sees the first error
+	set, err := a.overlay(ctx, ev, SettingsFor(ev))
+	if err != nil {
+		return err
+	}
+	if ev.Admission.Adaptive {
+		if set, err = a.adapt(ctx, ev, set, cfg.Admitter.Adaptive, sig); err != nil {
+			return err
+		}
+	}
 	if k, ok := a.layouts.Load(ev.ID); ok {
 		set.Shards = k.(int)
 	}
-	tickErrors.WithLabelValues(ev.ID).Add(0) // exported from the first tick, so increase() sees the first error
 	configured := set.AdmitPerSecond
 	if !set.Admitting(time.Now()) {
 		configured = 0 // "not admitting on purpose": the stalled-line alert keys on it
@@ -133,7 +159,9 @@ func (a *Admitter) tick(ctx context.Context, ev config.Event) error {
 // applied logs what a reload changed and forgets the gauges of events that
 // are gone; the next tick uses the new config.
 func (a *Admitter) applied(old, cfg *config.Config) {
-	a.log.Info("config reloaded", "path", a.cfg.Path(), "changes", diff(old, cfg))
+	changes := diff(old, cfg)
+	a.log.Info("config reloaded", "path", a.cfg.Path(), "changes", changes)
+	a.auditReload(changes)
 	for _, ev := range old.Events {
 		if _, ok := cfg.Event(ev.ID); !ok {
 			forgetEvent(ev.ID)
@@ -144,7 +172,33 @@ func (a *Admitter) applied(old, cfg *config.Config) {
 	}
 }
 
-// diff lists what a reload changed, event by event, for the log.
+// auditReload tells the audit what a reload changed for each event, once
+// however many admitter replicas reload the same edit (they do within a
+// second or so of each other).
+func (a *Admitter) auditReload(changes []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for _, c := range changes {
+		event, _, _ := strings.Cut(c, " ")
+		if strings.HasPrefix(c, "event ") {
+			event = strings.Fields(c)[1]
+		} else if strings.HasPrefix(c, "admitter.") {
+			event = ""
+		}
+		sum := sha256.Sum256([]byte(c))
+		e := queue.AuditEntry{Event: event, Change: c, Source: SourceConfig}
+		if err := a.store.AuditOnce(ctx, "reload:"+hex.EncodeToString(sum[:12]), reloadOnce, e); err != nil {
+			a.log.Warn("audit", "change", c, "err", err)
+		}
+	}
+}
+
+// reloadOnce is how long the replicas' identical reloads count as one.
+const reloadOnce = 10 * time.Second
+
+// diff lists what a reload changed, event by event, for the log and the
+// audit: each line starts with the event's id ("event <id> added" and
+// "admitter.tick …" aside).
 func diff(old, cur *config.Config) []string {
 	var out []string
 	for _, ev := range cur.Events {
@@ -167,6 +221,9 @@ func diff(old, cur *config.Config) []string {
 		}
 		if was.AccessTTL != now.AccessTTL || was.AbandonAfter != now.AbandonAfter {
 			out = append(out, fmt.Sprintf("%s access_ttl %s abandon_after %s", ev.ID, now.AccessTTL, now.AbandonAfter))
+		}
+		if o.Admission.Adaptive != ev.Admission.Adaptive {
+			out = append(out, fmt.Sprintf("%s adaptive %t -> %t", ev.ID, o.Admission.Adaptive, ev.Admission.Adaptive))
 		}
 		if !sameTime(was.PrequeueOpensAt, now.PrequeueOpensAt) || !sameTime(was.OpensAt, now.OpensAt) || !sameTime(was.ClosesAt, now.ClosesAt) {
 			out = append(out, fmt.Sprintf("%s times changed", ev.ID))

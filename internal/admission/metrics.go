@@ -18,7 +18,7 @@ var (
 	}, []string{"event"})
 	admitRate = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "waitroom_admit_rate",
-		Help: "Effective admission rate (fans/s) measured in Redis while fans wait; the rate ETAs use.",
+		Help: "Effective admission rate (fans/s) measured in Redis while fans wait; the rate ETAs use. It starts again from the rate in force when that changes (an override, a reload, the adaptive admitter's halving or step).",
 	}, []string{"event"})
 	admitRateConfigured = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "waitroom_admit_rate_configured",

@@ -84,6 +84,30 @@ type Gateway struct {
 type Admitter struct {
 	Addr string   `yaml:"addr"`
 	Tick Duration `yaml:"tick"`
+	// Adaptive holds the thresholds of admission.adaptive: when the booking
+	// core struggles, the events that ask for it are slowed down.
+	Adaptive Adaptive `yaml:"adaptive"`
+}
+
+// Adaptive is when the admitter finds the booking core struggling, and how
+// it slows down and speeds up again (events with admission.adaptive: true).
+// The signals are the booking core's own, over its last 10 s.
+type Adaptive struct {
+	// HoldP99 above this (the hold route's latency, 99th percentile) is
+	// struggling. Default 500ms.
+	HoldP99 Duration `yaml:"hold_p99"`
+	// ErrorShare above this (the share of 5xx answers, counted once the
+	// window has at least 20 requests) is struggling. Default 0.05.
+	ErrorShare float64 `yaml:"error_share"`
+	// Step is how much of the configured rate comes back per interval once
+	// healthy. Default 0.1.
+	Step float64 `yaml:"step"`
+	// Interval is the least time between two changes: each halving or
+	// step sees fresh signals. Default 5s.
+	Interval Duration `yaml:"interval"`
+	// Floor is the least share of the configured rate it halves down to.
+	// Default 0.05.
+	Floor float64 `yaml:"floor"`
 }
 
 type Booking struct {
@@ -170,6 +194,10 @@ type Admission struct {
 	// 2^JoinProofBits SHA-256 hashes (0 = off, at most MaxJoinProofBits).
 	// The gateway reads it from the config in force, so an edit acts at once.
 	JoinProofBits int `yaml:"join_proof_bits"`
+	// Adaptive lets the admitter halve the event's rate by itself while the
+	// booking core struggles (admitter.adaptive), and bring it back step by
+	// step once healthy.
+	Adaptive bool `yaml:"adaptive"`
 	// Accounts is AccountsOptional ("" too) or AccountsRequired: a join
 	// without a valid account token is then refused.
 	Accounts string `yaml:"accounts"`
@@ -346,6 +374,18 @@ func (c *Config) setDefaults() {
 	defD(&c.Gateway.ProxyTimeout, 10*time.Second)
 	def(&c.Admitter.Addr, ":8082")
 	defD(&c.Admitter.Tick, time.Second)
+	ad := &c.Admitter.Adaptive
+	defD(&ad.HoldP99, 500*time.Millisecond)
+	defD(&ad.Interval, 5*time.Second)
+	if ad.ErrorShare == 0 {
+		ad.ErrorShare = 0.05
+	}
+	if ad.Step == 0 {
+		ad.Step = 0.1
+	}
+	if ad.Floor == 0 {
+		ad.Floor = 0.05
+	}
 	def(&c.Booking.Addr, ":8081")
 	if c.Booking.PublicKeyFile == "" {
 		def(&c.Booking.JWKSURL, "http://127.0.0.1:8080/.well-known/jwks.json")
@@ -440,6 +480,21 @@ func (c *Config) Validate() error {
 	}
 	if c.Admitter.Tick.D() < 10*time.Millisecond {
 		bad("admitter.tick", "must be >= 10ms")
+	}
+	if ad := c.Admitter.Adaptive; ad.HoldP99.D() < time.Millisecond {
+		bad("admitter.adaptive.hold_p99", "must be >= 1ms")
+	}
+	if ad := c.Admitter.Adaptive; !(ad.ErrorShare > 0 && ad.ErrorShare < 1) {
+		bad("admitter.adaptive.error_share", "must be between 0 and 1 (a share of the answers), not %g", ad.ErrorShare)
+	}
+	if ad := c.Admitter.Adaptive; !(ad.Step > 0 && ad.Step <= 1) {
+		bad("admitter.adaptive.step", "must be > 0 and <= 1 (a share of the configured rate), not %g", ad.Step)
+	}
+	if ad := c.Admitter.Adaptive; ad.Interval.D() < 10*time.Millisecond {
+		bad("admitter.adaptive.interval", "must be >= 10ms")
+	}
+	if ad := c.Admitter.Adaptive; !(ad.Floor > 0 && ad.Floor <= 1) {
+		bad("admitter.adaptive.floor", "must be > 0 and <= 1 (a share of the configured rate), not %g", ad.Floor)
 	}
 	if c.Booking.HoldTTL.D() < time.Second {
 		bad("booking.hold_ttl", "must be >= 1s")

@@ -156,6 +156,12 @@ func TestBadConfigs(t *testing.T) {
 		{"zero max seats", `payment: {secret: "pay-secret"}`, "max_seats_per_hold: -1\n  payment: {secret: \"pay-secret\"}", "booking.max_seats_per_hold: must be between 1 and 100"},
 		{"negative per-ip limit", "booking:", "gateway: {joins_per_ip_per_minute: -1}\nbooking:", "gateway.joins_per_ip_per_minute: must be >= 0"},
 		{"tiny tick", "booking:", "admitter: {tick: \"1ms\"}\nbooking:", "admitter.tick: must be >= 10ms"},
+		{"adaptive share above one", "booking:", "admitter: {adaptive: {error_share: 1.5}}\nbooking:", "admitter.adaptive.error_share: must be between 0 and 1"},
+		{"adaptive negative step", "booking:", "admitter: {adaptive: {step: -0.1}}\nbooking:", "admitter.adaptive.step: must be > 0 and <= 1"},
+		{"adaptive tiny p99", "booking:", "admitter: {adaptive: {hold_p99: \"10us\"}}\nbooking:", "admitter.adaptive.hold_p99: must be >= 1ms"},
+		{"adaptive floor above one", "booking:", "admitter: {adaptive: {floor: 2}}\nbooking:", "admitter.adaptive.floor: must be > 0 and <= 1"},
+		{"adaptive tiny interval", "booking:", "admitter: {adaptive: {interval: \"1ms\"}}\nbooking:", "admitter.adaptive.interval: must be >= 10ms"},
+		{"adaptive not a bool", "admit_per_second: 50", "admit_per_second: 50, adaptive: sometimes", "into bool"},
 		{"showtime id zero", "id: 42", "id: 0", "events[0].showtimes[0].id: must be >= 1"},
 		{"too many rows", "rows: 10", "rows: 27", "events[0].showtimes[0].rows: must be between 0 and 26"},
 		{"rows without seats", "seats_per_row: 20", "seats_per_row: 0", "events[0].showtimes[0].rows: rows and seats_per_row must both be set or both be 0"},
@@ -287,5 +293,20 @@ func TestJoinProofBits(t *testing.T) {
 		if got := c.Events[0].Admission.JoinProofBits; got != bits {
 			t.Errorf("join_proof_bits: %d read as %d", bits, got)
 		}
+	}
+}
+
+func TestAdaptiveDefaults(t *testing.T) {
+	c, err := config.Parse([]byte(strings.Replace(valid, "admit_per_second: 50", "admit_per_second: 50, adaptive: true", 1)), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Events[0].Admission.Adaptive || c.Events[1].Admission.Adaptive {
+		t.Errorf("adaptive = %v, %v; want true, false", c.Events[0].Admission.Adaptive, c.Events[1].Admission.Adaptive)
+	}
+	ad := c.Admitter.Adaptive
+	want := config.Adaptive{HoldP99: config.Duration(500 * time.Millisecond), ErrorShare: 0.05, Step: 0.1, Interval: config.Duration(5 * time.Second), Floor: 0.05}
+	if ad != want {
+		t.Errorf("admitter.adaptive = %+v; want %+v", ad, want)
 	}
 }

@@ -1,9 +1,6 @@
 package gateway
 
 import (
-	"crypto/subtle"
-	"strings"
-
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 
@@ -15,29 +12,8 @@ import (
 // {"points","reference"} → 201 {"balance"}, the same reference crediting
 // once. The wallet lives in the booking core, which does the credit (its
 // /api/v1/booking/admin/… routes, guarded by the same token); the gateway
-// checks the operator's token and forwards. The rest of the operators'
-// API has its own group and middleware; adminGuard here is the credit's
-// own until the two meet.
-
-var errAdminToken = &apiError{Status: fiber.StatusUnauthorized, Code: "unauthorized", Message: "operator token required"}
-
-// adminGuard lets a request through only with Authorization: Bearer
-// <auth.admin_token>, compared in constant time; while the token is empty
-// the operators' API is off (404, as if it did not exist).
-func (s *Server) adminGuard(c *fiber.Ctx) error {
-	want := s.config().Auth.AdminToken
-	if want == "" {
-		return errNotFound
-	}
-	got, h := "", c.Get(fiber.HeaderAuthorization)
-	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		got = strings.TrimSpace(h[7:])
-	}
-	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		return errAdminToken
-	}
-	return c.Next()
-}
+// checks the operator's token (requireAdmin, on the operators' group) and
+// forwards.
 
 // creditWallet forwards the credit to the booking core, with the
 // operators' token, and answers what it answers.
@@ -48,8 +24,4 @@ func (s *Server) creditWallet(c *fiber.Ctx) error {
 	}
 	c.Request().SetRequestURI(bookingPrefix + "/admin/wallets/" + acct + "/credits")
 	return s.proxy.forward(c, s.config().Auth.AdminToken, s.clientOf(c).addr.String())
-}
-
-func (s *Server) adminWalletRoutes(api fiber.Router) {
-	api.Post("/admin/wallets/:account/credits", s.adminGuard, s.creditWallet)
 }

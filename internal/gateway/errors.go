@@ -22,6 +22,9 @@ type apiError struct {
 	Challenge string `json:"challenge,omitempty"`
 	Bits      int    `json:"bits,omitempty"`
 	ExpiresAt string `json:"expiresAt,omitempty"`
+	// Field names the request's field at fault (400 invalid_request of the
+	// operators' API).
+	Field string `json:"field,omitempty"`
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }

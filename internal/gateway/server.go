@@ -43,6 +43,7 @@ type Server struct {
 
 	proxies atomic.Pointer[proxies] // gateway.trusted_proxies, parsed; swapped on reload
 	pages   *web.Pages              // the fans' pages, rendered per request
+	history *history                // the operators' chart (history.go)
 
 	settingsMu sync.RWMutex
 	settings   map[string]queue.Settings
@@ -70,6 +71,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, signer: o.Signer, accounts: o.Accounts, log: o.Log, now: o.Now,
 		settings: map[string]queue.Settings{},
+		history:  newHistory(historyEvery, historySpan),
 		proofs:   proof.NewKeeper([]byte(o.Config.Auth.TicketSecret)),
 	}
 	if s.now == nil {
@@ -104,6 +106,7 @@ func New(o Options) (*Server, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	go s.refreshSettings(ctx)
+	go s.sampleHistory(ctx)
 	exportSeries(o.Config)
 	return s, nil
 }
@@ -169,7 +172,6 @@ func (s *Server) routes() {
 
 	api := a.Group("/api/v1")
 	api.All("/booking/*", s.gate)
-	s.adminWalletRoutes(api)
 	line := api.Group("/events", lineBudget)
 	line.Get("", s.listEvents)
 	line.Get("/:event", s.getEvent)
@@ -179,6 +181,8 @@ func (s *Server) routes() {
 	line.Get("/:event/lottery", s.lottery)
 	line.Get("/:event/lottery/:ticket", s.ticketDraw)
 	line.Get("/:event/report", s.report)
+	s.adminRoutes(api)
+	a.Get("/admin", s.adminPage)
 
 	s.pageRoutes()
 	// No catch-all: fiber then answers 404 or 405 itself, through errorHandler.

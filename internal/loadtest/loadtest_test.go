@@ -216,9 +216,9 @@ waitroom_admitted_total{event="sale"} 42
 func TestPlotPNG(t *testing.T) {
 	measured := series{Color: plotBlue}
 	for x := 0; x <= 60; x++ {
-		measured.Points = append(measured.Points, point{float64(x), float64(x % 20 * 5)})
+		measured.Points = append(measured.Points, point{X: float64(x), Y: float64(x % 20 * 5)})
 	}
-	configured := series{Color: plotRed, Points: []point{{0, 50}, {60, 50}}}
+	configured := series{Color: plotRed, Points: []point{{X: 0, Y: 50}, {X: 60, Y: 50}}}
 	var buf bytes.Buffer
 	if err := plotPNG(&buf, 640, 320, measured, configured); err != nil {
 		t.Fatal(err)

@@ -666,7 +666,7 @@ func BenchmarkSale(b *testing.B) {
 		prev := samples[i-1]
 		dt := smp.at - prev.at
 		r := float64(smp.admitted-prev.admitted) / dt.Seconds()
-		rates = append(rates, point{smp.at.Seconds(), r})
+		rates = append(rates, point{X: smp.at.Seconds(), Y: r})
 		if prev.waiting > 0 && smp.waiting > 0 {
 			perSec = append(perSec, r)
 			sumAdm += smp.admitted - prev.admitted
@@ -689,7 +689,7 @@ func BenchmarkSale(b *testing.B) {
 	}
 	var png bytes.Buffer
 	if err := plotPNG(&png, 800, 360,
-		series{Points: []point{{0, saleRate}, {xEnd, saleRate}}, Color: plotRed, Dashed: true},
+		series{Points: []point{{X: 0, Y: saleRate}, {X: xEnd, Y: saleRate}}, Color: plotRed, Dashed: true},
 		series{Points: rates, Color: plotBlue},
 	); err != nil {
 		b.Fatal(err)

@@ -17,6 +17,10 @@ type keys struct {
 	bucket   string // HASH tokens, ts: the admission token bucket
 	settings string // JSON Settings published by the admitter
 
+	// The operators' (operators.go).
+	overrides string // HASH field (mode, admitPerSecond, maxActive) → JSON Override
+	adaptive  string // HASH factor, at (ms): the adaptive admitter's share of the rate
+
 	// The inventory the booking core publishes (inventory.go).
 	inventory string // HASH available, held, pending, engaged, updatedAt (the contract's name)
 	places    string // HASH hold id → "<ticket> <places> <reserved at ms>"
@@ -88,6 +92,9 @@ func buildKeys(event string) keys {
 		bucket:   p + "bucket",
 		settings: p + "settings",
 
+		overrides: p + "overrides",
+		adaptive:  p + "adaptive",
+
 		inventory: p + "inventory",
 		places:    p + "places",
 		holders:   p + "holders",
@@ -121,6 +128,17 @@ func proofsKey(event string, minute int64) string {
 func joinLimitKey(addr string, minute int64) string {
 	return "wr:joinlimit:{" + addr + "}:" + strconv.FormatInt(minute, 10)
 }
+
+// The operators' keys that belong to no event, each under a tag of its
+// own: the audit trail (a STREAM at, event, change, source, capped), the
+// marks that let a change be audited once by many replicas, and the booking
+// core's health summaries (HASH replica → JSON BookingHealth).
+const (
+	auditKey         = "wr:{admin}:audit"
+	bookingHealthKey = "wr:{booking}:health"
+)
+
+func auditOnceKey(once string) string { return "wr:{admin}:once:" + once }
 
 // BookingStream is the Redis stream confirmed bookings are published to
 // (DESIGN.md: booking-events, one entry per booking, keyed by bookingId).

@@ -72,6 +72,12 @@ type Settings struct {
 	// is the one-shard layout. The admitter publishes the layout the
 	// event's state really has.
 	Shards int `json:"shards,omitempty"`
+	// Sources says where mode, admitPerSecond and maxActive come from:
+	// "config", or "api" for an operator's override (package admission).
+	Sources map[string]string `json:"sources,omitempty"`
+	// Factor is the adaptive admitter's share of the rate (0 = not
+	// adaptive): AdmitPerSecond is the rate in force times it already.
+	Factor float64 `json:"adaptiveFactor,omitempty"`
 }
 
 // Position of a waiting ticket, with what the fan is told.

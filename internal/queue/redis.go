@@ -28,10 +28,12 @@ type rediser interface {
 	Get(ctx context.Context, key string) *redis.StringCmd
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
+	XRevRangeN(ctx context.Context, stream, start, stop string, count int64) *redis.XMessageSliceCmd
 	HGet(ctx context.Context, key, field string) *redis.StringCmd
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
 	SScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
-	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 	Time(ctx context.Context) *redis.TimeCmd
 	Ping(ctx context.Context) *redis.StatusCmd
 }

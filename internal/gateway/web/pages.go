@@ -16,6 +16,7 @@ const (
 	BookPage     = "book"     // GET /e/{event}/book
 	LeavePage    = "leave"    // GET /e/{event}/leave: "Leave the line?" without JavaScript
 	NotFoundPage = "notfound" // an unknown event
+	AdminPage    = "admin"    // GET /admin, the operators' page (RenderAdmin)
 )
 
 //go:embed templates
@@ -49,7 +50,18 @@ func NewPages() (*Pages, error) {
 		}
 		p.sets[name] = b
 	}
+	admin, err := template.ParseFS(templateFiles, "templates/admin.html")
+	if err != nil {
+		return nil, fmt.Errorf("template admin: %w", err)
+	}
+	p.sets[AdminPage] = admin
 	return p, nil
+}
+
+// RenderAdmin writes the operators' page (templates/admin.html: English
+// only, no layout of the fans' pages, no data: its script fetches it).
+func (p *Pages) RenderAdmin(w io.Writer) error {
+	return p.sets[AdminPage].ExecuteTemplate(w, "admin", nil)
 }
 
 // Render writes page with data.

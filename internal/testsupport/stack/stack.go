@@ -92,6 +92,11 @@ type Options struct {
 	ClusterReplicas int
 	// RedisWaitReplicas is config redis.wait_replicas.
 	RedisWaitReplicas int
+	// AdminToken is auth.admin_token ("" = the operators' API off).
+	AdminToken string
+	// Admitter is extra flow-style keys of admitter: (starting with ", "),
+	// e.g. `, adaptive: {hold_p99: "300ms"}`.
+	Admitter string
 }
 
 // Stack is a running waitroom.
@@ -182,16 +187,16 @@ func Start(t testing.TB, o Options) *Stack {
 	}
 	cfg := fmt.Sprintf(`redis: {url: %q, wait_replicas: %d}
 postgres: {url: %q}
-auth: {ticket_secret: %q, signing_key_file: %q}
+auth: {ticket_secret: %q, signing_key_file: %q, admin_token: %q}
 gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: "5s", trusted_proxies: %s}
-admitter: {addr: "127.0.0.1:0", tick: %q}
+admitter: {addr: "127.0.0.1:0", tick: %q%s}
 booking:
   addr: %q
   jwks_url: "http://%s/.well-known/jwks.json"
 %s
 events:
 %s
-`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, gw, s.Booking, o.JoinsPerIP, yamlList(o.TrustedProxies), o.Tick, bk, gw, indentBooking(o.Booking), o.Events)
+`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, gw, s.Booking, o.JoinsPerIP, yamlList(o.TrustedProxies), o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
 	s.ConfigPath = filepath.Join(dir, "waitroom.yaml")
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,326 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// What the operators' API and the adaptive admitter keep in Redis: an
+// event's overrides (under the event's tag, so every admitter and gateway
+// sees them and they survive restarts), its adaptive factor, the audit
+// trail, and the booking core's health summary (docs/OPERATIONS.md).
+
+// Override is one setting an operator put in force through the API. Base
+// is the config's value when it was set: once the config in force has
+// another value for that key, the file was edited after the API and wins
+// (the file stays the operators' first tool).
+type Override struct {
+	Value string    `json:"value"`
+	Base  string    `json:"base"`
+	At    time.Time `json:"at"`
+	raw   string    // as stored, for DropOverride's compare-and-delete
+}
+
+// Override fields: the keys an operator may set (the API's JSON names).
+const (
+	FieldMode           = "mode"
+	FieldAdmitPerSecond = "admitPerSecond"
+	FieldMaxActive      = "maxActive"
+)
+
+// SetOverrides puts set in force for event and clears the fields of clear,
+// in one step.
+func (s *Store) SetOverrides(ctx context.Context, event string, set map[string]Override, clear []string) error {
+	args := []any{len(set)}
+	for f, o := range set {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return fmt.Errorf("overrides: %w", err)
+		}
+		args = append(args, f, string(b))
+	}
+	for _, f := range clear {
+		args = append(args, f)
+	}
+	err := setOverridesScript.Run(ctx, s.rdb, []string{keysOf(event).overrides}, args...).Err()
+	return interpretError("overrides", err)
+}
+
+// Overrides reads event's overrides, field → override.
+func (s *Store) Overrides(ctx context.Context, event string) (map[string]Override, error) {
+	m, err := s.rdb.HGetAll(ctx, keysOf(event).overrides).Result()
+	if err != nil {
+		return nil, interpretError("overrides", err)
+	}
+	out := make(map[string]Override, len(m))
+	for f, raw := range m {
+		var o Override
+		if json.Unmarshal([]byte(raw), &o) != nil {
+			continue
+		}
+		o.raw = raw
+		out[f] = o
+	}
+	return out, nil
+}
+
+// DropOverride deletes o (as Overrides read it) unless another replaced it
+// since: of several admitters finding the config edited, exactly one drops
+// it (and tells the audit).
+func (s *Store) DropOverride(ctx context.Context, event, field string, o Override) (bool, error) {
+	n, err := dropOverrideScript.Run(ctx, s.rdb, []string{keysOf(event).overrides}, field, o.raw).Int()
+	if err != nil {
+		return false, interpretError("overrides", err)
+	}
+	return n == 1, nil
+}
+
+// setOverridesScript writes and clears overrides.
+//
+// KEYS: 1 overrides
+// ARGV: 1 n, then n pairs (field, JSON), then the fields to clear
+// Returns 1.
+var setOverridesScript = redis.NewScript(`
+local n = tonumber(ARGV[1])
+for i = 0, n - 1 do redis.call('HSET', KEYS[1], ARGV[2 + 2 * i], ARGV[3 + 2 * i]) end
+for i = 2 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
+return 1
+`)
+
+// dropOverrideScript deletes an override if it is still the one read.
+//
+// KEYS: 1 overrides
+// ARGV: 1 field, 2 its value as read
+// Returns 1 if deleted, else 0.
+var dropOverrideScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+return redis.call('HDEL', KEYS[1], ARGV[1])
+`)
+
+// Adapt moves event's adaptive factor (the share of the rate in force that
+// the admitter uses, 1 when healthy) one step, at most once per interval
+// across every admitter replica (Redis TIME): halved (not below floor) when
+// struggling > 0, raised by step (up to 1) when struggling == 0, kept when
+// struggling < 0 (no signal). It returns the factor in force afterwards and
+// the one before.
+func (s *Store) Adapt(ctx context.Context, event string, struggling int, interval time.Duration, step, floor float64) (now, was float64, err error) {
+	v, err := adaptScript.Run(ctx, s.rdb, []string{keysOf(event).adaptive},
+		struggling, interval.Milliseconds(), rateArg(step), rateArg(floor)).Slice()
+	if err != nil {
+		return 1, 1, interpretError("adapt", err)
+	}
+	r := reply(v)
+	now, was = r.float(0), r.float(1)
+	if r.err != nil {
+		return 1, 1, fmt.Errorf("adapt: %w", r.err)
+	}
+	return now, was, nil
+}
+
+// AdaptiveFactor reads event's adaptive factor (1 when none was kept).
+func (s *Store) AdaptiveFactor(ctx context.Context, event string) (float64, error) {
+	v, err := s.rdb.HMGet(ctx, keysOf(event).adaptive, "factor").Result()
+	if err != nil {
+		return 1, interpretError("adapt", err)
+	}
+	f, err := strconv.ParseFloat(fmt.Sprint(v[0]), 64)
+	if err != nil {
+		return 1, nil
+	}
+	return f, nil
+}
+
+// adaptScript is one step of the adaptive factor.
+//
+// KEYS: 1 adaptive (HASH factor, at ms)
+// ARGV: 1 struggling (1, 0, or -1 = unknown), 2 interval ms, 3 step, 4 floor
+// Returns {factor now, factor before} as strings.
+var adaptScript = redis.NewScript(prelude + `
+local now = clock()
+local v = redis.call('HMGET', KEYS[1], 'factor', 'at')
+local f, at = tonumber(v[1]) or 1, tonumber(v[2]) or 0
+local was = f
+local s, every = tonumber(ARGV[1]), tonumber(ARGV[2])
+local step, floor = tonumber(ARGV[3]), tonumber(ARGV[4])
+if now - at >= every then
+  if s > 0 and f > floor then
+    f = math.max(floor, f / 2)
+  elseif s == 0 and f < 1 then
+    f = math.min(1, f + step)
+  end
+end
+if f ~= was then redis.call('HSET', KEYS[1], 'factor', tostring(f), 'at', now) end
+return {tostring(f), tostring(was)}
+`)
+
+// AuditEntry is one line of the operators' audit trail.
+type AuditEntry struct {
+	At     time.Time `json:"at"`
+	Event  string    `json:"event"`
+	Change string    `json:"change"`
+	Source string    `json:"source"` // api | config | adaptive
+}
+
+// auditLen bounds the audit trail: the newest entries are kept (about).
+const auditLen = 10000
+
+// Audit appends e to the audit trail (its At is Redis TIME).
+func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+	return s.AuditOnce(ctx, "", 0, e)
+}
+
+// AuditOnce appends e unless an entry with the same once key was appended
+// within ttl: the admitter replicas that all reload the same edit tell the
+// audit once.
+func (s *Store) AuditOnce(ctx context.Context, once string, ttl time.Duration, e AuditEntry) error {
+	k := []string{auditKey, auditKey}
+	if once != "" {
+		k[1] = auditOnceKey(once)
+	}
+	err := auditScript.Run(ctx, s.rdb, k, auditLen, e.Event, e.Change, e.Source, ttl.Milliseconds()).Err()
+	return interpretError("audit", err)
+}
+
+// AuditLog reads the newest entries of the audit trail, newest first, at
+// most limit.
+func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
+	msgs, err := s.rdb.XRevRangeN(ctx, auditKey, "+", "-", int64(limit)).Result()
+	if err != nil {
+		return nil, interpretError("audit", err)
+	}
+	out := make([]AuditEntry, 0, len(msgs))
+	for _, m := range msgs {
+		e := AuditEntry{Event: fmt.Sprint(m.Values["event"]), Change: fmt.Sprint(m.Values["change"]), Source: fmt.Sprint(m.Values["source"])}
+		if ms, err := strconv.ParseInt(fmt.Sprint(m.Values["at"]), 10, 64); err == nil {
+			e.At = msToTime(ms).UTC()
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// auditScript appends to the audit stream, once per once key.
+//
+// KEYS: 1 the audit stream, 2 the once key (= KEYS[1]: no once key)
+// ARGV: 1 max length, 2 event, 3 change, 4 source, 5 the once key's ttl ms
+// Returns 1 if appended, 0 if the once key was there.
+var auditScript = redis.NewScript(prelude + `
+if KEYS[2] ~= KEYS[1] then
+  if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[5]) then return 0 end
+end
+local now = clock()
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'at', now, 'event', ARGV[2], 'change', ARGV[3], 'source', ARGV[4])
+return 1
+`)
+
+// BookingHealth is what one booking core replica publishes of its own
+// signals over its last 10 s, for the adaptive admitter.
+type BookingHealth struct {
+	Replica  string        `json:"replica"`
+	HoldP99  time.Duration `json:"holdP99"`
+	Holds    int64         `json:"holds"`
+	Requests int64         `json:"requests"`
+	Errors   int64         `json:"errors"` // 5xx answers
+	At       time.Time     `json:"at"`     // the replica's clock
+	AtMs     int64         `json:"atMs"`   // At in unix ms, for the script that drops stale ones
+}
+
+// healthStale: a replica's summary older than this is dropped by the next
+// publisher (a replica that stopped), and ignored by readers long before.
+const healthStale = time.Minute
+
+// PublishBookingHealth stores h as its replica's summary (booking core only).
+func (s *Store) PublishBookingHealth(ctx context.Context, h BookingHealth) error {
+	h.AtMs = h.At.UnixMilli()
+	b, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("booking health: %w", err)
+	}
+	err = healthScript.Run(ctx, s.rdb, []string{bookingHealthKey}, h.Replica, string(b), h.At.Add(-healthStale).UnixMilli()).Err()
+	return interpretError("booking health", err)
+}
+
+// RemoveBookingHealth drops a replica's summary (it stops).
+func (s *Store) RemoveBookingHealth(ctx context.Context, replica string) error {
+	return interpretError("booking health", s.rdb.HDel(ctx, bookingHealthKey, replica).Err())
+}
+
+// BookingHealthOf reads the summaries of every booking core replica that
+// published since `since`.
+func (s *Store) BookingHealthOf(ctx context.Context, since time.Time) ([]BookingHealth, error) {
+	m, err := s.rdb.HGetAll(ctx, bookingHealthKey).Result()
+	if err != nil {
+		return nil, interpretError("booking health", err)
+	}
+	var out []BookingHealth
+	for _, raw := range m {
+		var h BookingHealth
+		if json.Unmarshal([]byte(raw), &h) == nil && !h.At.Before(since) {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// healthScript stores a replica's summary and drops those stale.
+//
+// KEYS: 1 booking health (HASH replica → JSON with "at")
+// ARGV: 1 replica, 2 JSON, 3 stale before (ms, the publisher's clock)
+// Returns 1.
+var healthScript = redis.NewScript(`
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local ok, h = pcall(cjson.decode, all[i + 1])
+  if not ok or type(h) ~= 'table' or type(h.atMs) ~= 'number' or h.atMs < tonumber(ARGV[3]) then
+    redis.call('HDEL', KEYS[1], all[i])
+  end
+end
+return 1
+`)
+
+// ErrUnknownTicket: the ticket is neither waiting nor active.
+var ErrUnknownTicket = errors.New("queue: ticket neither waiting nor active")
+
+// Revoke takes the ticket with id (the access JWT's sub) out of the line or
+// out of its active place at once, as its leaving would: its pass stops
+// working at the gate at the next request. ErrInvalidTicket for a
+// malformed id (no Redis call), ErrUnknownTicket when it was in neither.
+func (s *Store) Revoke(ctx context.Context, event, id string) error {
+	if !idPattern.MatchString(id) {
+		return ErrInvalidTicket
+	}
+	k := keysOf(event)
+	n, err := leaveScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.stats, k.inventory, k.holders}, id).Int()
+	if err != nil {
+		return interpretError("revoke", err)
+	}
+	if n < 0 {
+		seq, ok := seqOf(id)
+		if !ok {
+			return ErrInvalidTicket
+		}
+		sk := s.shardKeysFor(event, -n)[int(seq%int64(-n))]
+		left, err := sLeaveShard.Run(ctx, s.rdb, []string{sk.wait, sk.stats}, id).Int()
+		if err != nil {
+			return interpretError("revoke", err)
+		}
+		if left == 1 {
+			return nil
+		}
+		n, err = sLeaveGlobal.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders, k.claims}, id).Int()
+		if err != nil {
+			return interpretError("revoke", err)
+		}
+	}
+	if n == 0 {
+		return ErrUnknownTicket
+	}
+	return nil
+}
