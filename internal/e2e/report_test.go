@@ -35,8 +35,10 @@ func TestBrowserReportPage(t *testing.T) {
 	events := fmt.Sprintf(reportEvents, time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), later)
 	s := stack.Start(t, stack.Options{Events: events, Tick: "200ms"})
 	// The stack's start takes its time: the sale opens a set time after
-	// it is up, by an operator's edit of the config.
-	opens := time.Now().Add(15 * time.Second).UTC().Truncate(time.Second)
+	// it is up, by an operator's edit of the config. 30 s: the browser's
+	// start, its join and the report before opening took more than 15 s on
+	// a loaded machine, and the seed was out by then.
+	opens := time.Now().Add(30 * time.Second).UTC().Truncate(time.Second)
 	editConfig(t, s, func(c string) string { return strings.Replace(c, later, opens.Format(time.RFC3339), 1) })
 	waitEvent(t, s, "draw", 10*time.Second, func(e eventInfo) bool {
 		return e.State == "prequeue" && e.OpensAt == opens.Format(time.RFC3339)
