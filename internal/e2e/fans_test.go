@@ -12,8 +12,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
