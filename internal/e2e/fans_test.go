@@ -114,7 +114,12 @@ func waitEval(t *testing.T, ctx context.Context, timeout time.Duration, what, ex
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not so after %v (%v)", what, timeout, err)
+			// What the fan sees, to tell why.
+			var page string
+			c, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = chromedp.Run(c, chromedp.Evaluate(`location.href + ' ' + (document.body ? document.body.innerText : '').slice(0, 600)`, &page))
+			cancel()
+			t.Fatalf("%s: not so after %v (%v); the page: %q", what, timeout, err, page)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
