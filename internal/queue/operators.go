@@ -314,7 +314,7 @@ func (s *Store) Revoke(ctx context.Context, event, id string) error {
 		if left == 1 {
 			return nil
 		}
-		n, err = sLeaveGlobal.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders, k.claims}, id).Int()
+		n, err = completeScript.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders, k.claims}, id).Int()
 		if err != nil {
 			return interpretError("revoke", err)
 		}

@@ -319,23 +319,8 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o Join
 		return JoinResult{}, interpretError("join", err)
 	}
 	r := reply(res)
-	switch r.str(0) {
-	case "closed":
-		return JoinResult{}, ErrClosed
-	case "not_open":
-		return JoinResult{}, ErrNotOpen
-	case "sold_out":
-		return JoinResult{}, ErrSoldOut
-	case "reused":
-		return JoinResult{}, ErrProofSpent
-	case "stale":
-		return JoinResult{}, ErrProofExpired
-	case "uncommitted":
-		return JoinResult{}, errUncommitted
-	case "layout":
-		return JoinResult{}, errLayout{int(r.int(1))}
-	case "account":
-		return JoinResult{}, errAccountPlace{r.str(1)}
+	if err := joinRefusal(r); err != nil {
+		return JoinResult{}, err
 	}
 	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2), account: o.Account}
 	var out JoinResult
@@ -657,6 +642,30 @@ func lotteryScore() (string, error) {
 type replyReader struct {
 	v   []any
 	err error
+}
+
+// joinRefusal is the error of a join script's answer that made no place
+// (the one-shard join's and the sharded line's global step alike), or nil.
+func joinRefusal(r *replyReader) error {
+	switch r.str(0) {
+	case "closed":
+		return ErrClosed
+	case "not_open":
+		return ErrNotOpen
+	case "sold_out":
+		return ErrSoldOut
+	case "reused":
+		return ErrProofSpent
+	case "stale":
+		return ErrProofExpired
+	case "uncommitted":
+		return errUncommitted
+	case "layout":
+		return errLayout{int(r.int(1))}
+	case "account":
+		return errAccountPlace{r.str(1)}
+	}
+	return nil
 }
 
 func reply(v []any) *replyReader { return &replyReader{v: v} }

@@ -236,17 +236,8 @@ end
 return 0
 `)
 
-// sLeaveGlobal gives an active place back.
-//
-// KEYS: 1 active, 2 inventory, 3 holders, 4 claims
-// ARGV: 1 ticket id
-// Returns 1 if it was active, else 0.
-var sLeaveGlobal = redis.NewScript(invPrelude + `
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-inv_leaves(KEYS[2], KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
-return 1
-`)
+// An active place is given back by completeScript (scripts.go): the same
+// keys on every layout.
 
 // The tick of a sharded event is six steps, each one script on one tag,
 // under a lease and a fencing number (the epoch) so that exactly one

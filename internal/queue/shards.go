@@ -137,23 +137,8 @@ func (s *Store) joinSharded(ctx context.Context, event string, set Settings, o J
 		return JoinResult{}, interpretError("join", err)
 	}
 	r := reply(res)
-	switch r.str(0) {
-	case "closed":
-		return JoinResult{}, ErrClosed
-	case "not_open":
-		return JoinResult{}, ErrNotOpen
-	case "sold_out":
-		return JoinResult{}, ErrSoldOut
-	case "reused":
-		return JoinResult{}, ErrProofSpent
-	case "stale":
-		return JoinResult{}, ErrProofExpired
-	case "uncommitted":
-		return JoinResult{}, errUncommitted
-	case "layout":
-		return JoinResult{}, errLayout{int(r.int(1))}
-	case "account":
-		return JoinResult{}, errAccountPlace{r.str(1)}
+	if err := joinRefusal(r); err != nil {
+		return JoinResult{}, err
 	}
 	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2), account: o.Account}
 	var out JoinResult
@@ -321,7 +306,7 @@ func (s *Store) leaveSharded(ctx context.Context, event string, t ticket, n int)
 		return nil
 	}
 	k := keysOf(event)
-	err = sLeaveGlobal.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders, k.claims}, t.id()).Err()
+	err = completeScript.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders, k.claims}, t.id()).Err()
 	return interpretError("leave", err)
 }
 
