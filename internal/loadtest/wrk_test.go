@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
@@ -44,6 +46,7 @@ type wrkResult struct {
 	P50, P99 time.Duration
 	Errors   int             // non-2xx answers and socket errors
 	CPU      []time.Duration // per request, of each process asked
+	PerRead  float64         // scripts Redis ran per read of its sockets (the pipelines' batch size)
 }
 
 var (
@@ -126,8 +129,13 @@ func cpuTime(tb testing.TB, pid int) time.Duration {
 
 // runWrk runs wrk -t1 against base for d; pids are the processes whose
 // CPU per request it reports (CPU[i] for pids[i]).
-func runWrk(tb testing.TB, wrk, script, route, base, tickets string, conns int, d time.Duration, pids ...int) wrkResult {
+// rdb, if not nil, is the gateway's Redis: PerRead is measured on it.
+func runWrk(tb testing.TB, rdb *redis.Client, wrk, script, route, base, tickets string, conns int, d time.Duration, pids ...int) wrkResult {
 	tb.Helper()
+	var scripts0, reads0 int64
+	if rdb != nil {
+		scripts0, reads0 = redisIO(tb, rdb)
+	}
 	cpu0 := make([]time.Duration, len(pids))
 	for i, pid := range pids {
 		cpu0[i] = cpuTime(tb, pid)
@@ -147,7 +155,34 @@ func runWrk(tb testing.TB, wrk, script, route, base, tickets string, conns int, 
 	for i, pid := range pids {
 		r.CPU = append(r.CPU, time.Duration(float64(cpuTime(tb, pid)-cpu0[i])/n))
 	}
+	if rdb != nil {
+		scripts, reads := redisIO(tb, rdb)
+		r.PerRead = float64(scripts-scripts0) / float64(max(1, reads-reads0))
+	}
 	return r
+}
+
+// redisIO is how many scripts a Redis has run (EVAL and EVALSHA calls) and
+// how many reads of its clients' sockets it has made.
+func redisIO(tb testing.TB, rdb *redis.Client) (scripts, reads int64) {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "stats", "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		name, v, ok := strings.Cut(line, ":")
+		switch {
+		case !ok:
+		case name == "total_reads_processed":
+			reads, _ = strconv.ParseInt(v, 10, 64)
+		case name == "cmdstat_eval" || name == "cmdstat_evalsha":
+			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			n, _ := strconv.ParseInt(calls, 10, 64)
+			scripts += n
+		}
+	}
+	return scripts, reads
 }
 
 // BenchmarkEdgeWrk is the edge's headline figure with wrk as the client:
@@ -182,6 +217,8 @@ func BenchmarkEdgeWrk(b *testing.B) {
 	statusSize := bodySize(b, http.MethodGet, s.Gateway+statusPath+placed[len(placed)/2].Ticket, http.StatusOK)
 	bare, barePid := startBareProc(b, joinSize, statusSize)
 	gwPid, redisPid := s.Proc("gateway").Pid(), s.Redis.Pid()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Redis.Addr})
+	defer rdb.Close()
 	scripts := map[string]string{}
 	for _, route := range []string{"status", "join"} {
 		p := filepath.Join(dir, route+".lua")
@@ -212,10 +249,10 @@ func BenchmarkEdgeWrk(b *testing.B) {
 			p := point{route: route, conns: conns, target: target}
 			for round := range rounds {
 				gw := func() {
-					p.gw = append(p.gw, runWrk(b, wrk, scripts[route], route, s.Gateway+path, tickets, conns, pointDur, gwPid, redisPid))
+					p.gw = append(p.gw, runWrk(b, rdb, wrk, scripts[route], route, s.Gateway+path, tickets, conns, pointDur, gwPid, redisPid))
 				}
 				br := func() {
-					p.bare = append(p.bare, runWrk(b, wrk, scripts[route], route, bare+path, tickets, conns, pointDur, barePid))
+					p.bare = append(p.bare, runWrk(b, nil, wrk, scripts[route], route, bare+path, tickets, conns, pointDur, barePid))
 				}
 				if round%2 == 0 {
 					gw()
@@ -225,8 +262,8 @@ func BenchmarkEdgeWrk(b *testing.B) {
 					gw()
 				}
 				g, r := p.gw[round], p.bare[round]
-				b.Logf("wrk %s × %d round %d: gateway %.0f/s p50 %v p99 %v (%d errors; CPU/req gateway %v, Redis %v); bare %.0f/s p50 %v p99 %v (%d errors; CPU/req %v)",
-					route, conns, round+1, g.RPS, g.P50, g.P99, g.Errors, g.CPU[0], g.CPU[1], r.RPS, r.P50, r.P99, r.Errors, r.CPU[0])
+				b.Logf("wrk %s × %d round %d: gateway %.0f/s p50 %v p99 %v (%d errors; CPU/req gateway %v, Redis %v; %.1f scripts per Redis read); bare %.0f/s p50 %v p99 %v (%d errors; CPU/req %v)",
+					route, conns, round+1, g.RPS, g.P50, g.P99, g.Errors, g.CPU[0], g.CPU[1], g.PerRead, r.RPS, r.P50, r.P99, r.Errors, r.CPU[0])
 			}
 			points = append(points, p)
 			b.ReportMetric(medianRPS(p.gw)/medianRPS(p.bare), route+fmt.Sprint(conns)+"-wrk-ratio")
@@ -244,10 +281,11 @@ own process answering bodies of the same size (join %d B, status %d B) and doing
 else. %d interleaved rounds per point (gateway then bare, then bare then gateway, …); the
 ratio is of the medians; latency and CPU are the median round's. CPU per request is the
 process's user + system time over the run (from /proc, 10 ms ticks) divided by the
-requests answered.
+requests answered. Scripts per Redis read: the scripts Redis ran per read of its clients'
+sockets (INFO), that is, how many requests the gateway's pipelines carried per batch.
 
-| route | connections | gateway req/s (rounds) | gateway p50 / p99 | CPU per request: gateway, its Redis | bare req/s (rounds) | bare CPU per request | gateway ÷ bare | goal |
-|---|---:|---:|---:|---:|---:|---:|---:|---|
+| route | connections | gateway req/s (rounds) | gateway p50 / p99 | CPU per request: gateway, its Redis | scripts per Redis read | bare req/s (rounds) | bare CPU per request | gateway ÷ bare | goal |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---|
 `, time.Now().UTC().Format("2006-01-02 15:04 UTC"), int(pointDur.Seconds()), thousands(int64(lineLen)), joinSize, statusSize, rounds)
 	var errNotes []string
 	for _, p := range points {
@@ -257,8 +295,8 @@ requests answered.
 			mark = "**missed**"
 		}
 		mid, bmid := medianRound(p.gw), medianRound(p.bare)
-		fmt.Fprintf(&md, "| %s | %s | %s | %s / %s | %s, %s | %s | %s | **%.0f%%** | ≥ %.0f%% %s |\n", p.route, thousands(int64(p.conns)),
-			rpsList(p.gw), ms(mid.P50), ms(mid.P99), us(mid.CPU[0]), us(mid.CPU[1]), rpsList(p.bare), us(bmid.CPU[0]), 100*ratio, 100*p.target, mark)
+		fmt.Fprintf(&md, "| %s | %s | %s | %s / %s | %s, %s | %.1f | %s | %s | **%.0f%%** | ≥ %.0f%% %s |\n", p.route, thousands(int64(p.conns)),
+			rpsList(p.gw), ms(mid.P50), ms(mid.P99), us(mid.CPU[0]), us(mid.CPU[1]), mid.PerRead, rpsList(p.bare), us(bmid.CPU[0]), 100*ratio, 100*p.target, mark)
 		for i := range p.gw {
 			if n := p.gw[i].Errors + p.bare[i].Errors; n > 0 {
 				errNotes = append(errNotes, fmt.Sprintf("%s × %d round %d: gateway %d, bare %d", p.route, p.conns, i+1, p.gw[i].Errors, p.bare[i].Errors))

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -186,43 +185,52 @@ type merged struct {
 // merge groups the batch's mergeable calls; plain calls go as they are.
 func merge(batch []*call) []merged {
 	out := make([]merged, 0, len(batch))
-	groups := map[string]int{} // group key → index in out
 	for _, c := range batch {
 		if !c.merge {
 			out = append(out, merged{call: c})
 			continue
 		}
-		key := groupKey(c)
-		if i, ok := groups[key]; ok {
+		if i := groupOf(out, c); i >= 0 {
 			m := &out[i]
 			m.args = append(m.args, c.args[c.header:]...)
 			m.items = append(m.items, c)
 			continue
 		}
-		groups[key] = len(out)
 		head := &call{ctx: c.ctx, script: c.script, keys: c.keys, args: append([]any(nil), c.args...), durable: c.durable}
 		out = append(out, merged{call: head, items: []*call{c}})
 	}
 	return out
 }
 
-// groupKey: calls merge when script, keys and header are the same.
-func groupKey(c *call) string {
-	var sb strings.Builder
-	if c.durable {
-		sb.WriteByte('d')
+// groupOf is the index of the merged call of out that c joins, or -1:
+// calls merge when script, keys, header and durability are the same. A
+// batch holds few groups (one per event and script, mostly), so a scan
+// costs less than building a key per call.
+func groupOf(out []merged, c *call) int {
+	for i := range out {
+		m := &out[i]
+		if len(m.items) > 0 && sameGroup(m.items[0], c) {
+			return i
+		}
 	}
-	sb.WriteString(c.script.Hash())
-	for _, k := range c.keys {
-		sb.WriteByte(0)
-		sb.WriteString(k)
+	return -1
+}
+
+func sameGroup(a, b *call) bool {
+	if a.script != b.script || a.durable != b.durable || a.header != b.header || len(a.keys) != len(b.keys) {
+		return false
 	}
-	sb.WriteByte(1)
-	for _, a := range c.args[:c.header] {
-		sb.WriteByte(0)
-		fmt.Fprint(&sb, a)
+	for i := range a.keys {
+		if a.keys[i] != b.keys[i] {
+			return false
+		}
 	}
-	return sb.String()
+	for i := range a.header {
+		if a.args[i] != b.args[i] { // header arguments are strings and numbers
+			return false
+		}
+	}
+	return true
 }
 
 // split hands each merged item its element of the reply.

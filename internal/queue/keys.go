@@ -42,6 +42,9 @@ type keys struct {
 	entries string // SET the ticket ids placed in the pre-queue (the draw's entries)
 	ranks   string // HASH ticket id → rank in the draw (1 = first), written by the draw
 	report  string // HASH the sale's figures per minute and its wait histograms
+
+	// status is statusScript's KEYS, built once (never modified).
+	status []string
 }
 
 // shardKeys are the keys of one shard of a sharded event, under the
@@ -84,7 +87,7 @@ var keyCache sync.Map // event → *keys
 
 func buildKeys(event string) keys {
 	p := "wr:{" + event + "}:"
-	return keys{
+	k := keys{
 		wait:     p + "wait",
 		active:   p + "active",
 		seen:     p + "seen",
@@ -111,6 +114,8 @@ func buildKeys(event string) keys {
 		ranks:   p + "lottery:ranks",
 		report:  p + "report",
 	}
+	k.status = []string{k.wait, k.active, k.seen, k.stats, k.inventory}
+	return k
 }
 
 // proofsKey is the set of join proofs spent (their challenges' ids) whose

@@ -372,12 +372,12 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 	if shardsOf(set) > 1 {
 		return s.statusSharded(ctx, event, t, set)
 	}
-	k := keysOf(event)
-	res, err := s.batch.run(ctx, statusScript, []string{k.wait, k.active, k.seen, k.stats, k.inventory},
-		t.id(), t.seq, set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt),
-		rateArg(set.AdmitPerSecond), set.AbandonAfter.Milliseconds(), mrand.Float64(),
-		set.AccessTTL.Milliseconds(),
-	).Slice()
+	// Concurrent polls of the event share one script call (statusScript).
+	res, err := s.batch.startMerged(ctx, statusScript, keysOf(event).status, 6,
+		set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
+		set.AbandonAfter.Milliseconds(), set.AccessTTL.Milliseconds(),
+		t.id(), t.seq, mrand.Float64(),
+	).wait().Slice()
 	if err != nil {
 		return Status{}, interpretError("status", err)
 	}

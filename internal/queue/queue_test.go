@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -451,4 +452,141 @@ func randomOrder(order []int) error {
 		return fmt.Errorf("rank correlation %.3f beyond ±%.3f: not a random order", rho, limit)
 	}
 	return nil
+}
+
+func TestConcurrentPolls(t *testing.T) { onEachLayout(t, testConcurrentPolls) }
+
+// testConcurrentPolls: polls that reach Redis together (one script call
+// for the lot, on one shard) each get their own ticket's answer, exactly as
+// alone: the exact place of a waiting fan, its abandon deadline renewed,
+// the admission of an admitted one claimed once, a left one expired.
+func testConcurrentPolls(t *testing.T, e env) {
+	const n, rounds = 400, 3
+	ctx := context.Background()
+	set := e.open()
+	fans := make([]queue.JoinResult, n)
+	for i := range fans {
+		fans[i] = join(t, e.store, set)
+	}
+	set.AdmitPerSecond = 1000
+	var admittedN int64
+	for try := 0; try < 5 && admittedN == 0; try++ {
+		admittedN += tick(t, e.store, set).Admitted
+		time.Sleep(20 * time.Millisecond)
+	}
+	if admittedN == 0 || admittedN >= n/2 {
+		t.Fatalf("ticks admitted %d; want some, not half the line", admittedN)
+	}
+	left := map[string]bool{}
+	for i := n - 1; i >= 0; i -= 7 {
+		if err := e.store.Leave(ctx, event, fans[i].Ticket); err != nil {
+			t.Fatal(err)
+		}
+		left[fans[i].ID] = true
+	}
+	place := map[string]int64{} // id → exact position
+	for i, id := range e.line(t) {
+		place[id] = int64(i + 1)
+	}
+	active, err := e.rdb.ZRange(ctx, "wr:{"+event+"}:active", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted := map[string]bool{}
+	for _, id := range active {
+		admitted[id] = true
+	}
+	// One shard: the waiting fans' abandon deadlines are set back to 1970,
+	// so that the polls' writes show.
+	if e.shards == 1 {
+		for _, f := range fans {
+			if !left[f.ID] && !admitted[f.ID] {
+				if err := e.rdb.BitField(ctx, "wr:{"+event+"}:seen", "SET", "u32", seenSlot(t, f.ID), 2).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+
+	sent := e.cmds.n.Load()
+	claims := map[string]int{}
+	for round := range rounds {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		got := make([]queue.Status, n)
+		errs := make([]error, n)
+		for i := range fans {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				got[i], errs[i] = e.store.Status(ctx, event, fans[i].Ticket, set)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i, f := range fans {
+			st := got[i]
+			switch {
+			case errs[i] != nil:
+				t.Fatalf("round %d, poll %d: %v", round, i, errs[i])
+			case st.ID != f.ID:
+				t.Fatalf("round %d: poll of %s answered for %s", round, f.ID, st.ID)
+			case left[f.ID]:
+				if st.State != queue.Expired {
+					t.Errorf("round %d: %s left; status %s", round, f.ID, st.State)
+				}
+			case admitted[f.ID]:
+				if st.State != queue.Admitted {
+					t.Errorf("round %d: %s admitted; status %s", round, f.ID, st.State)
+				}
+				if st.FirstAdmission {
+					claims[f.ID]++
+				}
+			default:
+				if st.State != queue.Waiting || st.Position.Position != place[f.ID] || st.Ahead != place[f.ID]-1 {
+					t.Errorf("round %d: %s = %s at %d (%d ahead); want waiting at %d", round, f.ID, st.State, st.Position.Position, st.Ahead, place[f.ID])
+				}
+			}
+		}
+	}
+	for id := range admitted {
+		if claims[id] != 1 {
+			t.Errorf("%s claimed %d times; want once", id, claims[id])
+		}
+	}
+	polls := int64(rounds * n)
+	if e.shards > 1 {
+		return
+	}
+	if cmds := e.cmds.n.Load() - sent; cmds >= polls {
+		t.Errorf("%d polls took %d commands; want concurrent polls to share script calls", polls, cmds)
+	}
+	// Every waiting fan's deadline was written: now + pollAfter +
+	// abandon_after, so well past now.
+	now := time.Now().Unix()
+	for _, f := range fans {
+		if left[f.ID] || admitted[f.ID] {
+			continue
+		}
+		v, err := e.rdb.BitField(ctx, "wr:{"+event+"}:seen", "GET", "u32", seenSlot(t, f.ID)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := v[0]; d < now+int64(set.AbandonAfter.Seconds()) {
+			t.Errorf("%s: abandon deadline %d; want at least now %d + abandon_after", f.ID, d, now)
+		}
+	}
+}
+
+// seenSlot is a one-shard ticket's slot in the seen key: #<seq>, the seq
+// being the id's base-36 prefix.
+func seenSlot(t testing.TB, id string) string {
+	t.Helper()
+	seq, _, _ := strings.Cut(id, ".")
+	n, err := strconv.ParseInt(seq, 36, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "#" + strconv.FormatInt(n, 10)
 }

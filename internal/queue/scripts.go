@@ -194,10 +194,14 @@ redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, deadline(now, poll, ab
 return {'waiting', seq, now, rank, poll, r, avail}
 `)
 
-// statusScript reports where a ticket stands and records that its fan is
-// still there (a new abandon deadline).
+// statusScript reports where tickets stand and records that their fans are
+// still there (a new abandon deadline). It answers the polls of one event
+// that a pipeline carries together (batcher.startMerged): what every poll
+// shares (the clock, the layout, the measured rate, the inventory) is read
+// once per call, and each ticket costs one ZRANK and one BITFIELD while it
+// waits. Each ticket's answer is the one it would get alone.
 //
-// The first poll (or resuming join) that finds the ticket admitted claims
+// The first poll (or resuming join) that finds a ticket admitted claims
 // the place (claim in the prelude): the access window, which the tick opened
 // only until the fan's abandon deadline, now runs its full access_ttl from
 // this moment.
@@ -205,42 +209,69 @@ return {'waiting', seq, now, rank, poll, r, avail}
 // A waiting ticket of an event sold out is told so (its fan stops
 // waiting); an admitted one is still admitted (its page says so).
 //
+// A ticket is in wait or in active, never in both (the tick and the join
+// move it atomically): the wait set is looked at first because most polls
+// are of waiting fans.
+//
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory
-// ARGV: 1 ticket id, 2 its seq, 3 mode, 4 opens_at ms or "",
-// 5 closes_at ms or "", 6 configured rate, 7 abandon_after ms, 8 jitter u,
-// 9 access_ttl ms
-// Returns one of
+// ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 configured
+// rate, 5 abandon_after ms, 6 access_ttl ms; then per ticket: its id, its
+// seq, a jitter u in [0,1)
+// Returns one element per ticket, each one of
 //
 //	{"expired"} | {"closed"} | {"soldout"} | {"layout", k} (a sharded event)
 //	{"admitted", now ms, expiry ms, first 0|1}
 //	{"waiting", now ms, rank, pollAfter ms, rate, available or -1}
-var statusScript = redis.NewScript(prelude + invPrelude + layoutPrelude + `
+var statusScript = redis.NewScript(prelude + invPrelude + `
 local now, now_s = clock()
--- The layout and the measured rate in one read (the poll is the line's
--- commonest script: every call saved counts).
+local n = (#ARGV - 6) / 3
+local out = {}
+-- The layout and the measured rate in one read.
 local st = redis.call('HMGET', KEYS[4], 'shards', 'rate')
 local k = tonumber(st[1])
-if k and k > 1 then return {'layout', k} end
-local id, slot = ARGV[1], '#' .. ARGV[2]
-local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
-if exp and exp > now then
-  local first
-  exp, first = claim(KEYS[2], KEYS[3], id, slot, now, now_s, exp, tonumber(ARGV[9]))
-  return {'admitted', now, exp, first}
+if k and k > 1 then
+  for i = 1, n do out[i] = {'layout', k} end
+  return out
 end
-local rank = redis.call('ZRANK', KEYS[1], id)
-if not rank then return {'expired'} end
-local opens, closes = tonumber(ARGV[4]), tonumber(ARGV[5])
-if ARGV[3] == 'closed' or (closes and now >= closes) then return {'closed'} end
-local known, avail, held, pending = inv_read(KEYS[5])
-if known and avail <= 0 and held <= 0 and pending <= 0 then return {'soldout'} end -- inv_soldout
-if not known then avail = -1 end
+local opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3])
+local closed = ARGV[1] == 'closed' or (closes and now >= closes)
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
-local r = st[2] or ARGV[6] -- rate_for_eta
-local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[8]))
-redis.call('BITFIELD', KEYS[3], 'SET', 'u32', slot, deadline(now, poll, tonumber(ARGV[7])))
-return {'waiting', now, rank, poll, r, avail}
+local r = st[2] or ARGV[4] -- rate_for_eta
+local abandon, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
+local inv -- the inventory, read once when a waiting ticket needs it
+local soldout, avail
+for i = 1, n do
+  local id, slot = ARGV[3 * i + 4], '#' .. ARGV[3 * i + 5]
+  local rank = redis.call('ZRANK', KEYS[1], id)
+  if not rank then
+    local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
+    if exp and exp > now then
+      local first
+      exp, first = claim(KEYS[2], KEYS[3], id, slot, now, now_s, exp, ttl)
+      out[i] = {'admitted', now, exp, first}
+    else
+      out[i] = {'expired'}
+    end
+  elseif closed then
+    out[i] = {'closed'}
+  else
+    if not inv then
+      local known, a, held, pending = inv_read(KEYS[5])
+      inv = true
+      soldout = known and a <= 0 and held <= 0 and pending <= 0 -- inv_soldout
+      avail = known and a or -1
+    end
+    if soldout then
+      out[i] = {'soldout'}
+    else
+      local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[3 * i + 6]))
+      redis.call('BITFIELD', KEYS[3], 'SET', 'u32', slot, deadline(now, poll, abandon))
+      out[i] = {'waiting', now, rank, poll, r, avail}
+    end
+  end
+end
+return out
 `)
 
 // leaveScript takes a ticket out of the line, or gives its active place back.
