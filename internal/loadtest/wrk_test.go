@@ -46,7 +46,7 @@ type wrkResult struct {
 	P50, P99 time.Duration
 	Errors   int             // non-2xx answers and socket errors
 	CPU      []time.Duration // per request, of each process asked
-	PerRead  float64         // scripts Redis ran per read of its sockets (the pipelines' batch size)
+	PerRead  float64         // requests answered per read Redis made of its sockets (the pipelines' batch size)
 }
 
 var (
@@ -132,9 +132,9 @@ func cpuTime(tb testing.TB, pid int) time.Duration {
 // rdb, if not nil, is the gateway's Redis: PerRead is measured on it.
 func runWrk(tb testing.TB, rdb *redis.Client, wrk, script, route, base, tickets string, conns int, d time.Duration, pids ...int) wrkResult {
 	tb.Helper()
-	var scripts0, reads0 int64
+	var reads0 int64
 	if rdb != nil {
-		scripts0, reads0 = redisIO(tb, rdb)
+		reads0 = redisReads(tb, rdb)
 	}
 	cpu0 := make([]time.Duration, len(pids))
 	for i, pid := range pids {
@@ -156,33 +156,29 @@ func runWrk(tb testing.TB, rdb *redis.Client, wrk, script, route, base, tickets 
 		r.CPU = append(r.CPU, time.Duration(float64(cpuTime(tb, pid)-cpu0[i])/n))
 	}
 	if rdb != nil {
-		scripts, reads := redisIO(tb, rdb)
-		r.PerRead = float64(scripts-scripts0) / float64(max(1, reads-reads0))
+		r.PerRead = n / float64(max(1, redisReads(tb, rdb)-reads0))
 	}
 	return r
 }
 
-// redisIO is how many scripts a Redis has run (EVAL and EVALSHA calls) and
-// how many reads of its clients' sockets it has made.
-func redisIO(tb testing.TB, rdb *redis.Client) (scripts, reads int64) {
+// redisReads is how many reads of its clients' sockets a Redis has made.
+func redisReads(tb testing.TB, rdb *redis.Client) int64 {
 	tb.Helper()
-	info, err := rdb.Info(context.Background(), "stats", "commandstats").Result()
+	info, err := rdb.Info(context.Background(), "stats").Result()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\r\n") {
-		name, v, ok := strings.Cut(line, ":")
-		switch {
-		case !ok:
-		case name == "total_reads_processed":
-			reads, _ = strconv.ParseInt(v, 10, 64)
-		case name == "cmdstat_eval" || name == "cmdstat_evalsha":
-			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
-			n, _ := strconv.ParseInt(calls, 10, 64)
-			scripts += n
+		if v, ok := strings.CutPrefix(line, "total_reads_processed:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				tb.Fatalf("INFO stats: %s", line)
+			}
+			return n
 		}
 	}
-	return scripts, reads
+	tb.Fatalf("INFO stats has no total_reads_processed:\n%s", info)
+	return 0
 }
 
 // BenchmarkEdgeWrk is the edge's headline figure with wrk as the client:
@@ -262,7 +258,7 @@ func BenchmarkEdgeWrk(b *testing.B) {
 					gw()
 				}
 				g, r := p.gw[round], p.bare[round]
-				b.Logf("wrk %s × %d round %d: gateway %.0f/s p50 %v p99 %v (%d errors; CPU/req gateway %v, Redis %v; %.1f scripts per Redis read); bare %.0f/s p50 %v p99 %v (%d errors; CPU/req %v)",
+				b.Logf("wrk %s × %d round %d: gateway %.0f/s p50 %v p99 %v (%d errors; CPU/req gateway %v, Redis %v; %.1f requests per Redis read); bare %.0f/s p50 %v p99 %v (%d errors; CPU/req %v)",
 					route, conns, round+1, g.RPS, g.P50, g.P99, g.Errors, g.CPU[0], g.CPU[1], g.PerRead, r.RPS, r.P50, r.P99, r.Errors, r.CPU[0])
 			}
 			points = append(points, p)
@@ -281,10 +277,10 @@ own process answering bodies of the same size (join %d B, status %d B) and doing
 else. %d interleaved rounds per point (gateway then bare, then bare then gateway, …); the
 ratio is of the medians; latency and CPU are the median round's. CPU per request is the
 process's user + system time over the run (from /proc, 10 ms ticks) divided by the
-requests answered. Scripts per Redis read: the scripts Redis ran per read of its clients'
-sockets (INFO), that is, how many requests the gateway's pipelines carried per batch.
+requests answered. Requests per Redis read: the requests answered per read Redis made of its
+clients' sockets (INFO), that is, how many the gateway's pipelines carried per batch.
 
-| route | connections | gateway req/s (rounds) | gateway p50 / p99 | CPU per request: gateway, its Redis | scripts per Redis read | bare req/s (rounds) | bare CPU per request | gateway ÷ bare | goal |
+| route | connections | gateway req/s (rounds) | gateway p50 / p99 | CPU per request: gateway, its Redis | requests per Redis read | bare req/s (rounds) | bare CPU per request | gateway ÷ bare | goal |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|---|
 `, time.Now().UTC().Format("2006-01-02 15:04 UTC"), int(pointDur.Seconds()), thousands(int64(lineLen)), joinSize, statusSize, rounds)
 	var errNotes []string
