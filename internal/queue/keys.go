@@ -43,8 +43,8 @@ type keys struct {
 	ranks   string // HASH ticket id → rank in the draw (1 = first), written by the draw
 	report  string // HASH the sale's figures per minute and its wait histograms
 
-	// status is statusScript's KEYS, built once (never modified).
-	status []string
+	// statusScript's and joinScript's KEYS, built once (never modified).
+	status, join []string
 }
 
 // shardKeys are the keys of one shard of a sharded event, under the
@@ -115,6 +115,7 @@ func buildKeys(event string) keys {
 		report:  p + "report",
 	}
 	k.status = []string{k.wait, k.active, k.seen, k.stats, k.inventory}
+	k.join = []string{k.wait, k.active, k.seen, k.stats, k.inventory, k.lottery, k.entries, k.accounts}
 	return k
 }
 

@@ -303,18 +303,18 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o Join
 	if err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
-	k := keysOf(event)
-	keys := []string{k.wait, k.active, k.seen, k.stats, k.inventory, k.lottery, k.entries, k.accounts}
+	// Concurrent joins of the event share one script call (joinScript).
+	keys := keysOf(event).join
 	args := []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
 		b64.EncodeToString(random[:]), lottery, mrand.Float64(), o.Account}
 	if p != nil {
 		exp := p.ExpiresAt.UnixMilli()
 		minute := exp / 60_000
-		keys = append(keys, proofsKey(event, minute))
+		keys = append(keys[:len(keys):len(keys)], proofsKey(event, minute))
 		args = append(args, p.ID, exp, (minute+1)*60_000+1000)
 	}
-	res, err := s.startTold(ctx, joinScript, keys, args...).wait().Slice()
+	res, err := s.startToldMerged(ctx, joinScript, keys, 7, args...).wait().Slice()
 	if err != nil {
 		return JoinResult{}, interpretError("join", err)
 	}

@@ -288,6 +288,7 @@ func testConcurrentJoins(t *testing.T, e env) {
 		results = make([]queue.JoinResult, n)
 		errs    = make([]error, n)
 	)
+	sent := e.cmds.n.Load()
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -298,6 +299,9 @@ func testConcurrentJoins(t *testing.T, e env) {
 	}
 	close(start)
 	wg.Wait()
+	if cmds := e.cmds.n.Load() - sent; e.shards == 1 && cmds >= n {
+		t.Errorf("%d joins took %d commands; want concurrent joins to share script calls", n, cmds)
+	}
 
 	tickets, ids, positions := map[string]bool{}, map[string]bool{}, map[int64]bool{}
 	for i, r := range results {

@@ -33,16 +33,18 @@ local function clock()
   return s * 1000 + math.floor(tonumber(t[2]) / 1000), s
 end
 
--- base36 of a positive integer, as Go's strconv.FormatInt(n, 36).
+-- base36 of a positive integer, as Go's strconv.FormatInt(n, 36): the
+-- digits' bytes, lowest first, made one string (a string per digit made
+-- this the join's costliest line).
 local function b36(n)
-  local digits = '0123456789abcdefghijklmnopqrstuvwxyz'
-  local s = ''
+  local d, i = {}, 0
   repeat
     local r = n % 36
-    s = string.sub(digits, r + 1, r + 1) .. s
+    i = i + 1
+    if r < 10 then d[i] = 48 + r else d[i] = 87 + r end
     n = (n - r) / 36
   until n == 0
-  return s
+  return string.reverse(string.char(unpack(d)))
 end
 
 -- pollAfter (ms) for a fan with ahead fans in front of it. See docs/QUEUE.md:
@@ -101,9 +103,14 @@ local function seq_of(member)
 end
 `
 
-// joinScript gives a fan a new place in the line (a fan who carries a live
+// joinScript gives fans new places in the line (a fan who carries a live
 // ticket is resumed by statusScript instead, so that a join can never turn
-// a dead ticket into a place for free: see Store.Join).
+// a dead ticket into a place for free: see Store.Join). It takes the joins
+// of one event that a pipeline carries together (batcher.startMerged), one
+// after the other, each answered as if alone: what they share (the clock,
+// the layout, the rate, the inventory, the lottery's commitment) is read
+// once, the counters and the abandon deadlines are written once, and a new
+// place costs its sequence number, its ZADD and its ZRANK.
 //
 // A join that pays with a proof of work (Store.JoinProved) spends it here,
 // in the same script and round trip as the place it buys: once a join would
@@ -111,95 +118,121 @@ end
 // minute, and a proof already there, or expired by Redis TIME, buys nothing.
 // Refusing by TIME as well as by the gateway's clock is what lets the set go
 // a second after its minute: whatever any gateway's clock says, no proof can
-// be spent once its set is gone.
+// be spent once its set is gone. Joins with proofs of one expiry minute
+// share a call (the set is a key); joins without proofs share another.
 //
 // A pre-queue place is given only once the event's lottery is committed
 // (lottery.go): the script answers {"uncommitted"} and takes nothing until
 // then, and records every pre-queue place among the draw's entries.
 //
-// A join for an account (ARGV 11) first looks for the account's place: if
-// it is still waiting or active, the join makes nothing and answers
-// {"account", <its accounts entry>} (the caller resumes it), before any
-// proof is spent; otherwise the new place becomes the account's, in the same
-// script: one place per account, whatever the race.
+// A join for an account first looks for the account's place: if it is
+// still waiting or active, the join makes nothing and answers {"account",
+// <its accounts entry>} (the caller resumes it), before any proof is spent;
+// otherwise the new place becomes the account's, in the same script: one
+// place per account, whatever the race (two joins of one account in one
+// call: the second finds the first's place).
 //
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory, 6 lottery,
-// 7 lottery entries, 8 accounts, 9 (with a proof only) the spent proofs of
-// its expiry minute
+// 7 lottery entries, 8 accounts, 9 (with proofs only) the spent proofs of
+// their expiry minute
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
-// 7 abandon_after ms, 8 random part of the new id (base64url), 9 lottery
-// score (a negative integer, as a string), 10 jitter u in [0,1),
-// 11 account id or "";
-// with a proof: 12 its id, 13 its expiry ms, 14 when its set goes (unix ms)
-// Returns one of
+// 7 abandon_after ms; then per join: the random part of the new id
+// (base64url), a lottery score (a negative integer, as a string), a jitter
+// u in [0,1), the account id or "", and with proofs: the proof's id, its
+// expiry ms, when its set goes (unix ms)
+// Returns one element per join, each one of
 //
 //	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"} | {"uncommitted"}
 //	{"account", entry} (the account's live place)
 //	{"layout", k} (a sharded event)
 //	{"waiting", seq, now ms, rank (0 = next), pollAfter ms, rate, available or -1}
 //	{"admitted", seq, now ms, active expiry ms}
-var joinScript = redis.NewScript(prelude + invPrelude + layoutPrelude + `
+var joinScript = redis.NewScript(prelude + invPrelude + `
 local now, now_s = clock()
-local k = sharded(KEYS[4])
-if k then return {'layout', k} end
+local per = 4
+if KEYS[9] then per = 7 end
+local n = (#ARGV - 7) / per
+local out = {}
+local function all(v)
+  for i = 1, n do out[i] = v end
+  return out
+end
+local st = redis.call('HMGET', KEYS[4], 'shards', 'rate')
+local k = tonumber(st[1])
+if k and k > 1 then return all({'layout', k}) end
 local mode = ARGV[1]
 local pre, opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if mode == 'closed' or (closes and now >= closes) then return {'closed'} end
-if (pre and now < pre) or (not pre and opens and now < opens) then return {'not_open'} end
-local acct = ARGV[11]
-if acct ~= '' then
-  local v = redis.call('HGET', KEYS[8], acct)
-  if v then
-    local had = string.match(v, '^(%S+)')
-    local exp = tonumber(redis.call('ZSCORE', KEYS[2], had))
-    if redis.call('ZSCORE', KEYS[1], had) or (exp and exp > now) then return {'account', v} end
-  end
-end
-local known, avail = inv_read(KEYS[5])
-if inv_soldout(KEYS[5]) then return {'sold_out'} end
+if mode == 'closed' or (closes and now >= closes) then return all({'closed'}) end
+if (pre and now < pre) or (not pre and opens and now < opens) then return all({'not_open'}) end
+local known, avail, held, pending = inv_read(KEYS[5])
+local soldout = known and avail <= 0 and held <= 0 and pending <= 0 -- inv_soldout
 if not known then avail = -1 end
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
-if until_open > 0 and redis.call('HEXISTS', KEYS[6], 'commitment') == 0 then return {'uncommitted'} end
-if KEYS[9] then
-  if now >= tonumber(ARGV[13]) then return {'stale'} end
-  if redis.call('SADD', KEYS[9], ARGV[12]) == 0 then return {'reused'} end
-  redis.call('PEXPIREAT', KEYS[9], ARGV[14])
-end
+local uncommitted = until_open > 0 and redis.call('HEXISTS', KEYS[6], 'commitment') == 0
+local passthrough = mode == 'passthrough' and until_open == 0
 local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
+local r = st[2] or ARGV[5] -- rate_for_eta
+local joined, admitted, sets, spent = 0, 0, {}, nil
 
-local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
-redis.call('HINCRBY', KEYS[4], 'joined', 1)
-local id = b36(seq) .. '.' .. ARGV[8]
-if acct ~= '' then redis.call('HSET', KEYS[8], acct, id .. ' ' .. now .. ' ?') end
-if mode == 'passthrough' and until_open == 0 then
-  -- Let in at once, and claimed at once: the fan holds its pass now.
-  local exp = now + ttl
-  redis.call('ZADD', KEYS[2], exp, id)
-  redis.call('HINCRBY', KEYS[4], 'admitted', 1)
-  redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, now_s)
-  return {'admitted', seq, now, exp}
+local function one(a)
+  local acct = ARGV[a + 4]
+  if acct ~= '' then
+    local v = redis.call('HGET', KEYS[8], acct)
+    if v then
+      local had = string.match(v, '^(%S+)')
+      local exp = tonumber(redis.call('ZSCORE', KEYS[2], had))
+      if redis.call('ZSCORE', KEYS[1], had) or (exp and exp > now) then return {'account', v} end
+    end
+  end
+  if soldout then return {'sold_out'} end
+  if uncommitted then return {'uncommitted'} end
+  if KEYS[9] then
+    if now >= tonumber(ARGV[a + 6]) then return {'stale'} end
+    if redis.call('SADD', KEYS[9], ARGV[a + 5]) == 0 then return {'reused'} end
+    spent = ARGV[a + 7]
+  end
+  local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
+  joined = joined + 1
+  local id = b36(seq) .. '.' .. ARGV[a + 1]
+  if acct ~= '' then redis.call('HSET', KEYS[8], acct, id .. ' ' .. now .. ' ?') end
+  local j = #sets
+  if passthrough then
+    -- Let in at once, and claimed at once: the fan holds its pass now.
+    local exp = now + ttl
+    redis.call('ZADD', KEYS[2], exp, id)
+    admitted = admitted + 1
+    sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', '#' .. seq, now_s
+    return {'admitted', seq, now, exp}
+  end
+  if until_open > 0 then
+    redis.call('ZADD', KEYS[1], ARGV[a + 2], id)
+    redis.call('SADD', KEYS[7], id)
+  else
+    redis.call('ZADD', KEYS[1], seq, id)
+  end
+  local rank = redis.call('ZRANK', KEYS[1], id)
+  local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[a + 3]))
+  sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', '#' .. seq, deadline(now, poll, abandon)
+  return {'waiting', seq, now, rank, poll, r, avail}
 end
-if until_open > 0 then
-  redis.call('ZADD', KEYS[1], ARGV[9], id)
-  redis.call('SADD', KEYS[7], id)
-else
-  redis.call('ZADD', KEYS[1], seq, id)
-end
-local rank = redis.call('ZRANK', KEYS[1], id)
-local r = rate_for_eta(KEYS[4], ARGV[5])
-local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[10]))
-redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, deadline(now, poll, abandon))
-return {'waiting', seq, now, rank, poll, r, avail}
+
+for i = 1, n do out[i] = one(7 + per * (i - 1)) end
+if joined > 0 then redis.call('HINCRBY', KEYS[4], 'joined', joined) end
+if admitted > 0 then redis.call('HINCRBY', KEYS[4], 'admitted', admitted) end
+if #sets > 0 then redis.call('BITFIELD', KEYS[3], unpack(sets)) end
+if spent then redis.call('PEXPIREAT', KEYS[9], spent) end
+return out
 `)
 
 // statusScript reports where tickets stand and records that their fans are
 // still there (a new abandon deadline). It answers the polls of one event
 // that a pipeline carries together (batcher.startMerged): what every poll
 // shares (the clock, the layout, the measured rate, the inventory) is read
-// once per call, and each ticket costs one ZRANK and one BITFIELD while it
-// waits. Each ticket's answer is the one it would get alone.
+// once per call, a waiting ticket costs one ZRANK, and the new deadlines of
+// all go in one BITFIELD. Each ticket's answer is the one it would get
+// alone.
 //
 // The first poll (or resuming join) that finds a ticket admitted claims
 // the place (claim in the prelude): the access window, which the tick opened
@@ -241,6 +274,7 @@ local r = st[2] or ARGV[4] -- rate_for_eta
 local abandon, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 local inv -- the inventory, read once when a waiting ticket needs it
 local soldout, avail
+local sets = {}
 for i = 1, n do
   local id, slot = ARGV[3 * i + 4], '#' .. ARGV[3 * i + 5]
   local rank = redis.call('ZRANK', KEYS[1], id)
@@ -266,11 +300,14 @@ for i = 1, n do
       out[i] = {'soldout'}
     else
       local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[3 * i + 6]))
-      redis.call('BITFIELD', KEYS[3], 'SET', 'u32', slot, deadline(now, poll, abandon))
+      local j = #sets
+      sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', slot, deadline(now, poll, abandon)
       out[i] = {'waiting', now, rank, poll, r, avail}
     end
   end
 end
+-- The waiting fans' new deadlines, in one write.
+if #sets > 0 then redis.call('BITFIELD', KEYS[3], unpack(sets)) end
 return out
 `)
 
