@@ -177,6 +177,7 @@ type Store struct {
 	close  func() error
 
 	layouts sync.Map     // "<event>/<k>" → []shardKeys
+	headers sync.Map     // event → *headers (headers.go)
 	drawn   sync.Map     // event → drawnSeed, once its lottery is drawn (lottery.go)
 	owner   string       // this replica, for a sharded tick's lease
 	every   atomic.Int64 // the admitter's tick interval (ns), for the lease
@@ -305,16 +306,18 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o Join
 	}
 	// Concurrent joins of the event share one script call (joinScript).
 	keys := keysOf(event).join
-	args := []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
-		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(),
-		b64.EncodeToString(random[:]), lottery, mrand.Float64(), o.Account}
-	if p != nil {
+	h := s.headersOf(event, set).join
+	var args []any
+	if p == nil {
+		args = withHeader(h, b64.EncodeToString(random[:]), lottery, mrand.Float64(), o.Account)
+	} else {
 		exp := p.ExpiresAt.UnixMilli()
 		minute := exp / 60_000
 		keys = append(keys[:len(keys):len(keys)], proofsKey(event, minute))
-		args = append(args, p.ID, exp, (minute+1)*60_000+1000)
+		args = withHeader(h, b64.EncodeToString(random[:]), lottery, mrand.Float64(), o.Account,
+			p.ID, exp, (minute+1)*60_000+1000)
 	}
-	res, err := s.startToldMerged(ctx, joinScript, keys, 7, args...).wait().Slice()
+	res, err := s.startToldMerged(ctx, joinScript, keys, len(h), args...).wait().Slice()
 	if err != nil {
 		return JoinResult{}, interpretError("join", err)
 	}
@@ -373,10 +376,9 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 		return s.statusSharded(ctx, event, t, set)
 	}
 	// Concurrent polls of the event share one script call (statusScript).
-	res, err := s.batch.startMerged(ctx, statusScript, keysOf(event).status, 6,
-		set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
-		set.AbandonAfter.Milliseconds(), set.AccessTTL.Milliseconds(),
-		t.id(), t.seq, mrand.Float64(),
+	h := s.headersOf(event, set).status
+	res, err := s.batch.startMerged(ctx, statusScript, keysOf(event).status, len(h),
+		withHeader(h, t.id(), t.seq, mrand.Float64())...,
 	).wait().Slice()
 	if err != nil {
 		return Status{}, interpretError("status", err)

@@ -58,7 +58,10 @@ var (
 
 // id is the ticket's id.
 func (t ticket) id() string {
-	return strconv.FormatInt(t.seq, 36) + "." + b64.EncodeToString(t.random[:])
+	var b [13 + 1 + 22]byte // base36 of an int64, ".", base64 of 16 bytes
+	out := strconv.AppendInt(b[:0], t.seq, 36)
+	out = append(out, '.')
+	return string(b64.AppendEncode(out, t.random[:]))
 }
 
 func newRandom() ([16]byte, error) {
@@ -67,22 +70,28 @@ func newRandom() ([16]byte, error) {
 	return r, err
 }
 
-func (s *Store) tag(event string, payload []byte) []byte {
+// tag appends the ticket tag of payload for event to dst.
+func (s *Store) tag(dst []byte, event string, payload []byte) []byte {
 	// Keyed HMAC states are pooled: hmac.New hashes the key's pads again on
-	// every call, and every poll checks a ticket.
-	m, _ := s.macs.Get().(hash.Hash)
+	// every call, and every poll checks a ticket. The state's own buffers
+	// take the message and the sum, so a check allocates nothing.
+	m, _ := s.macs.Get().(*mac)
 	if m == nil {
-		m = hmac.New(sha256.New, s.secret)
+		m = &mac{h: hmac.New(sha256.New, s.secret)}
 	}
-	m.Reset()
-	m.Write([]byte("waitroom-ticket\x00"))
-	m.Write([]byte(event))
-	m.Write([]byte{0})
-	m.Write(payload)
-	var sum [sha256.Size]byte
-	out := m.Sum(sum[:0])[:tagLen]
+	m.h.Reset()
+	m.msg = append(append(append(append(m.msg[:0], "waitroom-ticket\x00"...), event...), 0), payload...)
+	m.h.Write(m.msg)
+	dst = append(dst, m.h.Sum(m.sum[:0])[:tagLen]...)
 	s.macs.Put(m)
-	return out
+	return dst
+}
+
+// mac is a pooled keyed HMAC state with its buffers (Store.tag).
+type mac struct {
+	h   hash.Hash
+	msg []byte
+	sum [sha256.Size]byte
 }
 
 // encode signs t for event.
@@ -105,7 +114,7 @@ func (s *Store) encode(event string, t ticket) string {
 		b = binary.AppendUvarint(b, uint64(len(t.account)))
 		b = append(b, t.account...)
 	}
-	b = append(b, s.tag(event, b)...)
+	b = s.tag(b, event, b)
 	return b64.EncodeToString(b)
 }
 
@@ -122,7 +131,8 @@ func (s *Store) decode(event, str string) (ticket, error) {
 		return t, ErrInvalidTicket
 	}
 	payload, tag := b[:len(b)-tagLen], b[len(b)-tagLen:]
-	if !hmac.Equal(tag, s.tag(event, payload)) {
+	var want [tagLen]byte
+	if !hmac.Equal(tag, s.tag(want[:0], event, payload)) {
 		return t, ErrInvalidTicket
 	}
 	version := payload[0]
