@@ -192,12 +192,17 @@ func merge(batch []*call) []merged {
 		}
 		if i := groupOf(out, c); i >= 0 {
 			m := &out[i]
+			if m.call == m.items[0] {
+				// A second item: the call sent becomes one of its own.
+				first := m.call
+				m.call = &call{ctx: first.ctx, script: first.script, keys: first.keys, args: append([]any(nil), first.args...), durable: first.durable}
+			}
 			m.args = append(m.args, c.args[c.header:]...)
 			m.items = append(m.items, c)
 			continue
 		}
-		head := &call{ctx: c.ctx, script: c.script, keys: c.keys, args: append([]any(nil), c.args...), durable: c.durable}
-		out = append(out, merged{call: head, items: []*call{c}})
+		// Alone so far, the call goes as it is (a script of one item).
+		out = append(out, merged{call: c, items: []*call{c}})
 	}
 	return out
 }
@@ -236,6 +241,18 @@ func sameGroup(a, b *call) bool {
 // split hands each merged item its element of the reply.
 func (m merged) split() {
 	v, err := m.cmd.Slice()
+	if c := m.items[0]; len(m.items) == 1 && c == m.call {
+		// Sent as it is: its reply is unwrapped in place.
+		if err == nil {
+			if len(v) == 1 {
+				c.cmd.SetVal(v[0])
+			} else {
+				c.cmd.SetErr(fmt.Errorf("merged reply has %d elements for 1 item", len(v)))
+			}
+		}
+		close(c.done)
+		return
+	}
 	for i, c := range m.items {
 		c.cmd = redis.NewCmd(c.ctx)
 		switch {

@@ -594,3 +594,27 @@ func seenSlot(t testing.TB, id string) string {
 	}
 	return "#" + strconv.FormatInt(n, 10)
 }
+
+// pollAllocs is what a lone waiting fan's poll may allocate in the store,
+// the Redis client included: 48 today (57 before the hot scripts' shared
+// arguments were built once and a call alone went unwrapped, docs/EDGE.md),
+// with a little room for the client's versions.
+const pollAllocs = 52
+
+// TestPollAllocations holds the poll to its allocation budget, so that a
+// change that adds allocations to every poll shows.
+func TestPollAllocations(t *testing.T) {
+	e := setup(t)
+	set := e.open()
+	r := join(t, e.store, set)
+	status(t, e.store, r.Ticket, set) // the script is loaded, the connection made
+	n := testing.AllocsPerRun(200, func() {
+		if st := status(t, e.store, r.Ticket, set); st.State != queue.Waiting {
+			t.Fatalf("status = %s; want waiting", st.State)
+		}
+	})
+	t.Logf("a poll allocates %v times", n)
+	if n > pollAllocs {
+		t.Errorf("a poll allocates %v times; want at most %d", n, pollAllocs)
+	}
+}
