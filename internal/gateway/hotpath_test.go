@@ -1,10 +1,7 @@
 package gateway_test
 
 import (
-	"context"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -12,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
+
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // BenchmarkStatusHandler is a waiting fan's poll through the gateway's
@@ -59,25 +58,10 @@ func BenchmarkStatusHandler(b *testing.B) {
 	b.ReportMetric(float64(redisCPU(b, e.rdb)-rcpu0)/float64(time.Microsecond)/float64(b.N), "redis-µs/op")
 }
 
-// redisCPU is the CPU time the Redis server has used (INFO cpu: user +
-// system, main thread and the rest).
+// redisCPU is the CPU time the Redis server has used (user + system, every
+// thread).
 func redisCPU(b *testing.B, rdb redis.UniversalClient) time.Duration {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\r\n") {
-		name, v, ok := strings.Cut(line, ":")
-		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("INFO cpu: %s", line)
-			}
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
+	return time.Duration(testenv.RedisCPU(b, rdb, "used_cpu_sys", "used_cpu_user") * float64(time.Second))
 }
 
 // processCPU is the CPU time this process has used (user + system).

@@ -2,37 +2,18 @@ package queue_test
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // mainThreadCPU is the CPU time (seconds) Redis's main thread has used: the
 // thread that runs every command, so its time per operation is what bounds
 // one shard (one event) on one core, whatever else shares the machine.
 func mainThreadCPU(tb testing.TB, rdb redis.UniversalClient) float64 {
-	tb.Helper()
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var sum float64
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if ok && (k == "used_cpu_sys_main_thread" || k == "used_cpu_user_main_thread") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			sum += f
-		}
-	}
-	if sum == 0 {
-		tb.Fatal("no used_cpu_*_main_thread in INFO cpu")
-	}
-	return sum
+	return testenv.RedisCPU(tb, rdb, "used_cpu_sys_main_thread", "used_cpu_user_main_thread")
 }
 
 // BenchmarkShardCost reports the Redis main-thread CPU per queue operation
