@@ -17,6 +17,7 @@ run: build
 test: build
 	$(GO) vet $(PKGS)
 	$(BIN)/devstack test -- $(GO) test $(TESTFLAGS) $(PKGS)
+	$(BIN)/devstack test -- $(GO) test -count=1 -run 'Allocations' ./internal/queue ./internal/gateway
 
 bench: build
 	$(BIN)/devstack test -- $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m $$($(GO) list $(PKGS) | grep -v /internal/loadtest)

@@ -604,6 +604,9 @@ const pollAllocs = 52
 // TestPollAllocations holds the poll to its allocation budget, so that a
 // change that adds allocations to every poll shows.
 func TestPollAllocations(t *testing.T) {
+	if queue.RaceEnabled {
+		t.Skip("allocation budgets are checked without -race (make test runs them so)")
+	}
 	e := setup(t)
 	set := e.open()
 	r := join(t, e.store, set)

@@ -17,6 +17,13 @@ func TestTicketIDFormat(t *testing.T) {
 			t.Errorf("id of seq %d = %q; want %q", seq, got, want)
 		}
 	}
+}
+
+// A ticket's check allocates only its base64 decode.
+func TestTicketAllocations(t *testing.T) {
+	if RaceEnabled {
+		t.Skip("allocation budgets are checked without -race (make test runs them so)")
+	}
 	s := NewStore(nil, []byte("secret"))
 	tk := ticket{seq: 42, joinedAt: 1}
 	enc := s.encode("ev", tk)
