@@ -242,11 +242,21 @@ func sameGroup(a, b *call) bool {
 		}
 	}
 	for i := range a.header {
-		if a.args[i] != b.args[i] { // header arguments are strings and numbers
+		if !sameArg(a.args[i], b.args[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameArg: header arguments are strings and numbers; anything else never
+// merges (comparing it with == could panic).
+func sameArg(a, b any) bool {
+	switch a.(type) {
+	case string, int, int64, float64, bool:
+		return a == b
+	}
+	return false
 }
 
 // split hands each merged item its element of the reply.
