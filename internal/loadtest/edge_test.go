@@ -475,9 +475,10 @@ whole line; every join is a new fan (the line ended at %s).
 Both servers run on the same two cores as the load generator, Redis and PostgreSQL, so
 each point is bounded by CPU, not by the network; with 1,000 connections the latency is
 mostly queueing behind the other 999. The gateway's extra work per request is what the
-ratio shows: it verifies the ticket's HMAC, runs one Lua script in Redis (status:
-ZSCORE, ZRANK, a BITFIELD write for the abandon deadline; join: the sequence, ZADD,
-ZRANK), records Prometheus metrics, and sets cookies.
+ratio shows: it verifies the ticket's HMAC, runs its part of a Lua script in Redis (the
+concurrent polls, or joins, of one pipeline share one script call; per poll a ZRANK and
+its share of one BITFIELD write of the abandon deadlines; per join the sequence, ZADD,
+ZRANK: docs/EDGE.md), records Prometheus metrics, and sets cookies.
 `)
 	fmt.Fprintf(&md, `
 ### Join with the proof of work off and on
