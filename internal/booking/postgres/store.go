@@ -293,6 +293,52 @@ func (s *Store) Release(ctx context.Context, holdID, customer string) (err error
 	return tx.Commit(ctx)
 }
 
+// keyed is what a checkout finds under its hold's lock before it writes:
+// the database's now, and the booking its idempotency key already made (id
+// nil when none), with how it was paid (and, for points, the balance its
+// debit left).
+type keyed struct {
+	now                                     time.Time
+	id, hold, paymentID, paymentURL, method *string
+	paymentExpires                          *time.Time
+	balance                                 *int64
+}
+
+func bookingByKey(ctx context.Context, tx pgx.Tx, customer, key string) (keyed, error) {
+	var k keyed
+	err := tx.QueryRow(ctx, sqlBookingByKey, customer, key).Scan(&k.now, &k.id, &k.hold, &k.paymentID, &k.paymentURL,
+		&k.paymentExpires, &k.method, &k.balance)
+	return k, err
+}
+
+// reuses reports whether k is a booking its key made for another hold or
+// another way of paying: the key may not buy anything else.
+func (k keyed) reuses(hold, method string) bool { return *k.hold != hold || *k.method != method }
+
+// checkoutable is nil if the hold can still be checked out at now.
+func (h holdRow) checkoutable(now time.Time) error {
+	switch {
+	case h.status == booking.HoldBooked:
+		return booking.ErrHoldNotActive
+	case h.status != booking.HoldHeld || !h.expires.After(now):
+		return booking.ErrHoldExpired
+	}
+	return nil
+}
+
+// liveBooking is a hold's booking whose payment is open or done (id nil
+// when none): at most one per hold.
+type liveBooking struct {
+	id, paymentID, paymentURL *string
+	paymentExpires            *time.Time
+}
+
+func liveBookingOf(ctx context.Context, tx pgx.Tx, hold string) (liveBooking, error) {
+	var l liveBooking
+	err := tx.QueryRow(ctx, sqlLiveBooking, hold).Scan(&l.id, &l.paymentID, &l.paymentURL, &l.paymentExpires)
+	return l, err
+}
+
 // Checkout creates the booking (PENDING) and its payment session under the
 // hold's row lock, so that concurrent identical requests open one session and
 // all get the same answer.
@@ -307,44 +353,31 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 	if err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
 	}
-	var (
-		now                   time.Time
-		bID, bHold, pID, pURL *string
-		pExp                  *time.Time
-		method                *string
-		balance               *int64
-	)
-	if err := tx.QueryRow(ctx, sqlBookingByKey, r.Customer, r.IdempotencyKey).Scan(&now, &bID, &bHold, &pID, &pURL, &pExp, &method, &balance); err != nil {
+	k, err := bookingByKey(ctx, tx, r.Customer, r.IdempotencyKey)
+	if err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
 	}
-	if bID != nil {
-		if *bHold != r.HoldID || *method != "card" {
+	if k.id != nil {
+		if k.reuses(r.HoldID, "card") {
 			return booking.Checkout{}, booking.ErrIdempotencyReused
 		}
-		return booking.Checkout{BookingID: *bID, PaymentID: *pID, PaymentURL: *pURL, ExpiresAt: *pExp}, nil
+		return booking.Checkout{BookingID: *k.id, PaymentID: *k.paymentID, PaymentURL: *k.paymentURL, ExpiresAt: *k.paymentExpires}, nil
 	}
-	if h.status == booking.HoldBooked {
-		return booking.Checkout{}, fmt.Errorf("checkout: %w", booking.ErrHoldNotActive)
-	}
-	if h.status != booking.HoldHeld || !h.expires.After(now) {
-		return booking.Checkout{}, fmt.Errorf("checkout: %w", booking.ErrHoldExpired)
-	}
-	var (
-		c                   booking.Checkout
-		liveID, livePayment *string
-		liveURL             *string
-		liveExp             *time.Time
-	)
-	if err := tx.QueryRow(ctx, sqlLiveBooking, r.HoldID).Scan(&liveID, &livePayment, &liveURL, &liveExp); err != nil {
+	if err := h.checkoutable(k.now); err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
 	}
-	if liveID != nil {
+	live, err := liveBookingOf(ctx, tx, r.HoldID)
+	if err != nil {
+		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
+	}
+	if live.id != nil {
 		// A payment for this hold is already open: the fan continues with it.
-		return booking.Checkout{BookingID: *liveID, PaymentID: *livePayment, PaymentURL: *liveURL, ExpiresAt: *liveExp}, nil
+		return booking.Checkout{BookingID: *live.id, PaymentID: *live.paymentID, PaymentURL: *live.paymentURL, ExpiresAt: *live.paymentExpires}, nil
 	}
 	// The session must end before the hold does, so that a payment in time
 	// finds its seats still held.
-	ttl := min(r.SessionTTL, h.expires.Sub(now))
+	var c booking.Checkout
+	ttl := min(r.SessionTTL, h.expires.Sub(k.now))
 	c.BookingID = booking.NewID()
 	sess, err := open(ctx, booking.SessionFor{
 		BookingID: c.BookingID, Event: h.event, ShowtimeID: h.showtime, Seats: h.seats,

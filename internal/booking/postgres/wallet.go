@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,36 +31,26 @@ func (s *Store) CheckoutPoints(ctx context.Context, r booking.PointsCheckout) (_
 		return booking.PointsPaid{}, fmt.Errorf("points: %w", err)
 	}
 	out := booking.PointsPaid{Event: h.event, HoldID: r.HoldID, Status: booking.StatusConfirmed}
-	var (
-		now                   time.Time
-		bID, bHold, pID, pURL *string
-		pExp                  *time.Time
-		method                *string
-		balance               *int64
-	)
-	if err := tx.QueryRow(ctx, sqlBookingByKey, r.Customer, r.IdempotencyKey).Scan(&now, &bID, &bHold, &pID, &pURL, &pExp, &method, &balance); err != nil {
+	k, err := bookingByKey(ctx, tx, r.Customer, r.IdempotencyKey)
+	if err != nil {
 		return booking.PointsPaid{}, fmt.Errorf("points: %w", err)
 	}
-	if bID != nil {
-		if *bHold != r.HoldID || *method != "points" || balance == nil {
+	if k.id != nil {
+		if k.reuses(r.HoldID, "points") || k.balance == nil {
 			return booking.PointsPaid{}, booking.ErrIdempotencyReused
 		}
-		out.BookingID, out.Balance = *bID, *balance
+		out.BookingID, out.Balance = *k.id, *k.balance
 		return out, nil
 	}
-	if h.status == booking.HoldBooked {
-		return booking.PointsPaid{}, fmt.Errorf("points: %w", booking.ErrHoldNotActive)
-	}
-	if h.status != booking.HoldHeld || !h.expires.After(now) {
-		return booking.PointsPaid{}, fmt.Errorf("points: %w", booking.ErrHoldExpired)
-	}
-	var liveID, livePayment, liveURL *string
-	var liveExp *time.Time
-	if err := tx.QueryRow(ctx, sqlLiveBooking, r.HoldID).Scan(&liveID, &livePayment, &liveURL, &liveExp); err != nil {
+	if err := h.checkoutable(k.now); err != nil {
 		return booking.PointsPaid{}, fmt.Errorf("points: %w", err)
 	}
-	if liveID != nil {
-		return booking.PointsPaid{}, fmt.Errorf("points: booking %s: %w", *liveID, booking.ErrPaymentOpen)
+	live, err := liveBookingOf(ctx, tx, r.HoldID)
+	if err != nil {
+		return booking.PointsPaid{}, fmt.Errorf("points: %w", err)
+	}
+	if live.id != nil {
+		return booking.PointsPaid{}, fmt.Errorf("points: booking %s: %w", *live.id, booking.ErrPaymentOpen)
 	}
 	// The wallet's lock, then the check: nothing is written before it.
 	var have int64
