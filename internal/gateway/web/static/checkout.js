@@ -278,63 +278,27 @@ export class BookingFlow {
     if (!this.hold || this.state !== 'held') return;
     const h0 = this.hold;
     this.send('pay');
-    let attempt = 0;
-    for (;;) {
-      let r = null;
-      try {
-        r = await api('POST', `/api/v1/booking/holds/${encodeURIComponent(h0.holdId)}/checkout`, {
-          headers: { 'Idempotency-Key': h0.idemKey },
-          token: this.pass.token,
-        });
-      } catch {
-        r = null;
-      }
-      if (r && (r.status === 201 || r.status === 200)) {
-        const url = typeof r.data.paymentUrl === 'string' ? r.data.paymentUrl : '';
-        this.booking = {
-          bookingId: r.data.bookingId,
-          showtimeId: h0.showtimeId,
-          seats: h0.seats,
-          generalAdmission: h0.generalAdmission,
-          amountCents: h0.amountCents,
-          paymentUrl: url,
-        };
-        store.booking.set(this.event, this.booking);
-        this.send('booked');
-        if (url) {
-          // The provider's page decides; it sends the fan back here.
-          this.hooks.say(t('book.result.toProvider'));
-          this.hooks.leave(url);
-          return;
-        }
-        this.hooks.say(t('book.result.confirming'));
-        this.pollBooking();
-        return;
-      }
-      if (r && (r.status === 409 || r.status === 404)) {
-        await this.expire();
-        return;
-      }
-      if (r && r.status === 401) {
-        this.end();
-        return;
-      }
-      if (r && r.status >= 400 && r.status < 500 && r.status !== 429) {
-        this.send('notStarted');
-        this.hooks.say(t('book.payNotStarted'), 'error');
-        return;
-      }
-      // No answer, 429 or 5xx: retry with the same Idempotency-Key, which
-      // returns the same booking if the first attempt did land.
-      attempt += 1;
-      if (attempt > 6) {
-        this.send('notStarted');
-        this.hooks.say(t('book.payRetry'), 'error');
-        return;
-      }
-      this.hooks.say(t('book.reconnecting'), 'net');
-      await this.waiter.sleep(r && r.status === 429 ? retryAfterMs(r) : backoffMs(attempt));
+    const r = await this.checkout(h0, h0.idemKey, undefined, (r) => r.status === 201 || r.status === 200);
+    if (!r) return;
+    const url = typeof r.data.paymentUrl === 'string' ? r.data.paymentUrl : '';
+    this.booking = {
+      bookingId: r.data.bookingId,
+      showtimeId: h0.showtimeId,
+      seats: h0.seats,
+      generalAdmission: h0.generalAdmission,
+      amountCents: h0.amountCents,
+      paymentUrl: url,
+    };
+    store.booking.set(this.event, this.booking);
+    this.send('booked');
+    if (url) {
+      // The provider's page decides; it sends the fan back here.
+      this.hooks.say(t('book.result.toProvider'));
+      this.hooks.leave(url);
+      return;
     }
+    this.hooks.say(t('book.result.confirming'));
+    this.pollBooking();
   }
 
   // payPoints pays the hold from the account's points wallet at once
@@ -346,34 +310,45 @@ export class BookingFlow {
     if (!this.hold || this.state !== 'held') return null;
     const h0 = this.hold;
     this.send('pay');
+    const r = await this.checkout(h0, `${h0.idemKey}:points`, { method: 'points' },
+      (r) => (r.status === 201 && r.data.status === 'CONFIRMED') || r.status === 402);
+    if (!r) return null;
+    if (r.status === 402) {
+      this.send('notStarted');
+      return null;
+    }
+    this.booking = {
+      bookingId: r.data.bookingId,
+      showtimeId: h0.showtimeId,
+      seats: h0.seats,
+      generalAdmission: h0.generalAdmission,
+      amountCents: h0.amountCents,
+    };
+    store.booking.set(this.event, this.booking);
+    this.settle('CONFIRMED', { bookingId: r.data.bookingId, status: 'CONFIRMED' });
+    return r.data.balance;
+  }
+
+  // checkout posts the hold h0's checkout under key (with body, if any)
+  // until an answer done(r) accepts, which it returns. No answer, 429 and
+  // 5xx are retried with the same key, which answers the same booking if
+  // an earlier attempt did land. Anything else is dealt with here, and null
+  // returned: the hold lapsed (409, 404), the pass ended (401), the request
+  // was refused (another 4xx), or six retries went unanswered.
+  async checkout(h0, key, body, done) {
     let attempt = 0;
     for (;;) {
       let r = null;
       try {
         r = await api('POST', `/api/v1/booking/holds/${encodeURIComponent(h0.holdId)}/checkout`, {
-          body: { method: 'points' },
-          headers: { 'Idempotency-Key': `${h0.idemKey}:points` },
+          body,
+          headers: { 'Idempotency-Key': key },
           token: this.pass.token,
         });
       } catch {
         r = null;
       }
-      if (r && r.status === 201 && r.data.status === 'CONFIRMED') {
-        this.booking = {
-          bookingId: r.data.bookingId,
-          showtimeId: h0.showtimeId,
-          seats: h0.seats,
-          generalAdmission: h0.generalAdmission,
-          amountCents: h0.amountCents,
-        };
-        store.booking.set(this.event, this.booking);
-        this.settle('CONFIRMED', { bookingId: r.data.bookingId, status: 'CONFIRMED' });
-        return r.data.balance;
-      }
-      if (r && r.status === 402) {
-        this.send('notStarted');
-        return null;
-      }
+      if (r && done(r)) return r;
       if (r && (r.status === 409 || r.status === 404)) {
         await this.expire();
         return null;
@@ -387,8 +362,6 @@ export class BookingFlow {
         this.hooks.say(t('book.payNotStarted'), 'error');
         return null;
       }
-      // No answer, 429 or 5xx: the same key again, which answers the same
-      // booking if the first attempt did land.
       attempt += 1;
       if (attempt > 6) {
         this.send('notStarted');
