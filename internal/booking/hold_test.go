@@ -4,27 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // race releases n goroutines together and collects what each got.
 func race(n int, f func(i int) error) []error {
 	errs := make([]error, n)
-	var start, done sync.WaitGroup
-	start.Add(1)
-	for i := range n {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			start.Wait()
-			errs[i] = f(i)
-		}()
-	}
-	start.Done()
-	done.Wait()
+	testenv.Race(n, func(i int) { errs[i] = f(i) })
 	return errs
 }
 

@@ -88,28 +88,19 @@ func TestJoinOnePlacePerAccount(t *testing.T) {
 	tok := e.token("fan-1")
 	const n = 32
 	var (
-		start, done sync.WaitGroup
-		mu          sync.Mutex
-		codes       = map[int]int{}
-		tickets     = map[string]bool{}
+		mu      sync.Mutex
+		codes   = map[int]int{}
+		tickets = map[string]bool{}
 	)
-	start.Add(1)
-	for range n {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			start.Wait()
-			r := e.join("premiere", "X-Waitroom-Account", tok)
-			mu.Lock()
-			defer mu.Unlock()
-			codes[r.code]++
-			if t, ok := r.body["ticket"].(string); ok {
-				tickets[t] = true
-			}
-		}()
-	}
-	start.Done()
-	done.Wait()
+	testenv.Race(n, func(int) {
+		r := e.join("premiere", "X-Waitroom-Account", tok)
+		mu.Lock()
+		defer mu.Unlock()
+		codes[r.code]++
+		if t, ok := r.body["ticket"].(string); ok {
+			tickets[t] = true
+		}
+	})
 	if codes[http.StatusCreated] != 1 || codes[http.StatusOK] != n-1 || len(tickets) != 1 {
 		t.Fatalf("codes %v, %d distinct tickets; want one 201, %d × 200, one ticket", codes, len(tickets), n-1)
 	}

@@ -268,26 +268,20 @@ func TestJoinProofRace(t *testing.T) {
 	before := e.proofCounts("guarded")
 	const n = 50
 	codes := make([]int, n)
-	var start, done sync.WaitGroup
-	start.Add(1)
-	for i := range n {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			req, _ := http.NewRequest(http.MethodPost, "/api/v1/events/guarded/tickets", nil)
-			req.Header.Set("X-Waitroom-Proof", header)
-			start.Wait()
-			res, err := e.srv.App().Test(req, 10_000)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			res.Body.Close()
-			codes[i] = res.StatusCode
-		}()
+	reqs := make([]*http.Request, n)
+	for i := range reqs {
+		reqs[i], _ = http.NewRequest(http.MethodPost, "/api/v1/events/guarded/tickets", nil)
+		reqs[i].Header.Set("X-Waitroom-Proof", header)
 	}
-	start.Done()
-	done.Wait()
+	testenv.Race(n, func(i int) {
+		res, err := e.srv.App().Test(reqs[i], 10_000)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		res.Body.Close()
+		codes[i] = res.StatusCode
+	})
 	count := map[int]int{}
 	for _, c := range codes {
 		count[c]++

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // joinAccountRace has n joins for account released together and returns
@@ -14,29 +15,20 @@ import (
 func joinAccountRace(t *testing.T, e env, set queue.Settings, account string, n int) []queue.JoinResult {
 	t.Helper()
 	var (
-		start, done sync.WaitGroup
-		mu          sync.Mutex
-		out         []queue.JoinResult
-		errs        []error
+		mu   sync.Mutex
+		out  []queue.JoinResult
+		errs []error
 	)
-	start.Add(1)
-	for range n {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			start.Wait()
-			r, err := e.store.JoinWith(context.Background(), event, set, queue.JoinOptions{Account: account})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			out = append(out, r)
-		}()
-	}
-	start.Done()
-	done.Wait()
+	testenv.Race(n, func(int) {
+		r, err := e.store.JoinWith(context.Background(), event, set, queue.JoinOptions{Account: account})
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		out = append(out, r)
+	})
 	if len(errs) > 0 {
 		t.Fatalf("%d of %d joins failed, first: %v", len(errs), n, errs[0])
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // At the pre-queue's opening, many gateways (joining) and admitters
@@ -30,49 +31,41 @@ func testLotteryCommitmentRace(t *testing.T, e env) {
 	for i := range stores {
 		stores[i] = queue.NewStore(e.rdb, secret)
 	}
-	start := make(chan struct{})
 	stop := time.Now().Add(time.Second)
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	var placed []queue.JoinResult
-	var wg sync.WaitGroup
-	for i, s := range stores {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for time.Now().Before(stop) {
-				if i%3 == 0 { // an admitter
-					if _, err := s.Tick(ctx, event, set); err != nil {
-						t.Errorf("tick: %v", err)
-						return
-					}
-				} else { // a gateway
-					r, err := s.Join(ctx, event, set)
-					switch {
-					case errors.Is(err, queue.ErrNotOpen):
-					case err != nil:
-						t.Errorf("join: %v", err)
-						return
-					default:
-						mu.Lock()
-						placed = append(placed, r)
-						mu.Unlock()
-					}
-				}
-				if l, err := s.Lottery(ctx, event, set); err == nil {
-					mu.Lock()
-					seen[l.Commitment] = true
-					mu.Unlock()
-				} else if !errors.Is(err, queue.ErrNoLottery) {
-					t.Errorf("lottery: %v", err)
+	testenv.Race(len(stores), func(i int) {
+		s := stores[i]
+		for time.Now().Before(stop) {
+			if i%3 == 0 { // an admitter
+				if _, err := s.Tick(ctx, event, set); err != nil {
+					t.Errorf("tick: %v", err)
 					return
 				}
+			} else { // a gateway
+				r, err := s.Join(ctx, event, set)
+				switch {
+				case errors.Is(err, queue.ErrNotOpen):
+				case err != nil:
+					t.Errorf("join: %v", err)
+					return
+				default:
+					mu.Lock()
+					placed = append(placed, r)
+					mu.Unlock()
+				}
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+			if l, err := s.Lottery(ctx, event, set); err == nil {
+				mu.Lock()
+				seen[l.Commitment] = true
+				mu.Unlock()
+			} else if !errors.Is(err, queue.ErrNoLottery) {
+				t.Errorf("lottery: %v", err)
+				return
+			}
+		}
+	})
 	if len(placed) == 0 {
 		t.Fatal("nobody was placed")
 	}

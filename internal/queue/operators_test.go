@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // Revoke takes a waiting ticket out of the line and an admitted one out of
@@ -77,22 +78,13 @@ func TestOverrides(t *testing.T) {
 			t.Fatalf("overrides = %+v, %v", got, err)
 		}
 		var dropped atomic.Int32
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range 16 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				if ok, err := e.store.DropOverride(ctx, event, queue.FieldMode, got[queue.FieldMode]); err != nil {
-					t.Error(err)
-				} else if ok {
-					dropped.Add(1)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
+		testenv.Race(16, func(int) {
+			if ok, err := e.store.DropOverride(ctx, event, queue.FieldMode, got[queue.FieldMode]); err != nil {
+				t.Error(err)
+			} else if ok {
+				dropped.Add(1)
+			}
+		})
 		if n := dropped.Load(); n != 1 {
 			t.Errorf("%d replicas dropped the override; want exactly 1", n)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 func proofOf(id string, exp time.Time) queue.Proof { return queue.Proof{ID: id, ExpiresAt: exp} }
@@ -30,30 +31,20 @@ func TestJoinProvedSpendsAProofOnce(t *testing.T) {
 		p := proofOf("AAAAAAAAAAAAAAAAAAAAAA", exp)
 		const n = 64
 		var (
-			start sync.WaitGroup
-			done  sync.WaitGroup
 			mu    sync.Mutex
 			won   []queue.JoinResult
 			other []error
 		)
-		start.Add(1)
-		for range n {
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				start.Wait()
-				r, err := e.store.JoinProved(ctx, event, e.open(), p)
-				mu.Lock()
-				defer mu.Unlock()
-				if err == nil {
-					won = append(won, r)
-				} else if !errors.Is(err, queue.ErrProofSpent) {
-					other = append(other, err)
-				}
-			}()
-		}
-		start.Done()
-		done.Wait()
+		testenv.Race(n, func(int) {
+			r, err := e.store.JoinProved(ctx, event, e.open(), p)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				won = append(won, r)
+			} else if !errors.Is(err, queue.ErrProofSpent) {
+				other = append(other, err)
+			}
+		})
 		if len(won) != 1 || len(other) != 0 {
 			t.Fatalf("%d joins got a place for one proof, other errors %v; want exactly 1 and none", len(won), other)
 		}

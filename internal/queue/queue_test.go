@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -282,23 +281,11 @@ func TestConcurrentJoins(t *testing.T) { onEachLayout(t, testConcurrentJoins) }
 func testConcurrentJoins(t *testing.T, e env) {
 	const n = 2000
 	set := e.open()
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		results = make([]queue.JoinResult, n)
-		errs    = make([]error, n)
-	)
+	results, errs := make([]queue.JoinResult, n), make([]error, n)
 	sent := e.cmds.n.Load()
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i], errs[i] = e.store.Join(context.Background(), event, set)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	testenv.Race(n, func(i int) {
+		results[i], errs[i] = e.store.Join(context.Background(), event, set)
+	})
 	if cmds := e.cmds.n.Load() - sent; e.shards == 1 && cmds >= n {
 		t.Errorf("%d joins took %d commands; want concurrent joins to share script calls", n, cmds)
 	}
@@ -515,20 +502,10 @@ func testConcurrentPolls(t *testing.T, e env) {
 	sent := e.cmds.n.Load()
 	claims := map[string]int{}
 	for round := range rounds {
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		got := make([]queue.Status, n)
-		errs := make([]error, n)
-		for i := range fans {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				got[i], errs[i] = e.store.Status(ctx, event, fans[i].Ticket, set)
-			}()
-		}
-		close(start)
-		wg.Wait()
+		got, errs := make([]queue.Status, n), make([]error, n)
+		testenv.Race(n, func(i int) {
+			got[i], errs[i] = e.store.Status(ctx, event, fans[i].Ticket, set)
+		})
 		for i, f := range fans {
 			st := got[i]
 			switch {
