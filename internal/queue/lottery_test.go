@@ -248,36 +248,33 @@ func equal(a, b []string) bool {
 // A pre-queue join whose second step reaches its shard after the draw
 // began there is placed at its draw's score, not at a placeholder the draw
 // would never correct.
-func TestShardedJoinOvertakenByTheDraw(t *testing.T) {
-	for _, b := range sharded {
-		t.Run(b.name, func(t *testing.T) {
-			e := setupOn(t, b)
-			ctx := context.Background()
-			set := e.open()
-			set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
-			join(t, e.store, set) // commits the lottery
-			for _, tag := range queue.ShardTags(event, e.shards) {
-				must(t, e.rdb.HSet(ctx, "wr:{"+tag+"}:info", "drawn", 1).Err())
+func TestShardedJoinOvertakenByTheDraw(t *testing.T) { onSharded(t, testShardedJoinOvertakenByTheDraw) }
+
+func testShardedJoinOvertakenByTheDraw(t *testing.T, e env) {
+	ctx := context.Background()
+	set := e.open()
+	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
+	join(t, e.store, set) // commits the lottery
+	for _, tag := range queue.ShardTags(event, e.shards) {
+		must(t, e.rdb.HSet(ctx, "wr:{"+tag+"}:info", "drawn", 1).Err())
+	}
+	seed, err := hex.DecodeString(e.rdb.HGet(ctx, "wr:{"+event+"}:lottery", "seed").Val())
+	must(t, err)
+	for range 6 {
+		r := join(t, e.store, set)
+		m := hmac.New(sha256.New, seed)
+		m.Write([]byte(r.ID))
+		d := m.Sum(nil)
+		want := float64(int64(binary.BigEndian.Uint64(d[:8])>>11) - 1<<53)
+		var got float64
+		var found bool
+		for _, k := range e.waitKeys() {
+			if s, err := e.rdb.ZScore(ctx, k, r.ID).Result(); err == nil {
+				got, found = s, true
 			}
-			seed, err := hex.DecodeString(e.rdb.HGet(ctx, "wr:{"+event+"}:lottery", "seed").Val())
-			must(t, err)
-			for range 6 {
-				r := join(t, e.store, set)
-				m := hmac.New(sha256.New, seed)
-				m.Write([]byte(r.ID))
-				d := m.Sum(nil)
-				want := float64(int64(binary.BigEndian.Uint64(d[:8])>>11) - 1<<53)
-				var got float64
-				var found bool
-				for _, k := range e.waitKeys() {
-					if s, err := e.rdb.ZScore(ctx, k, r.ID).Result(); err == nil {
-						got, found = s, true
-					}
-				}
-				if !found || got != want {
-					t.Errorf("%s placed at %v (found %v); want its draw's score %v", r.ID, got, found, want)
-				}
-			}
-		})
+		}
+		if !found || got != want {
+			t.Errorf("%s placed at %v (found %v); want its draw's score %v", r.ID, got, found, want)
+		}
 	}
 }

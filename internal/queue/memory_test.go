@@ -66,9 +66,11 @@ return 1`, []string{"wr:{" + event + "}:wait", "wr:{" + event + "}:stats"}, done
 	}
 }
 
-func BenchmarkJoin(b *testing.B) {
+func BenchmarkJoin(b *testing.B) { benchJoins(b, open()) }
+
+// benchJoins joins event under set from 8×GOMAXPROCS goroutines.
+func benchJoins(b *testing.B, set queue.Settings) {
 	e := setup(b)
-	set := open()
 	b.SetParallelism(8)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {

@@ -148,6 +148,15 @@ func onEach(t *testing.T, test func(t *testing.T, e env)) {
 	}
 }
 
+// onSharded runs test on each backend with the line spread over three
+// shards.
+func onSharded(t *testing.T, test func(t *testing.T, e env)) {
+	t.Helper()
+	for _, b := range sharded {
+		t.Run(b.name, func(t *testing.T) { test(t, setupOn(t, b)) })
+	}
+}
+
 // open is the settings of an event open now, in queue mode.
 func open() queue.Settings {
 	return queue.Settings{

@@ -85,57 +85,54 @@ func positions(t *testing.T, e env, set queue.Settings, tickets map[string]strin
 // The pre-queue is one lottery over every shard: each fan's place is
 // exact, the order is random, and at opening the fans are let in in that
 // order, whatever shard they are on.
-func TestShardedLottery(t *testing.T) {
-	for _, b := range sharded {
-		t.Run(b.name, func(t *testing.T) {
-			e := setupOn(t, b)
-			pre := e.open()
-			pre.AdmitPerSecond = 1e6
-			pre.MaxActive = 1 << 30
-			// Opening 4 s ahead: every join of the 300 must land in the
-			// pre-queue (on a loaded machine they took more than 1.5 s, and
-			// the late ones went to the back in join order).
-			pre.PrequeueOpensAt, pre.OpensAt = at(-time.Minute), at(4*time.Second)
-			const n = 300
-			ids := make([]string, n)
-			tickets := map[string]string{}
-			for i, r := range joinMany(t, e.store, pre, n) {
-				ids[i] = r.ID
-				tickets[r.ID] = r.Ticket
-			}
-			if time.Now().After(*pre.OpensAt) {
-				t.Fatal("the joins took longer than the pre-queue: the order check below would see late joins at the back")
-			}
-			line := positions(t, e, pre, tickets)
-			if err := randomOrder(rankOf(ids, line)); err != nil {
-				t.Errorf("pre-queue order: %v", err)
-			}
-			time.Sleep(time.Until(*pre.OpensAt))
-			// The first tick draws the committed lottery (admitting nobody
-			// with no room): the line is then in the draw's order, and
-			// every place still exact.
-			set := pre
-			set.MaxActive = 0
-			tick(t, e.store, set)
-			line = positions(t, e, pre, tickets)
-			// Let them in a few at a time: each step takes the front.
-			for step := 0; len(e.line(t)) > 0; step++ {
-				set.MaxActive += 13
-				tick(t, e.store, set)
-				active := e.rdb.ZCard(context.Background(), "wr:{"+event+"}:active").Val()
-				for i, id := range line {
-					in := e.rdb.ZScore(context.Background(), "wr:{"+event+"}:active", id).Err() == nil
-					if in != (int64(i) < active) {
-						t.Fatalf("step %d: fan %d of the lottery active=%v with %d active; admission is not in lottery order", step, i, in, active)
-					}
-				}
-				if step > 100 {
-					t.Fatal("the line does not empty")
-				}
-			}
-			checkBooks(t, e)
-		})
+func TestShardedLottery(t *testing.T) { onSharded(t, testShardedLottery) }
+
+func testShardedLottery(t *testing.T, e env) {
+	pre := e.open()
+	pre.AdmitPerSecond = 1e6
+	pre.MaxActive = 1 << 30
+	// Opening 4 s ahead: every join of the 300 must land in the
+	// pre-queue (on a loaded machine they took more than 1.5 s, and
+	// the late ones went to the back in join order).
+	pre.PrequeueOpensAt, pre.OpensAt = at(-time.Minute), at(4*time.Second)
+	const n = 300
+	ids := make([]string, n)
+	tickets := map[string]string{}
+	for i, r := range joinMany(t, e.store, pre, n) {
+		ids[i] = r.ID
+		tickets[r.ID] = r.Ticket
 	}
+	if time.Now().After(*pre.OpensAt) {
+		t.Fatal("the joins took longer than the pre-queue: the order check below would see late joins at the back")
+	}
+	line := positions(t, e, pre, tickets)
+	if err := randomOrder(rankOf(ids, line)); err != nil {
+		t.Errorf("pre-queue order: %v", err)
+	}
+	time.Sleep(time.Until(*pre.OpensAt))
+	// The first tick draws the committed lottery (admitting nobody
+	// with no room): the line is then in the draw's order, and
+	// every place still exact.
+	set := pre
+	set.MaxActive = 0
+	tick(t, e.store, set)
+	line = positions(t, e, pre, tickets)
+	// Let them in a few at a time: each step takes the front.
+	for step := 0; len(e.line(t)) > 0; step++ {
+		set.MaxActive += 13
+		tick(t, e.store, set)
+		active := e.rdb.ZCard(context.Background(), "wr:{"+event+"}:active").Val()
+		for i, id := range line {
+			in := e.rdb.ZScore(context.Background(), "wr:{"+event+"}:active", id).Err() == nil
+			if in != (int64(i) < active) {
+				t.Fatalf("step %d: fan %d of the lottery active=%v with %d active; admission is not in lottery order", step, i, in, active)
+			}
+		}
+		if step > 100 {
+			t.Fatal("the line does not empty")
+		}
+	}
+	checkBooks(t, e)
 }
 
 // While fans are admitted, join and leave, every waiting fan's place stays
