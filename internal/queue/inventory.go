@@ -243,9 +243,14 @@ local function inv_read(inv)
   return true, tonumber(v[1]), tonumber(v[2]) or 0, tonumber(v[3]) or 0, tonumber(v[4]) or 0
 end
 
-local function inv_soldout(inv)
-  local known, avail, held, pending = inv_read(inv)
+-- sold out: every place is sold (none available, none held, no payment
+-- pending), of an inventory as inv_read reads it.
+local function inv_sold(known, avail, held, pending)
   return known and avail <= 0 and held <= 0 and pending <= 0
+end
+
+local function inv_soldout(inv)
+  return inv_sold(inv_read(inv))
 end
 `
 

@@ -166,7 +166,7 @@ local pre, opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4
 if mode == 'closed' or (closes and now >= closes) then return all({'closed'}) end
 if (pre and now < pre) or (not pre and opens and now < opens) then return all({'not_open'}) end
 local known, avail, held, pending = inv_read(KEYS[5])
-local soldout = known and avail <= 0 and held <= 0 and pending <= 0 -- inv_soldout
+local soldout = inv_sold(known, avail, held, pending)
 if not known then avail = -1 end
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
@@ -293,7 +293,7 @@ for i = 1, n do
     if not inv then
       local known, a, held, pending = inv_read(KEYS[5])
       inv = true
-      soldout = known and a <= 0 and held <= 0 and pending <= 0 -- inv_soldout
+      soldout = inv_sold(known, a, held, pending)
       avail = known and a or -1
     end
     if soldout then
@@ -498,7 +498,7 @@ if known then
   room = math.max(0, avail - (active - engaged))
   if queueing then
     n = math.min(n, room)
-  elseif avail <= 0 and held <= 0 and pending <= 0 then
+  elseif inv_sold(known, avail, held, pending) then
     n = 0
   end
 end

@@ -328,7 +328,7 @@ local known, avail, held, pending, engaged = inv_read(KEYS[4])
 local room, soldout = -1, 0
 if known then
   room = math.max(0, avail - (active - engaged))
-  if avail <= 0 and held <= 0 and pending <= 0 then soldout = 1 end
+  if inv_sold(known, avail, held, pending) then soldout = 1 end
   if queueing then
     n = math.min(n, room)
   elseif soldout == 1 then
