@@ -174,6 +174,7 @@ local uncommitted = until_open > 0 and redis.call('HEXISTS', KEYS[6], 'commitmen
 local passthrough = mode == 'passthrough' and until_open == 0
 local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 local r = st[2] or ARGV[5] -- rate_for_eta
+local rate = tonumber(r)
 local joined, admitted, sets, spent = 0, 0, {}, nil
 
 local function one(a)
@@ -213,7 +214,7 @@ local function one(a)
     redis.call('ZADD', KEYS[1], seq, id)
   end
   local rank = redis.call('ZRANK', KEYS[1], id)
-  local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[a + 3]))
+  local poll = poll_after(rank, rate, until_open, tonumber(ARGV[a + 3]))
   sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', '#' .. seq, deadline(now, poll, abandon)
   return {'waiting', seq, now, rank, poll, r, avail}
 end
@@ -271,6 +272,7 @@ local closed = ARGV[1] == 'closed' or (closes and now >= closes)
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
 local r = st[2] or ARGV[4] -- rate_for_eta
+local rate = tonumber(r)
 local abandon, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 local inv -- the inventory, read once when a waiting ticket needs it
 local soldout, avail
@@ -299,7 +301,7 @@ for i = 1, n do
     if soldout then
       out[i] = {'soldout'}
     else
-      local poll = poll_after(rank, tonumber(r), until_open, tonumber(ARGV[3 * i + 6]))
+      local poll = poll_after(rank, rate, until_open, tonumber(ARGV[3 * i + 6]))
       local j = #sets
       sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', slot, deadline(now, poll, abandon)
       out[i] = {'waiting', now, rank, poll, r, avail}
