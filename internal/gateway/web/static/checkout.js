@@ -281,15 +281,7 @@ export class BookingFlow {
     const r = await this.checkout(h0, h0.idemKey, undefined, (r) => r.status === 201 || r.status === 200);
     if (!r) return;
     const url = typeof r.data.paymentUrl === 'string' ? r.data.paymentUrl : '';
-    this.booking = {
-      bookingId: r.data.bookingId,
-      showtimeId: h0.showtimeId,
-      seats: h0.seats,
-      generalAdmission: h0.generalAdmission,
-      amountCents: h0.amountCents,
-      paymentUrl: url,
-    };
-    store.booking.set(this.event, this.booking);
+    this.keep(h0, r.data.bookingId, { paymentUrl: url });
     this.send('booked');
     if (url) {
       // The provider's page decides; it sends the fan back here.
@@ -317,16 +309,23 @@ export class BookingFlow {
       this.send('notStarted');
       return null;
     }
+    this.keep(h0, r.data.bookingId);
+    this.settle('CONFIRMED', { bookingId: r.data.bookingId, status: 'CONFIRMED' });
+    return r.data.balance;
+  }
+
+  // keep records the booking a checkout of hold h0 made, with what the page
+  // shows of it, here and in the tab's store (a reload finds it).
+  keep(h0, bookingId, more = {}) {
     this.booking = {
-      bookingId: r.data.bookingId,
+      bookingId,
       showtimeId: h0.showtimeId,
       seats: h0.seats,
       generalAdmission: h0.generalAdmission,
       amountCents: h0.amountCents,
+      ...more,
     };
     store.booking.set(this.event, this.booking);
-    this.settle('CONFIRMED', { bookingId: r.data.bookingId, status: 'CONFIRMED' });
-    return r.data.balance;
   }
 
   // checkout posts the hold h0's checkout under key (with body, if any)
