@@ -43,6 +43,12 @@ type call struct {
 	// whose reply has one element per item.
 	merge  bool
 	header int
+	// head: a merged script's reply begins with this many elements that
+	// every item shares (what the script read once for all), then has
+	// one element per item; the call gets its own as its reply, and the
+	// head in shared.
+	head   int
+	shared []any
 
 	// durable: with batcher.replicas > 0, the call's writes are on that
 	// many replicas before it is answered (a fan is told of them).
@@ -80,6 +86,12 @@ func (b *batcher) start(ctx context.Context, script *redis.Script, keys []string
 // call's reply is its item's element.
 func (b *batcher) startMerged(ctx context.Context, script *redis.Script, keys []string, header int, args ...any) *call {
 	return b.submit(&call{ctx: ctx, script: script, keys: keys, args: args, merge: true, header: header, done: make(chan struct{})})
+}
+
+// startMergedHead is startMerged for a script whose reply begins with head
+// shared elements (call.head).
+func (b *batcher) startMergedHead(ctx context.Context, script *redis.Script, keys []string, header, head int, args ...any) *call {
+	return b.submit(&call{ctx: ctx, script: script, keys: keys, args: args, merge: true, header: header, head: head, done: make(chan struct{})})
 }
 
 func (b *batcher) submit(c *call) *call {
@@ -206,7 +218,7 @@ func merge(batch []*call) []merged {
 			if m.call == m.items[0] {
 				// A second item: the call sent becomes one of its own.
 				first := m.call
-				m.call = &call{ctx: first.ctx, script: first.script, keys: first.keys, args: append([]any(nil), first.args...), durable: first.durable}
+				m.call = &call{ctx: first.ctx, script: first.script, keys: first.keys, args: append([]any(nil), first.args...), durable: first.durable, head: first.head}
 			}
 			m.args = append(m.args, c.args[c.header:]...)
 			m.items = append(m.items, c)
@@ -233,7 +245,7 @@ func groupOf(out []merged, c *call) int {
 }
 
 func sameGroup(a, b *call) bool {
-	if a.script != b.script || a.durable != b.durable || a.header != b.header || len(a.keys) != len(b.keys) {
+	if a.script != b.script || a.durable != b.durable || a.header != b.header || a.head != b.head || len(a.keys) != len(b.keys) {
 		return false
 	}
 	for i := range a.keys {
@@ -259,30 +271,32 @@ func sameArg(a, b any) bool {
 	return false
 }
 
-// split hands each merged item its element of the reply.
+// split hands each merged item its element of the reply (and the head the
+// items share).
 func (m merged) split() {
 	v, err := m.cmd.Slice()
+	head := m.items[0].head
+	if err == nil && len(v) != head+len(m.items) {
+		err = fmt.Errorf("merged reply has %d elements for %d items and a head of %d", len(v), len(m.items), head)
+	}
 	if c := m.items[0]; len(m.items) == 1 && c == m.call {
 		// Sent as it is: its reply is unwrapped in place.
 		if err == nil {
-			if len(v) == 1 {
-				c.cmd.SetVal(v[0])
-			} else {
-				c.cmd.SetErr(fmt.Errorf("merged reply has %d elements for 1 item", len(v)))
-			}
+			c.shared = v[:head:head]
+			c.cmd.SetVal(v[head])
+		} else {
+			c.cmd.SetErr(err)
 		}
 		close(c.done)
 		return
 	}
 	for i, c := range m.items {
 		c.cmd = redis.NewCmd(c.ctx)
-		switch {
-		case err != nil:
+		if err != nil {
 			c.cmd.SetErr(err)
-		case i >= len(v):
-			c.cmd.SetErr(fmt.Errorf("merged reply has %d elements for %d items", len(v), len(m.items)))
-		default:
-			c.cmd.SetVal(v[i])
+		} else {
+			c.shared = v[:head:head]
+			c.cmd.SetVal(v[head+i])
 		}
 		close(c.done)
 	}

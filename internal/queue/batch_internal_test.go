@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // merge groups calls of one script, keys and header, and sends a call
@@ -25,6 +27,47 @@ func TestMergeGroups(t *testing.T) {
 	for i, alone := range []*call{c, d, e} {
 		if m := out[i+1]; m.call != alone || len(m.items) != 1 {
 			t.Errorf("call %d: not sent as it is", i+1)
+		}
+	}
+}
+
+// split hands each item of a merged call its element of the reply and the
+// head they share; a reply of the wrong length is an error for every item,
+// never another item's answer.
+func TestSplitHead(t *testing.T) {
+	ctx := context.Background()
+	mk := func() *call {
+		return &call{ctx: ctx, script: statusScript, args: []any{"h", "item"}, merge: true, header: 1, head: 2, done: make(chan struct{})}
+	}
+	a, b := mk(), mk()
+	m := merge([]*call{a, b})[0]
+	m.cmd = redis.NewCmd(ctx)
+	m.cmd.SetVal([]any{"now", "rate", int64(7), int64(8)})
+	m.split()
+	for i, c := range []*call{a, b} {
+		<-c.done
+		if v, err := c.cmd.Result(); err != nil || v != int64(7+i) || len(c.shared) != 2 || c.shared[0] != "now" {
+			t.Errorf("item %d: %v, %v, head %v; want %d and [now rate]", i, v, err, c.shared, 7+i)
+		}
+	}
+
+	lone := mk()
+	m = merge([]*call{lone})[0]
+	m.cmd = redis.NewCmd(ctx)
+	m.cmd.SetVal([]any{"now", "rate", int64(9)})
+	m.split()
+	if v, err := lone.cmd.Result(); err != nil || v != int64(9) || len(lone.shared) != 2 {
+		t.Errorf("a lone call: %v, %v, head %v; want 9 and the head", v, err, lone.shared)
+	}
+
+	a, b = mk(), mk()
+	m = merge([]*call{a, b})[0]
+	m.cmd = redis.NewCmd(ctx)
+	m.cmd.SetVal([]any{"now", "rate", int64(7)}) // one element short
+	m.split()
+	for i, c := range []*call{a, b} {
+		if err := c.cmd.Err(); err == nil {
+			t.Errorf("item %d of a short reply: no error", i)
 		}
 	}
 }

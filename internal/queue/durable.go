@@ -199,7 +199,13 @@ func (s *Store) startTold(ctx context.Context, script *redis.Script, keys []stri
 
 // startToldMerged is startTold for a mergeable call (batcher.startMerged).
 func (s *Store) startToldMerged(ctx context.Context, script *redis.Script, keys []string, header int, args ...any) *call {
-	return s.batch.submit(&call{ctx: ctx, script: script, keys: keys, args: args, merge: true, header: header, durable: s.batch.replicas > 0, done: make(chan struct{})})
+	return s.startToldMergedHead(ctx, script, keys, header, 0, args...)
+}
+
+// startToldMergedHead is startToldMerged for a script whose reply begins
+// with head shared elements (call.head).
+func (s *Store) startToldMergedHead(ctx context.Context, script *redis.Script, keys []string, header, head int, args ...any) *call {
+	return s.batch.submit(&call{ctx: ctx, script: script, keys: keys, args: args, merge: true, header: header, head: head, durable: s.batch.replicas > 0, done: make(chan struct{})})
 }
 
 // durably runs script as a durable call (see WaitReplicas): through the

@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -309,44 +308,55 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o Join
 	h := s.headersOf(event, set).join
 	var args []any
 	if p == nil {
-		args = withHeader(h, b64.EncodeToString(random[:]), lottery, mrand.Float64(), o.Account)
+		args = withHeader(h, b64.EncodeToString(random[:]), lottery, o.Account)
 	} else {
 		exp := p.ExpiresAt.UnixMilli()
 		minute := exp / 60_000
 		keys = append(keys[:len(keys):len(keys)], proofsKey(event, minute))
-		args = withHeader(h, b64.EncodeToString(random[:]), lottery, mrand.Float64(), o.Account,
+		args = withHeader(h, b64.EncodeToString(random[:]), lottery, o.Account,
 			p.ID, exp, (minute+1)*60_000+1000)
 	}
-	res, err := s.startToldMerged(ctx, joinScript, keys, len(h), args...).wait().Slice()
+	c := s.startToldMergedHead(ctx, joinScript, keys, len(h), joinHead, args...)
+	res, err := c.wait().Result()
 	if err != nil {
 		return JoinResult{}, interpretError("join", err)
 	}
-	r := reply(res)
+	v, ok := res.([]any)
+	if !ok {
+		// A refusal is its name alone.
+		code, _ := res.(string)
+		if err := joinRefusal(reply([]any{code})); err != nil {
+			return JoinResult{}, err
+		}
+		return JoinResult{}, fmt.Errorf("join: unexpected reply %v", res)
+	}
+	r := reply(v)
 	if err := joinRefusal(r); err != nil {
 		return JoinResult{}, err
 	}
-	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2), account: o.Account}
+	head := reply(c.shared)
+	t := ticket{seq: r.int(0), random: random, joinedAt: head.int(0), account: o.Account}
 	var out JoinResult
-	switch r.str(0) {
-	case "admitted":
+	if code := r.int(1); code == -1 {
 		out.State = Admitted
-		out.ActiveUntil = msToTime(r.int(3))
-	case "waiting":
+		out.ActiveUntil = msToTime(r.int(2))
+	} else {
 		out.State = Waiting
-		out.Position = position(r.int(3), r.int(4), r.float(5), r.int(6), t.joinedAt, set)
+		out.Position = position(code>>16, code&0xffff, head.float(1), head.int(2), t.joinedAt, set)
 		if out.ETA != nil {
 			ms := out.ETA.Milliseconds()
 			t.joinETA = &ms
 		}
-	default:
-		return JoinResult{}, fmt.Errorf("join: unexpected reply %v", res)
 	}
-	if r.err != nil {
-		return JoinResult{}, fmt.Errorf("join: %w", r.err)
+	if err := errors.Join(r.err, head.err); err != nil {
+		return JoinResult{}, fmt.Errorf("join: %w (reply %v)", err, res)
 	}
 	out.Ticket, out.ID, out.Account = s.encode(event, t), t.id(), t.account
 	return out, nil
 }
+
+// joinHead is the length of joinScript's reply head.
+const joinHead = 3
 
 // Status reports where ticket stands, and records that its fan is still there
 // (polling keeps a waiting ticket from being dropped as abandoned).
@@ -377,34 +387,48 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 	}
 	// Concurrent polls of the event share one script call (statusScript).
 	h := s.headersOf(event, set).status
-	res, err := s.batch.startMerged(ctx, statusScript, keysOf(event).status, len(h),
-		withHeader(h, t.id(), t.seq, mrand.Float64())...,
-	).wait().Slice()
+	id := t.id()
+	c := s.batch.startMergedHead(ctx, statusScript, keysOf(event).status, len(h), statusHead,
+		withHeader(h, id, t.slot())...)
+	res, err := c.wait().Result()
 	if err != nil {
 		return Status{}, interpretError("status", err)
 	}
-	out := Status{ID: t.id(), Account: t.account, JoinedAt: msToTime(t.joinedAt)}
+	out := Status{ID: id, Account: t.account, JoinedAt: msToTime(t.joinedAt)}
 	if t.joinETA != nil {
 		d := time.Duration(*t.joinETA) * time.Millisecond
 		out.JoinETA = &d
 	}
-	r := reply(res)
+	if code, ok := res.(int64); ok {
+		// The common answers are a number (statusScript).
+		switch {
+		case code >= 0:
+			head := reply(c.shared)
+			out.State = Waiting
+			out.Position = position(code>>16, code&0xffff, head.float(1), head.int(2), head.int(0), set)
+			if head.err != nil {
+				return Status{}, fmt.Errorf("status: %w", head.err)
+			}
+		case code == -1:
+			out.State = Expired
+		case code == -2:
+			out.State = Closed
+		case code == -3:
+			out.State = SoldOut
+		default:
+			return Status{}, fmt.Errorf("status: unexpected reply %d", code)
+		}
+		return out, nil
+	}
+	v, _ := res.([]any)
+	r := reply(v)
 	switch r.str(0) {
 	case "layout":
 		return Status{}, errLayout{int(r.int(1))}
-	case "expired":
-		out.State = Expired
-	case "closed":
-		out.State = Closed
-	case "soldout":
-		out.State = SoldOut
 	case "admitted":
 		out.State = Admitted
-		out.ActiveUntil = msToTime(r.int(2))
-		out.FirstAdmission = r.int(3) == 1
-	case "waiting":
-		out.State = Waiting
-		out.Position = position(r.int(2), r.int(3), r.float(4), r.int(5), r.int(1), set)
+		out.ActiveUntil = msToTime(r.int(1))
+		out.FirstAdmission = r.int(2) == 1
 	default:
 		return Status{}, fmt.Errorf("status: unexpected reply %v", res)
 	}
@@ -413,6 +437,9 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 	}
 	return out, nil
 }
+
+// statusHead is the length of statusScript's reply head.
+const statusHead = 3
 
 // position is what a waiting fan is told. The ETA is the time for the line
 // in front (and the fan) to be admitted at the measured rate; there is none

@@ -53,15 +53,33 @@ end
 -- measured rate (a cap that stops binding, fans ahead who left) still finds
 -- its fans awake: up to 166.67 fans/s (250 / 1.5, the jitter) nobody sleeps
 -- past their turn. At least the time left before opening, clamped to
--- [1 s, 40 s], times a jitter of 1 + u/2 (u in [0,1) from the caller) so the
--- bounds are [1 s, 60 s).
-local function poll_after(ahead, rate, until_open, u)
+-- [1 s, 40 s], times a jitter of 1 + u/2 (u in [0,1)) so the bounds are
+-- [1 s, 60 s). q is poll_per(rate): the scripts that answer many fans take
+-- it once.
+local function poll_per(rate)
   if rate == nil or rate < 0.01 then rate = 0.01 end
-  local base = ahead / (4 * rate)
-  if ahead / 250 < base then base = ahead / 250 end
+  local q = 1 / (4 * rate)
+  if q > 1 / 250 then q = 1 / 250 end
+  return q
+end
+
+local function poll_after_per(ahead, q, until_open, u)
+  local base = ahead * q
   if until_open > 0 and until_open / 1000 > base then base = until_open / 1000 end
   if base < 1 then base = 1 elseif base > 40 then base = 40 end
   return math.floor(base * (1 + 0.5 * u) * 1000)
+end
+
+local function poll_after(ahead, rate, until_open, u)
+  return poll_after_per(ahead, poll_per(rate), until_open, u)
+end
+
+-- a jitter u in [0,1) for the fan n (its rank or sequence number) at now
+-- (ms): fans polled or joined together get different ones, and one fan a
+-- different one at each poll. The hot scripts take it here rather than
+-- from the caller: an argument less per fan.
+local function jitter(n, now)
+  return ((n * 7919 + now) % 1000) / 1000
 end
 
 -- the abandon deadline (unix s, rounded up so a fan is never dropped early)
@@ -138,24 +156,25 @@ end
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
 // 7 abandon_after ms; then per join: the random part of the new id
-// (base64url), a lottery score (a negative integer, as a string), a jitter
-// u in [0,1), the account id or "", and with proofs: the proof's id, its
-// expiry ms, when its set goes (unix ms)
-// Returns one element per join, each one of
+// (base64url), a lottery score (a negative integer, as a string), the
+// account id or "", and with proofs: the proof's id, its expiry ms, when
+// its set goes (unix ms)
+// Returns the head {now ms, rate, available or -1}, then one element per
+// join, each one of
 //
-//	{"closed"} | {"not_open"} | {"sold_out"} | {"reused"} | {"stale"} | {"uncommitted"}
+//	{seq, rank × 65536 + pollAfter ms} (waiting; rank 0 = next)
+//	{seq, -1, active expiry ms} (admitted)
+//	"closed" | "not_open" | "sold_out" | "reused" | "stale" | "uncommitted"
 //	{"account", entry} (the account's live place)
 //	{"layout", k} (a sharded event)
-//	{"waiting", seq, now ms, rank (0 = next), pollAfter ms, rate, available or -1}
-//	{"admitted", seq, now ms, active expiry ms}
 var joinScript = redis.NewScript(prelude + invPrelude + `
 local now, now_s = clock()
-local per = 4
-if KEYS[9] then per = 7 end
+local per = 3
+if KEYS[9] then per = 6 end
 local n = (#ARGV - 7) / per
-local out = {}
+local out = {now, '', -1}
 local function all(v)
-  for i = 1, n do out[i] = v end
+  for i = 1, n do out[i + 3] = v end
   return out
 end
 local st = redis.call('HMGET', KEYS[4], 'shards', 'rate')
@@ -163,22 +182,23 @@ local k = tonumber(st[1])
 if k and k > 1 then return all({'layout', k}) end
 local mode = ARGV[1]
 local pre, opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if mode == 'closed' or (closes and now >= closes) then return all({'closed'}) end
-if (pre and now < pre) or (not pre and opens and now < opens) then return all({'not_open'}) end
+if mode == 'closed' or (closes and now >= closes) then return all('closed') end
+if (pre and now < pre) or (not pre and opens and now < opens) then return all('not_open') end
 local known, avail, held, pending = inv_read(KEYS[5])
 local soldout = inv_sold(known, avail, held, pending)
-if not known then avail = -1 end
+if known then out[3] = avail end
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
 local uncommitted = until_open > 0 and redis.call('HEXISTS', KEYS[6], 'commitment') == 0
 local passthrough = mode == 'passthrough' and until_open == 0
 local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 local r = st[2] or ARGV[5] -- rate_for_eta
-local rate = tonumber(r)
+out[2] = r
+local q = poll_per(tonumber(r))
 local joined, admitted, sets, spent = 0, 0, {}, nil
 
 local function one(a)
-  local acct = ARGV[a + 4]
+  local acct = ARGV[a + 3]
   if acct ~= '' then
     local v = redis.call('HGET', KEYS[8], acct)
     if v then
@@ -187,12 +207,12 @@ local function one(a)
       if redis.call('ZSCORE', KEYS[1], had) or (exp and exp > now) then return {'account', v} end
     end
   end
-  if soldout then return {'sold_out'} end
-  if uncommitted then return {'uncommitted'} end
+  if soldout then return 'sold_out' end
+  if uncommitted then return 'uncommitted' end
   if KEYS[9] then
-    if now >= tonumber(ARGV[a + 6]) then return {'stale'} end
-    if redis.call('SADD', KEYS[9], ARGV[a + 5]) == 0 then return {'reused'} end
-    spent = ARGV[a + 7]
+    if now >= tonumber(ARGV[a + 5]) then return 'stale' end
+    if redis.call('SADD', KEYS[9], ARGV[a + 4]) == 0 then return 'reused' end
+    spent = ARGV[a + 6]
   end
   local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
   joined = joined + 1
@@ -205,7 +225,7 @@ local function one(a)
     redis.call('ZADD', KEYS[2], exp, id)
     admitted = admitted + 1
     sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', '#' .. seq, now_s
-    return {'admitted', seq, now, exp}
+    return {seq, -1, exp}
   end
   if until_open > 0 then
     redis.call('ZADD', KEYS[1], ARGV[a + 2], id)
@@ -214,12 +234,12 @@ local function one(a)
     redis.call('ZADD', KEYS[1], seq, id)
   end
   local rank = redis.call('ZRANK', KEYS[1], id)
-  local poll = poll_after(rank, rate, until_open, tonumber(ARGV[a + 3]))
+  local poll = poll_after_per(rank, q, until_open, jitter(seq, now))
   sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', '#' .. seq, deadline(now, poll, abandon)
-  return {'waiting', seq, now, rank, poll, r, avail}
+  return {seq, rank * 65536 + poll}
 end
 
-for i = 1, n do out[i] = one(7 + per * (i - 1)) end
+for i = 1, n do out[i + 3] = one(7 + per * (i - 1)) end
 if joined > 0 then redis.call('HINCRBY', KEYS[4], 'joined', joined) end
 if admitted > 0 then redis.call('HINCRBY', KEYS[4], 'admitted', admitted) end
 if #sets > 0 then redis.call('BITFIELD', KEYS[3], unpack(sets)) end
@@ -231,9 +251,12 @@ return out
 // still there (a new abandon deadline). It answers the polls of one event
 // that a pipeline carries together (batcher.startMerged): what every poll
 // shares (the clock, the layout, the measured rate, the inventory) is read
-// once per call, a waiting ticket costs one ZRANK, and the new deadlines of
-// all go in one BITFIELD. Each ticket's answer is the one it would get
-// alone.
+// once per call and answered once, at the head of the reply; a waiting
+// ticket costs one ZRANK and one number in the reply, and the new deadlines
+// of all go in one BITFIELD. Each ticket's answer is the one it would get
+// alone. (Inside Redis, a script's Lua around its commands costs more than
+// the commands: every table, every number turned into an argument, every
+// element of a reply. This one keeps them few; docs/EDGE.md, third round.)
 //
 // The first poll (or resuming join) that finds a ticket admitted claims
 // the place (claim in the prelude): the access window, which the tick opened
@@ -250,21 +273,23 @@ return out
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory
 // ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 configured
 // rate, 5 abandon_after ms, 6 access_ttl ms; then per ticket: its id, its
-// seq, a jitter u in [0,1)
-// Returns one element per ticket, each one of
+// seen slot ("#" and its seq)
+// Returns the head {now ms, rate, available or -1}, then one element per
+// ticket, each one of
 //
-//	{"expired"} | {"closed"} | {"soldout"} | {"layout", k} (a sharded event)
-//	{"admitted", now ms, expiry ms, first 0|1}
-//	{"waiting", now ms, rank, pollAfter ms, rate, available or -1}
+//	rank × 65536 + pollAfter ms (waiting; pollAfter < 60,000)
+//	-1 (expired) | -2 (closed) | -3 (soldout)
+//	{"admitted", expiry ms, first 0|1}
+//	{"layout", k} (a sharded event)
 var statusScript = redis.NewScript(prelude + invPrelude + `
 local now, now_s = clock()
-local n = (#ARGV - 6) / 3
-local out = {}
+local n = (#ARGV - 6) / 2
+local out = {now, '', -1}
 -- The layout and the measured rate in one read.
 local st = redis.call('HMGET', KEYS[4], 'shards', 'rate')
 local k = tonumber(st[1])
 if k and k > 1 then
-  for i = 1, n do out[i] = {'layout', k} end
+  for i = 1, n do out[i + 3] = {'layout', k} end
   return out
 end
 local opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -272,44 +297,45 @@ local closed = ARGV[1] == 'closed' or (closes and now >= closes)
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
 local r = st[2] or ARGV[4] -- rate_for_eta
-local rate = tonumber(r)
+out[2] = r
+local q = poll_per(tonumber(r))
 local abandon, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 local inv -- the inventory, read once when a waiting ticket needs it
-local soldout, avail
-local sets = {}
+local soldout
+local sets, j = {}, 0
 for i = 1, n do
-  local id, slot = ARGV[3 * i + 4], '#' .. ARGV[3 * i + 5]
+  local id, slot = ARGV[2 * i + 5], ARGV[2 * i + 6]
   local rank = redis.call('ZRANK', KEYS[1], id)
   if not rank then
     local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
     if exp and exp > now then
       local first
       exp, first = claim(KEYS[2], KEYS[3], id, slot, now, now_s, exp, ttl)
-      out[i] = {'admitted', now, exp, first}
+      out[i + 3] = {'admitted', exp, first}
     else
-      out[i] = {'expired'}
+      out[i + 3] = -1
     end
   elseif closed then
-    out[i] = {'closed'}
+    out[i + 3] = -2
   else
     if not inv then
       local known, a, held, pending = inv_read(KEYS[5])
       inv = true
       soldout = inv_sold(known, a, held, pending)
-      avail = known and a or -1
+      if known then out[3] = a end
     end
     if soldout then
-      out[i] = {'soldout'}
+      out[i + 3] = -3
     else
-      local poll = poll_after(rank, rate, until_open, tonumber(ARGV[3 * i + 6]))
-      local j = #sets
+      local poll = poll_after_per(rank, q, until_open, jitter(rank, now))
       sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', slot, deadline(now, poll, abandon)
-      out[i] = {'waiting', now, rank, poll, r, avail}
+      j = j + 4
+      out[i + 3] = rank * 65536 + poll
     end
   end
 end
 -- The waiting fans' new deadlines, in one write.
-if #sets > 0 then redis.call('BITFIELD', KEYS[3], unpack(sets)) end
+if j > 0 then redis.call('BITFIELD', KEYS[3], unpack(sets)) end
 return out
 `)
 

@@ -64,6 +64,13 @@ func (t ticket) id() string {
 	return string(b64.AppendEncode(out, t.random[:]))
 }
 
+// slot is the ticket's place in the seen key, as BITFIELD takes it ("#" and
+// its sequence number: the slot of u32 number seq).
+func (t ticket) slot() string {
+	var b [1 + 20]byte
+	return string(strconv.AppendInt(append(b[:0], '#'), t.seq, 10))
+}
+
 func newRandom() ([16]byte, error) {
 	var r [16]byte
 	_, err := rand.Read(r[:])
