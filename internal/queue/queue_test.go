@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -330,6 +331,43 @@ func testConcurrentJoins(t *testing.T, e env) {
 	}
 	if st := checkBooks(t, e); st.Joined != n {
 		t.Errorf("joined = %d; want %d", st.Joined, n)
+	}
+}
+
+// A join after opening takes its rank from the count of the line when the
+// line's last score is below its number, and asks ZRANK when it is not: a
+// member with a higher score (put there by hand, say) is behind the new
+// places, and every position is still exact.
+func TestJoinRankBehindAHigherTail(t *testing.T) {
+	e := setup(t)
+	set := open()
+	ctx := context.Background()
+	if p := join(t, e.store, set).Position.Position; p != 1 {
+		t.Fatalf("the first join: position %d; want 1", p)
+	}
+	wait := "wr:{" + event + "}:wait"
+	if err := e.rdb.ZAdd(ctx, wait, redis.Z{Score: 1e12, Member: "zz.far-behind"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for want := int64(2); want <= 4; want++ {
+		if p := join(t, e.store, set).Position.Position; p != want {
+			t.Errorf("a join before a higher tail: position %d; want %d", p, want)
+		}
+	}
+	// Together (one script call), in front of it all the same.
+	positions := make([]int64, 20)
+	testenv.Race(len(positions), func(i int) { positions[i] = join(t, e.store, set).Position.Position })
+	slices.Sort(positions)
+	for i, p := range positions {
+		if p != int64(5+i) {
+			t.Fatalf("joins together before a higher tail: positions %v; want 5…24", positions)
+		}
+	}
+	if err := e.rdb.ZRem(ctx, wait, "zz.far-behind").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if p := join(t, e.store, set).Position.Position; p != 25 {
+		t.Errorf("a join at the tail again: position %d; want 25", p)
 	}
 }
 

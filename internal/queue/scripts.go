@@ -127,8 +127,13 @@ end
 // of one event that a pipeline carries together (batcher.startMerged), one
 // after the other, each answered as if alone: what they share (the clock,
 // the layout, the rate, the inventory, the lottery's commitment) is read
-// once, the counters and the abandon deadlines are written once, and a new
-// place costs its sequence number, its ZADD and its ZRANK.
+// once, the counters, the sequence and the abandon deadlines are written
+// once, and a new place after opening costs its ZADD alone: its score, the
+// next sequence number, is above every score in the line when the line's
+// last place is below the call's first number (one ZREVRANGE per call, at
+// the tail of the skiplist), so its rank is the places counted before it.
+// A pre-queue place (a random score) and a line whose tail is not below
+// (never seen; checked, not assumed) take a ZRANK each.
 //
 // A join that pays with a proof of work (Store.JoinProved) spends it here,
 // in the same script and round trip as the place it buys: once a join would
@@ -177,7 +182,7 @@ local function all(v)
   for i = 1, n do out[i + 3] = v end
   return out
 end
-local st = redis.call('HMGET', KEYS[4], 'shards', 'rate')
+local st = redis.call('HMGET', KEYS[4], 'shards', 'rate', 'seq')
 local k = tonumber(st[1])
 if k and k > 1 then return all({'layout', k}) end
 local mode = ARGV[1]
@@ -195,7 +200,15 @@ local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 local r = st[2] or ARGV[5] -- rate_for_eta
 out[2] = r
 local q = poll_per(tonumber(r))
+local seq0 = tonumber(st[3]) or 0
 local joined, admitted, sets, spent = 0, 0, {}, nil
+-- tail: the rank the next place after opening gets, when every score in
+-- the line is below the call's first sequence number (nil: ZRANK it).
+local tail
+if until_open == 0 and not passthrough then
+  local last = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if not last[2] or tonumber(last[2]) <= seq0 then tail = redis.call('ZCARD', KEYS[1]) end
+end
 
 local function one(a)
   local acct = ARGV[a + 3]
@@ -214,8 +227,8 @@ local function one(a)
     if redis.call('SADD', KEYS[9], ARGV[a + 4]) == 0 then return 'reused' end
     spent = ARGV[a + 6]
   end
-  local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
   joined = joined + 1
+  local seq = seq0 + joined
   local id = b36(seq) .. '.' .. ARGV[a + 1]
   if acct ~= '' then redis.call('HSET', KEYS[8], acct, id .. ' ' .. now .. ' ?') end
   local j = #sets
@@ -227,20 +240,29 @@ local function one(a)
     sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', '#' .. seq, now_s
     return {seq, -1, exp}
   end
+  local rank
   if until_open > 0 then
     redis.call('ZADD', KEYS[1], ARGV[a + 2], id)
     redis.call('SADD', KEYS[7], id)
+    rank = redis.call('ZRANK', KEYS[1], id)
   else
     redis.call('ZADD', KEYS[1], seq, id)
+    if tail then
+      rank, tail = tail, tail + 1
+    else
+      rank = redis.call('ZRANK', KEYS[1], id)
+    end
   end
-  local rank = redis.call('ZRANK', KEYS[1], id)
   local poll = poll_after_per(rank, q, until_open, jitter(seq, now))
   sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', '#' .. seq, deadline(now, poll, abandon)
   return {seq, rank * 65536 + poll}
 end
 
 for i = 1, n do out[i + 3] = one(7 + per * (i - 1)) end
-if joined > 0 then redis.call('HINCRBY', KEYS[4], 'joined', joined) end
+if joined > 0 then
+  redis.call('HINCRBY', KEYS[4], 'seq', joined)
+  redis.call('HINCRBY', KEYS[4], 'joined', joined)
+end
 if admitted > 0 then redis.call('HINCRBY', KEYS[4], 'admitted', admitted) end
 if #sets > 0 then redis.call('BITFIELD', KEYS[3], unpack(sets)) end
 if spent then redis.call('PEXPIREAT', KEYS[9], spent) end
