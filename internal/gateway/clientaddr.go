@@ -45,6 +45,16 @@ type client struct {
 	secure bool
 }
 
+// secure reports whether the fan's connection is HTTPS (the cookies' Secure
+// flag): clientOf's answer, without looking at addresses when no proxy is
+// trusted (every answer that sets a cookie asks).
+func (ps proxies) secure(c *fiber.Ctx) bool {
+	if len(ps) == 0 {
+		return c.Context().IsTLS()
+	}
+	return ps.clientOf(c).secure
+}
+
 // clientOf finds the fan behind c. From a trusted proxy the fan is the
 // right-most X-Forwarded-For entry outside the trusted ranges (entries to
 // its left were written by whoever sent the request and prove nothing), and

@@ -149,6 +149,9 @@ func (s *Server) applied(old, cfg *config.Config) {
 // clientOf is the fan behind c, as the trusted proxies in force report it.
 func (s *Server) clientOf(c *fiber.Ctx) client { return s.proxies.Load().clientOf(c) }
 
+// secure reports whether the fan's connection is HTTPS (clientOf(c).secure).
+func (s *Server) secure(c *fiber.Ctx) bool { return s.proxies.Load().secure(c) }
+
 // App is the fiber application (for Listen, or app.Test in tests).
 func (s *Server) App() *fiber.App { return s.app }
 

@@ -295,11 +295,7 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o Join
 		return s.joinSharded(ctx, event, set, o, replace)
 	}
 	p := o.Proof
-	random, err := newRandom()
-	if err != nil {
-		return JoinResult{}, fmt.Errorf("join: %w", err)
-	}
-	lottery, err := lotteryScore()
+	random, lottery, err := newPlace()
 	if err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
@@ -656,15 +652,18 @@ func msArg(t *time.Time) string {
 // compares it as a string to notice a changed configuration.
 func rateArg(r float64) string { return strconv.FormatFloat(r, 'g', -1, 64) }
 
-// lotteryScore is a pre-queue score: a uniformly random integer in
+// newPlace draws what a new place needs at random, in one read of the
+// system's randomness: the random part of its ticket id, and a pre-queue
+// score (used only if the pre-queue is open): a uniformly random integer in
 // [-2^52, -1] (exact in a float64), below every post-opening score (the
 // sequence numbers, from 1). Ties need 2 draws out of 2^52 to collide.
-func lotteryScore() (string, error) {
-	var b [8]byte
+func newPlace() (random [16]byte, lottery string, err error) {
+	var b [16 + 8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
+		return random, "", err
 	}
-	return strconv.FormatInt(-int64(binary.BigEndian.Uint64(b[:])>>12)-1, 10), nil
+	copy(random[:], b[:16])
+	return random, strconv.FormatInt(-int64(binary.BigEndian.Uint64(b[16:])>>12)-1, 10), nil
 }
 
 // replyReader reads a script's array reply, remembering the first mismatch.
