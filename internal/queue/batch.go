@@ -100,6 +100,14 @@ func (b *batcher) submit(c *call) *call {
 			go b.send()
 		}
 	})
+	// A send that need not wait selects on nothing else: the request's
+	// context is shared by the requests of a moment (the gateway's budget),
+	// and every select on it takes its lock.
+	select {
+	case b.in <- c:
+		return c
+	default:
+	}
 	select {
 	case b.in <- c:
 	case <-c.ctx.Done():
