@@ -477,8 +477,8 @@ each point is bounded by CPU, not by the network; with 1,000 connections the lat
 mostly queueing behind the other 999. The gateway's extra work per request is what the
 ratio shows: it verifies the ticket's HMAC, runs its part of a Lua script in Redis (the
 concurrent polls, or joins, of one pipeline share one script call; per poll a ZRANK and
-its share of one BITFIELD write of the abandon deadlines; per join the sequence, ZADD,
-ZRANK: docs/EDGE.md), records Prometheus metrics, and sets cookies.
+its share of one BITFIELD write of the abandon deadlines; per join after opening a ZADD and
+its share of that write: docs/EDGE.md), records Prometheus metrics, and sets cookies.
 `)
 	fmt.Fprintf(&md, `
 ### Join with the proof of work off and on
