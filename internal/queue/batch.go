@@ -85,7 +85,7 @@ func (b *batcher) start(ctx context.Context, script *redis.Script, keys []string
 // line's cross-shard counts and its global join step (shards.go). The
 // call's reply is its item's element.
 func (b *batcher) startMerged(ctx context.Context, script *redis.Script, keys []string, header int, args ...any) *call {
-	return b.submit(&call{ctx: ctx, script: script, keys: keys, args: args, merge: true, header: header, done: make(chan struct{})})
+	return b.startMergedHead(ctx, script, keys, header, 0, args...)
 }
 
 // startMergedHead is startMerged for a script whose reply begins with head

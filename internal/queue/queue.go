@@ -338,7 +338,8 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o Join
 		out.ActiveUntil = msToTime(r.int(2))
 	} else {
 		out.State = Waiting
-		out.Position = position(code>>16, code&0xffff, head.float(1), head.int(2), t.joinedAt, set)
+		rank, poll := unpackWaiting(code)
+		out.Position = position(rank, poll, head.float(1), head.int(2), t.joinedAt, set)
 		if out.ETA != nil {
 			ms := out.ETA.Milliseconds()
 			t.joinETA = &ms
@@ -401,7 +402,8 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 		case code >= 0:
 			head := reply(c.shared)
 			out.State = Waiting
-			out.Position = position(code>>16, code&0xffff, head.float(1), head.int(2), head.int(0), set)
+			rank, poll := unpackWaiting(code)
+			out.Position = position(rank, poll, head.float(1), head.int(2), head.int(0), set)
 			if head.err != nil {
 				return Status{}, fmt.Errorf("status: %w", head.err)
 			}
@@ -436,6 +438,10 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 
 // statusHead is the length of statusScript's reply head.
 const statusHead = 3
+
+// unpackWaiting reads a waiting fan's answer as statusScript and joinScript
+// pack it: rank × 65,536 + pollAfter ms (pollAfter < 60,000).
+func unpackWaiting(code int64) (rank, pollMs int64) { return code >> 16, code & 0xffff }
 
 // position is what a waiting fan is told. The ETA is the time for the line
 // in front (and the fan) to be admitted at the measured rate; there is none
