@@ -89,6 +89,13 @@ local function deadline(now, poll, abandon)
   return d
 end
 
+-- int: an integer as the decimal string a command takes. A Lua number
+-- given to redis.call is formatted by Redis with %.17g and one joined by
+-- '..' with %.14g: the floating-point path of printf, the costliest step
+-- of a hot script's per-fan work (docs/EDGE.md, fourth round); '%d' is
+-- printf's integer path. Exact up to 2^53.
+local function int(n) return string.format('%d', n) end
+
 -- the admission rate ETAs are computed from: the one the admitter measured,
 -- or the configured one until it measured any.
 local function rate_for_eta(stats, configured)
@@ -237,7 +244,7 @@ local function one(a)
     local exp = now + ttl
     redis.call('ZADD', KEYS[2], exp, id)
     admitted = admitted + 1
-    sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', '#' .. seq, now_s
+    sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', string.format('#%d', seq), now_s
     return {seq, -1, exp}
   end
   local rank
@@ -246,7 +253,7 @@ local function one(a)
     redis.call('SADD', KEYS[7], id)
     rank = redis.call('ZRANK', KEYS[1], id)
   else
-    redis.call('ZADD', KEYS[1], seq, id)
+    redis.call('ZADD', KEYS[1], int(seq), id)
     if tail then
       rank, tail = tail, tail + 1
     else
@@ -254,7 +261,7 @@ local function one(a)
     end
   end
   local poll = poll_after_per(rank, q, until_open, jitter(seq, now))
-  sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', '#' .. seq, deadline(now, poll, abandon)
+  sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', string.format('#%d', seq), int(deadline(now, poll, abandon))
   return {seq, rank * 65536 + poll}
 end
 
@@ -350,7 +357,7 @@ for i = 1, n do
       out[i + 3] = -3
     else
       local poll = poll_after_per(rank, q, until_open, jitter(rank, now))
-      sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', slot, deadline(now, poll, abandon)
+      sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', slot, int(deadline(now, poll, abandon))
       j = j + 4
       out[i + 3] = rank * 65536 + poll
     end
