@@ -87,15 +87,11 @@ func (s *Server) grant(c *fiber.Ctx, ev *config.Event, ticket, id, account strin
 }
 
 func (s *Server) setCookie(c *fiber.Ctx, name, value string, expires time.Time) {
-	c.Cookie(&fiber.Cookie{
-		Name: name, Value: value, Path: "/", Expires: expires,
-		HTTPOnly: true, SameSite: fiber.CookieSameSiteLaxMode, Secure: s.secure(c),
-	})
+	putCookie(c, name, value, expires, s.secure(c))
 }
 
 func (s *Server) clearCookie(c *fiber.Ctx, name string) {
-	c.Cookie(&fiber.Cookie{Name: name, Value: "", Path: "/", Expires: time.Unix(1, 0),
-		HTTPOnly: true, SameSite: fiber.CookieSameSiteLaxMode, Secure: s.secure(c)})
+	putCookie(c, name, "", time.Unix(1, 0), s.secure(c))
 }
 
 // join: POST /api/v1/events/:event/tickets
