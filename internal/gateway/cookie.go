@@ -9,8 +9,8 @@ import (
 // The ticket's and the pass's cookies are set on every join and on every
 // admission: their Set-Cookie line is written by hand, byte for byte what
 // fiber's Ctx.Cookie makes of the same cookie (the tests compare the two),
-// without its pooled fasthttp.Cookie and time.Format's layout walk (about a
-// microsecond of a join's CPU: docs/EDGE.md, fourth round).
+// without its pooled fasthttp.Cookie and time.Format's layout walk:
+// BenchmarkSetCookie, about 300 ns a cookie through fiber, 90 by hand.
 
 var headerSetCookie = []byte(fiber.HeaderSetCookie)
 

@@ -52,3 +52,25 @@ func TestPutCookieIsFiberCookie(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSetCookie: a join's ticket cookie through fiber's Ctx.Cookie and
+// by hand (putCookie).
+func BenchmarkSetCookie(b *testing.B) {
+	app := fiber.New()
+	c := app.AcquireCtx(&fasthttp.RequestCtx{})
+	defer app.ReleaseCtx(c)
+	name, value := "wr_t_premiere", "1z141z4.AbCdEfGhIjKlMnOpQrStUv.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+	until := time.Now().Add(24 * time.Hour)
+	b.Run("fiber", func(b *testing.B) {
+		for range b.N {
+			c.Response().Header.Reset()
+			c.Cookie(&fiber.Cookie{Name: name, Value: value, Path: "/", Expires: until, HTTPOnly: true, SameSite: fiber.CookieSameSiteLaxMode})
+		}
+	})
+	b.Run("byhand", func(b *testing.B) {
+		for range b.N {
+			c.Response().Header.Reset()
+			putCookie(c, name, value, until, false)
+		}
+	})
+}
