@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/booking"
@@ -281,6 +282,7 @@ func TestNobodyIsAdmittedToNothing(t *testing.T) {
 				inv, _ := e.line.InventoryOf(ctx, "tiny")
 				free, held, pending := e.truth("tiny")
 				t.Errorf("fan %d was admitted and found nothing to hold after %d tries (Redis now: %v; PostgreSQL %d free, %d held, %d pending)", i, tries, inv, free, held, pending)
+				e.dumpInventory(ctx, "tiny")
 				return
 			}
 			found.Add(1)
@@ -319,6 +321,42 @@ func TestNobodyIsAdmittedToNothing(t *testing.T) {
 	}
 	e.checkMatches("tiny")
 	t.Logf("%d fans admitted, %d found a place, %d places given back or lapsed; Redis %v", admitted.Load(), found.Load(), back.Load(), e.published("tiny"))
+}
+
+// dumpInventory logs what Redis counts for event (inventory, places,
+// ended, holders, the active set) and every hold, seat and
+// general-admission place PostgreSQL has for it: the evidence a failure of
+// the counts needs.
+func (e *invEnv) dumpInventory(ctx context.Context, event string) {
+	t := e.t
+	t.Helper()
+	for _, k := range []string{"inventory", "places", "ended", "holders"} {
+		m, err := e.rdb.HGetAll(ctx, "wr:{"+event+"}:"+k).Result()
+		t.Logf("Redis %s: %v %v", k, m, err)
+	}
+	act, err := e.rdb.ZRangeWithScores(ctx, "wr:{"+event+"}:active", 0, -1).Result()
+	t.Logf("Redis active: %v %v", act, err)
+	for _, q := range []struct{ what, sql string }{
+		{"hold", `SELECT h.id::text || ' ' || h.status || ' ' || h.places || ' ' || coalesce(h.ticket_id, '') || ' ' || h.created_at::text || ' ' || h.expires_at::text || ' ' || array_to_string(h.seats, ',') || ' ' || h.ga::text || ' ' || coalesce(b.status, '-')
+  FROM holds h LEFT JOIN bookings b ON b.hold_id = h.id WHERE h.event_id = $1 ORDER BY h.created_at`},
+		{"seat", `SELECT s.seat_code || ' ' || s.status || ' ' || coalesce(s.hold_id::text, '') || ' ' || coalesce(s.hold_expires_at::text, '')
+  FROM seats s JOIN showtimes st ON st.id = s.showtime_id WHERE st.event_id = $1 ORDER BY s.showtime_id, s.seat_code`},
+		{"place", `SELECT p.block_code || ' ' || p.hold_id::text || ' ' || p.status || ' ' || p.places || ' ' || p.expires_at::text
+  FROM ga_places p JOIN showtimes st ON st.id = p.showtime_id WHERE st.event_id = $1`},
+	} {
+		rows, err := e.pool.Query(ctx, q.sql, event)
+		if err != nil {
+			t.Logf("PostgreSQL %ss: %v", q.what, err)
+			continue
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		for _, l := range lines {
+			t.Logf("PostgreSQL %s %s", q.what, l)
+		}
+		if err != nil {
+			t.Logf("PostgreSQL %ss: %v", q.what, err)
+		}
+	}
 }
 
 // freePlaces lists what the seat map offers p: free seats, and "PIT" while
