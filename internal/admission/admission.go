@@ -26,6 +26,8 @@ import (
 type Store interface {
 	PublishSettings(ctx context.Context, event string, set queue.Settings) error
 	Tick(ctx context.Context, event string, set queue.Settings) (queue.TickResult, error)
+	// Opening is what the event's lottery froze of its times.
+	Opening(ctx context.Context, event string) (queue.Opening, error)
 	// TickEvery tells the store the tick interval (a sharded event's tick
 	// lease is a few of them).
 	TickEvery(d time.Duration)
@@ -68,7 +70,7 @@ func (a *Admitter) Rounds() int64 { return a.rounds.Load() }
 func (a *Admitter) Run(ctx context.Context) error {
 	for {
 		a.TickAll(ctx)
-		t := time.NewTimer(a.Config().Admitter.Tick.D())
+		t := time.NewTimer(nextRound(a.Config(), time.Now()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -76,6 +78,21 @@ func (a *Admitter) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// nextRound is how long to wait before the next round: one tick, or less
+// if an event opens sooner (its lottery freezes and is drawn at once, so
+// its first fans are let in within moments of opens_at).
+func nextRound(cfg *config.Config, now time.Time) time.Duration {
+	wait := cfg.Admitter.Tick.D()
+	for _, ev := range cfg.Events {
+		if ev.OpensAt != nil {
+			if d := ev.OpensAt.Sub(now); d >= 0 && d < wait {
+				wait = d + time.Millisecond
+			}
+		}
+	}
+	return wait
 }
 
 // TickAll runs one round: every event of the config in force, concurrently.
@@ -126,6 +143,9 @@ func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event
 	if k, ok := a.layouts.Load(ev.ID); ok {
 		set.Shards = k.(int)
 	}
+	if set, err = a.pinOpening(ctx, ev, set); err != nil {
+		return err
+	}
 	configured := set.AdmitPerSecond
 	if !set.Admitting(time.Now()) {
 		configured = 0 // "not admitting on purpose": the stalled-line alert keys on it
@@ -154,6 +174,47 @@ func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event
 	}
 	admitRate.WithLabelValues(ev.ID).Set(r.Rate)
 	return nil
+}
+
+// pinOpening puts in force the times the event's lottery froze, if it
+// did: once the entries froze, a reload that moves opens_at or
+// prequeue_opens_at changes nothing of the line (DESIGN.md, "Once drawn,
+// always drawn"). Such a reload is told to the audit as ignored, once.
+func (a *Admitter) pinOpening(ctx context.Context, ev config.Event, set queue.Settings) (queue.Settings, error) {
+	o, err := a.store.Opening(ctx, ev.ID)
+	if err != nil || !o.Frozen {
+		return set, err
+	}
+	if !sameMs(set.OpensAt, o.OpensAt) || !sameMs(set.PrequeueOpensAt, o.PrequeueOpensAt) {
+		change := fmt.Sprintf("%s opens_at %s prequeue_opens_at %s ignored: the lottery's entries froze with opens_at %s",
+			ev.ID, timeText(set.OpensAt), timeText(set.PrequeueOpensAt), timeText(o.OpensAt))
+		sum := sha256.Sum256([]byte(change))
+		e := queue.AuditEntry{Event: ev.ID, Change: change, Source: SourceConfig}
+		if err := a.store.AuditOnce(ctx, "pinned:"+hex.EncodeToString(sum[:12]), pinnedOnce, e); err != nil {
+			a.log.Warn("audit", "change", change, "err", err)
+		}
+	}
+	set.OpensAt, set.PrequeueOpensAt = o.OpensAt, o.PrequeueOpensAt
+	return set, nil
+}
+
+// pinnedOnce is how long one ignored change is told to the audit once
+// (every replica finds it at every tick).
+const pinnedOnce = 24 * time.Hour
+
+func timeText(t *time.Time) string {
+	if t == nil {
+		return "none"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// sameMs: the lottery keeps its times in ms, as Redis TIME does.
+func sameMs(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.UnixMilli() == b.UnixMilli()
 }
 
 // applied logs what a reload changed and forgets the gauges of events that

@@ -182,7 +182,7 @@ func TestCheating(t *testing.T) {
     admission: {admit_per_second: 4, max_active: 6, access_ttl: %q, abandon_after: "4s"}
     showtimes:
       - {id: %d, title: "Fair 19:00", starts_at: "2026-12-01T19:00:00Z", rows: 3, seats_per_row: 10, price_cents: 1000}
-`, fairEvent, fairAccess.String(), fairShowtime),
+`, fairEvent, fairAccess.String(), fairShowtime) + drawEventYAML,
 		Booking: fmt.Sprintf(`  hold_ttl: %q
   max_seats_per_hold: 2
   holds_per_minute: 20
@@ -463,6 +463,8 @@ SELECT count(*) FROM payments p JOIN bookings b ON b.id = p.booking_id
 		outcomes, rejoins, hammered, cyc.reholds, cyc.passUntil.Sub(cyc.claimed).Round(100*time.Millisecond), fairCeiling,
 		cyc.refusedAt.Sub(cyc.claimed).Round(100*time.Millisecond), resumed.Round(100*time.Millisecond))
 	t.Logf("answers: %s", tl.summary())
+
+	t.Run("second round", func(t *testing.T) { secondRound(t, s, hc) })
 }
 
 // honestJourney waits as told, holds one free seat (trying up to three),

@@ -182,6 +182,7 @@ func (s *Server) routes() {
 	line.Get("/:event/tickets/:ticket", s.status)
 	line.Delete("/:event/tickets/:ticket", s.leave)
 	line.Get("/:event/lottery", s.lottery)
+	line.Get("/:event/lottery/entries", s.lotteryEntries)
 	line.Get("/:event/lottery/:ticket", s.ticketDraw)
 	line.Get("/:event/report", s.report)
 	s.adminRoutes(api)

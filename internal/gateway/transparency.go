@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"bufio"
+	"context"
 	"errors"
 	"math"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway/web"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -17,30 +20,43 @@ import (
 var (
 	errNoLottery    = &apiError{Status: fiber.StatusNotFound, Code: "no_lottery", Message: "this sale has no lottery (no pre-queue, or it has not opened yet)"}
 	errNotDrawn     = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the lottery is drawn when the sale opens"}
+	errDrawing      = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the sale has opened and the lottery is being drawn: try again in a few seconds", RetryAfter: 2}
 	errNotInLottery = &apiError{Status: fiber.StatusNotFound, Code: "not_in_lottery", Message: "this ticket joined after the pre-queue: its place is first come, first served"}
 )
 
-// lotteryJSON: seed, entries and drawnAt appear from opens_at on.
+// lotteryJSON: seed, entries, entriesDigest and drawnAt appear once drawn,
+// together, and never before.
 type lotteryJSON struct {
-	Commitment  string     `json:"commitment"`
-	CommittedAt time.Time  `json:"committedAt"`
-	DrawAt      *time.Time `json:"drawAt"`
-	Seed        string     `json:"seed,omitempty"`
-	Entries     *int64     `json:"entries,omitempty"`
-	DrawnAt     *time.Time `json:"drawnAt,omitempty"`
+	Commitment    string     `json:"commitment"`
+	CommittedAt   time.Time  `json:"committedAt"`
+	DrawAt        *time.Time `json:"drawAt"`
+	Seed          string     `json:"seed,omitempty"`
+	Entries       *int64     `json:"entries,omitempty"`
+	EntriesDigest string     `json:"entriesDigest,omitempty"`
+	DrawnAt       *time.Time `json:"drawnAt,omitempty"`
 }
 
 func lotteryView(l queue.Lottery) lotteryJSON {
-	out := lotteryJSON{Commitment: l.Commitment, CommittedAt: l.CommittedAt.UTC(), Seed: l.Seed}
+	out := lotteryJSON{Commitment: l.Commitment, CommittedAt: l.CommittedAt.UTC()}
 	if !l.DrawAt.IsZero() {
 		at := l.DrawAt.UTC()
 		out.DrawAt = &at
 	}
 	if l.Drawn {
 		n, at := l.Entries, l.DrawnAt.UTC()
-		out.Entries, out.DrawnAt = &n, &at
+		out.Seed, out.EntriesDigest, out.Entries, out.DrawnAt = l.Seed, l.EntriesDigest, &n, &at
 	}
 	return out
+}
+
+// notDrawn is the answer for a lottery not drawn yet: before opening, or
+// being drawn now (the sale opened moments ago).
+func (s *Server) notDrawn(ctx context.Context, ev *config.Event) error {
+	l, err := s.line.Lottery(ctx, ev.ID, s.settingsFor(ev))
+	if err == nil && !l.DrawAt.IsZero() && !s.now().Before(l.DrawAt) {
+		return errDrawing
+	}
+	return errNotDrawn
 }
 
 // lottery: GET /api/v1/events/:event/lottery
@@ -72,7 +88,7 @@ func (s *Server) ticketDraw(c *fiber.Ctx) error {
 	case errors.Is(err, queue.ErrNoLottery):
 		return errNoLottery
 	case errors.Is(err, queue.ErrNotDrawn):
-		return errNotDrawn
+		return s.notDrawn(c.UserContext(), ev)
 	case errors.Is(err, queue.ErrNotInLottery):
 		return errNotInLottery
 	case err != nil:
@@ -80,6 +96,50 @@ func (s *Server) ticketDraw(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.JSON(fiber.Map{"ticketId": d.TicketID, "draw": d.Draw, "rank": d.Rank})
+}
+
+// lotteryEntries: GET /api/v1/events/:event/lottery/entries — every
+// entry's ticket id in rank order, one per line, streamed part by part (a
+// million entries are never held at once). Drawn only: 409 not_drawn
+// before.
+func (s *Server) lotteryEntries(c *fiber.Ctx) error {
+	ev, err := s.event(c)
+	if err != nil {
+		return err
+	}
+	l, err := s.line.Lottery(c.UserContext(), ev.ID, s.settingsFor(ev))
+	switch {
+	case errors.Is(err, queue.ErrNoLottery):
+		return errNoLottery
+	case err != nil:
+		return err
+	case !l.Drawn:
+		return s.notDrawn(c.UserContext(), ev)
+	}
+	c.Set(fiber.HeaderContentType, "text/plain; charset=utf-8")
+	c.Set(fiber.HeaderCacheControl, "public, max-age=60")
+	event, log := ev.ID, s.log
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		// The handler has returned: the request's budget is gone. The
+		// list gets its own, generous for a slow reader of a million lines.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if err := s.line.LotteryEntries(ctx, event, &flushing{w: w}); err != nil {
+			log.Warn("lottery entries", "event", event, "err", err)
+		}
+	})
+	return nil
+}
+
+// flushing sends each part to the client as it is written.
+type flushing struct{ w *bufio.Writer }
+
+func (f *flushing) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err == nil {
+		err = f.w.Flush()
+	}
+	return n, err
 }
 
 // reportJSON is the sale's report (DESIGN.md).

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,18 @@ func TestLotteryAndReportThroughTheGateway(t *testing.T) {
 		t.Errorf("a draw before opening: %d %s; want 409 not_drawn", r.code, r.raw)
 	}
 	time.Sleep(time.Until(opens))
+	// Opened, not drawn yet (no admitter has ticked): nothing shown, and
+	// the fan is told the draw is under way, not that it comes at opening.
+	if r := e.do(http.MethodGet, "/api/v1/events/premiere/lottery", nil); r.code != http.StatusOK || r.body["seed"] != nil || r.body["entriesDigest"] != nil {
+		t.Errorf("lottery opened, not drawn: %d %s; want no seed, no digest", r.code, r.raw)
+	}
+	if r := e.do(http.MethodGet, "/api/v1/events/premiere/lottery/"+tickets[0], nil); r.code != http.StatusConflict || r.body["error"] != "not_drawn" ||
+		!strings.Contains(r.body["message"].(string), "being drawn") || r.hdr.Get("Retry-After") == "" {
+		t.Errorf("a draw being drawn: %d %s; want 409 not_drawn, being drawn, Retry-After", r.code, r.raw)
+	}
+	if r := e.do(http.MethodGet, "/api/v1/events/premiere/lottery/entries", nil); r.code != http.StatusConflict || r.body["error"] != "not_drawn" {
+		t.Errorf("the entries before the draw: %d %s; want 409 not_drawn", r.code, r.raw)
+	}
 	if _, err := e.line.Tick(ctx, ev.ID, set); err != nil {
 		t.Fatal(err)
 	}
@@ -96,20 +109,36 @@ func TestLotteryAndReportThroughTheGateway(t *testing.T) {
 	if hex.EncodeToString(sum[:]) != l.body["commitment"] || l2.body["commitment"] != l.body["commitment"] || l2.body["entries"] != 5.0 {
 		t.Fatalf("after opening %s; before %s: the seed must hash to the one commitment, 5 entries", l2.raw, l.raw)
 	}
-	ranks := map[float64]bool{}
+	// Anyone recomputes the draw from the published list: its digest, the
+	// key, every draw and rank.
+	list := e.do(http.MethodGet, "/api/v1/events/premiere/lottery/entries", nil)
+	ids := strings.Fields(string(list.raw))
+	if list.code != http.StatusOK || !strings.HasPrefix(list.hdr.Get("Content-Type"), "text/plain") || len(ids) != 5 {
+		t.Fatalf("the entries: %d %q %s; want 200 text/plain, 5 lines", list.code, list.hdr.Get("Content-Type"), list.raw)
+	}
+	sorted := append([]string(nil), ids...)
+	sort.Strings(sorted)
+	dh := sha256.New()
+	for _, id := range sorted {
+		dh.Write([]byte(id + "\n"))
+	}
+	digest := dh.Sum(nil)
+	if l2.body["entriesDigest"] != hex.EncodeToString(digest) {
+		t.Fatalf("entriesDigest %v; the published list's is %x", l2.body["entriesDigest"], digest)
+	}
+	key := sha256.Sum256(append(seed, digest...))
 	for _, tk := range tickets {
 		r := e.do(http.MethodGet, "/api/v1/events/premiere/lottery/"+tk, nil)
 		id, _ := r.body["ticketId"].(string)
-		m := hmac.New(sha256.New, seed)
+		m := hmac.New(sha256.New, key[:])
 		m.Write([]byte(id))
 		if r.code != http.StatusOK || id == "" || r.body["draw"] != hex.EncodeToString(m.Sum(nil)) {
-			t.Errorf("draw of %s: %d %s; want HMAC-SHA256(seed, ticket id)", tk, r.code, r.raw)
+			t.Errorf("draw of %s: %d %s; want HMAC-SHA256(SHA-256(seed ‖ digest), ticket id)", tk, r.code, r.raw)
 		}
 		rank, _ := r.body["rank"].(float64)
-		if rank < 1 || rank > 5 || ranks[rank] {
-			t.Errorf("rank %v: want 1..5, each once", r.body["rank"])
+		if rank < 1 || rank > 5 || ids[int(rank)-1] != id {
+			t.Errorf("rank %v of %s: want its line in the published list %v", r.body["rank"], id, ids)
 		}
-		ranks[rank] = true
 	}
 
 	// Let them in (the bucket fills from the opening), each fan's page

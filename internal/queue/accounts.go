@@ -40,6 +40,10 @@ import (
 const (
 	accountGraceMs = "2000"
 	accountGrace   = 2 * time.Second
+	// lateShardMs: a sharded place not on its shard this long after its
+	// first step is never made (sJoinShard), so none is made after a join
+	// of its account took it for dead.
+	lateShardMs = "1500"
 )
 
 // errAccountPlace: the join found the account's place, maybe live; entry

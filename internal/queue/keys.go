@@ -38,9 +38,10 @@ type keys struct {
 	tick   string // HASH epoch (the tick's fencing number), mark (the sequence at the last tick)
 
 	// The committed lottery and the sale's report (lottery.go, report.go).
-	lottery string // HASH commitment, seed, committedAt, drawn, entries, last
-	entries string // SET the ticket ids placed in the pre-queue (the draw's entries)
-	ranks   string // HASH ticket id → rank in the draw (1 = first), written by the draw
+	lottery string // HASH commitment, seed, committedAt, frozen, opensAt, prequeueOpensAt, entries, digest, drawn, last
+	entries string // LIST the ticket ids placed in the pre-queue, in the order placed (the draw's entries)
+	ranks   string // string: u32 per sequence number (BITFIELD #seq), an entry's rank in the draw (1 = first)
+	drawing string // STRING the admitter drawing now, with an expiry (one draw at a time)
 	report  string // HASH the sale's figures per minute and its wait histograms
 
 	// statusScript's and joinScript's KEYS, built once (never modified).
@@ -112,11 +113,19 @@ func buildKeys(event string) keys {
 		lottery: p + "lottery",
 		entries: p + "lottery:entries",
 		ranks:   p + "lottery:ranks",
+		drawing: p + "lottery:drawing",
 		report:  p + "report",
 	}
 	k.status = []string{k.wait, k.active, k.seen, k.stats, k.inventory}
 	k.join = []string{k.wait, k.active, k.seen, k.stats, k.inventory, k.lottery, k.entries, k.accounts}
 	return k
+}
+
+// rankedKey is part i of the draw's entries in rank order: rankedPart
+// ticket ids, each followed by "\n" (the last part may be shorter), so the
+// published list streams part by part (lottery.go).
+func rankedKey(event string, i int) string {
+	return "wr:{" + event + "}:lottery:ranked:" + strconv.Itoa(i)
 }
 
 // proofsKey is the set of join proofs spent (their challenges' ids) whose

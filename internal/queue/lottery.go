@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -9,7 +11,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
+	"hash"
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,29 +25,39 @@ import (
 
 // The committed lottery (DESIGN.md "Transparency"; docs/QUEUE.md "The
 // lottery"). Fans who join during the pre-queue are put in a random order
-// at opening that nobody, not even we, can choose after the fact:
+// at opening that nobody, not even we or anyone who can read Redis, can
+// choose:
 //
 //   - when the pre-queue opens, a 32-byte seed is drawn (crypto/rand) and
 //     its SHA-256 published (the commitment). The first process to get
 //     there (an admitter's tick, or a gateway whose join found none) writes
 //     it; a script writes it only where there is none, so there is exactly
 //     one and it is never replaced. A pre-queue place is only ever given
-//     once it exists (the join scripts refuse until then), so the seed is
-//     fixed before anyone's ticket id is known;
-//   - every pre-queue place is recorded in the draw's entries (a set under
-//     the event's tag) by the same script that gives it;
-//   - at opens_at the admitter draws: each entry's draw is
-//     HMAC-SHA256(seed, ticket id); entries are ranked by draw, lowest
-//     first, and each one still waiting gets its draw as its score (the
-//     first 53 bits, what a ZSET score holds exactly; ties, which need two
-//     draws to share those bits, sort by ticket id as Redis sorts equal
-//     scores, and the rank follows the same order). Until the draw is
-//     done, every tick admits nobody, so the order fans are let in is the
-//     committed one. The draw depends on nothing but the seed and the
-//     entries (frozen at opens_at by Redis TIME), so admitters racing to do
-//     it, or one finishing what a dead one began, write the same figures;
-//   - the seed is revealed from opens_at on: any fan can recompute their
-//     draw and check their rank.
+//     once it exists (the join scripts refuse until then);
+//   - every pre-queue place is appended to the draw's entries (a list under
+//     the event's tag) by the same script that gives it; a fan who leaves
+//     stays an entry (leaving must not change the draw);
+//   - at opens_at (by Redis TIME, as the admitter's settings say it then)
+//     the entries freeze: the admitter marks the lottery frozen, with the
+//     times in force, and from then on no join is a pre-queue place, whatever
+//     opens_at a caller brings (a reload, a stale gateway): the line's times
+//     are the frozen ones for good (Store.Opening);
+//   - the draw's key is SHA-256(seed ‖ entriesDigest), where entriesDigest
+//     is SHA-256 of the entries' ids sorted bytewise, each followed by
+//     "\n". An entry's draw is HMAC-SHA256(key, ticket id); entries are
+//     ranked by draw, lowest first. The key depends on every entry, so one
+//     who read the seed during the pre-queue (from Redis, its AOF, a backup)
+//     still cannot tell which of its tickets will draw well;
+//   - each entry still waiting gets its draw as its score (the first 53
+//     bits, what a ZSET score holds exactly; ties, which need two draws to
+//     share them, sort by ticket id as Redis sorts equal scores, and the
+//     rank follows the same order). Until the draw is done, every tick
+//     admits nobody, so the order fans are let in is the drawn one. The
+//     draw depends on nothing but the seed and the frozen entries, so an
+//     admitter finishing what a dead one began writes the same figures;
+//   - once drawn (and never before) the seed, the digest and every entry in
+//     rank order are published: anyone can recompute the digest, the key,
+//     every draw and every rank.
 
 // Errors of the lottery's routes.
 var (
@@ -56,117 +74,169 @@ var (
 // commits one and joins again).
 var errUncommitted = errors.New("queue: lottery not committed yet")
 
-// lotteryPrelude: whether an event's line must wait for its draw.
+// lotteryPrelude: how far an event's line may be let in while its draw is
+// applied. The draw gives the entries their scores in rank order, part by
+// part (each below every score not drawn yet), and notes the highest score
+// given so far as "through": until the whole draw is applied, a tick lets
+// in nobody whose score is above it, so the first fans are let in moments
+// after opening, in the drawn order, however many entries are still being
+// written behind them.
 const lotteryPrelude = `
-local function undrawn(lottery)
-  return redis.call('HEXISTS', lottery, 'commitment') == 1 and redis.call('HEXISTS', lottery, 'drawn') == 0
+-- nil: no lottery, or its draw applied (no bound); false: committed, no
+-- score drawn yet (nobody may be let in); else the highest score drawn.
+local function drawn_through(lottery)
+  local l = redis.call('HMGET', lottery, 'commitment', 'applied', 'through')
+  if not l[1] or l[2] then return nil end
+  if not l[3] then return false end
+  return tonumber(l[3])
 end
 `
 
 // lotteryStepScript commits the lottery once the pre-queue is open (with
-// the seed the caller drew, only if none is committed) and says what is
-// due next.
+// the seed the caller drew, only if none is committed), freezes its entries
+// once opens_at has passed (or at once, when the settings no longer have an
+// opening: what was entered is still drawn), and says what is due next.
 //
-// KEYS: 1 lottery, 2 stats
-// ARGV: 1 prequeue_opens_at ms, 2 opens_at ms, 3 seed (hex), 4 its SHA-256 (hex)
-// Returns {"early"} (the pre-queue has not opened) | {"committed"} (before
-// opens_at) | {"draw", seed, shards} (opens_at passed, not drawn) |
-// {"drawn", seed}.
+// KEYS: 1 lottery, 2 stats, 3 entries
+// ARGV: 1 prequeue_opens_at ms or "", 2 opens_at ms or "", 3 seed (hex),
+// 4 its SHA-256 (hex)
+// Returns {"none"} (no pre-queue, no commitment) | {"early"} (the
+// pre-queue has not opened) | {"committed"} (before opens_at) |
+// {"draw", seed, entries, shards} (frozen, the draw not applied yet) |
+// {"drawn", seed, digest} (applied).
 var lotteryStepScript = redis.NewScript(prelude + `
 local now = clock()
-if redis.call('HEXISTS', KEYS[1], 'commitment') == 0 then
+local l = redis.call('HMGET', KEYS[1], 'commitment', 'frozen', 'applied', 'seed', 'entries', 'digest')
+if not l[1] then
+  if ARGV[1] == '' then return {'none'} end
   if now < tonumber(ARGV[1]) then return {'early'} end
   redis.call('HSET', KEYS[1], 'commitment', ARGV[4], 'seed', ARGV[3], 'committedAt', now)
+  l = {ARGV[4], false, false, ARGV[3], false, false}
 end
-local l = redis.call('HMGET', KEYS[1], 'seed', 'drawn')
-if l[2] then return {'drawn', l[1]} end
-if now < tonumber(ARGV[2]) then return {'committed'} end
-return {'draw', l[1], tonumber(redis.call('HGET', KEYS[2], 'shards')) or 1}
+if l[3] then return {'drawn', l[4], l[6]} end
+if not l[2] then
+  local opens = tonumber(ARGV[2])
+  if opens and now < opens then return {'committed'} end
+  l[5] = redis.call('LLEN', KEYS[3])
+  redis.call('HSET', KEYS[1], 'frozen', now, 'entries', l[5], 'opensAt', opens or now, 'prequeueOpensAt', ARGV[1])
+end
+return {'draw', l[4], tonumber(l[5]), tonumber(redis.call('HGET', KEYS[2], 'shards')) or 1}
 `)
 
-// drawDoneScript marks the draw done, once.
+// drawnScript publishes the draw: from now on the seed, the digest, the
+// ranks and the list are shown (once, the first time).
 //
 // KEYS: 1 lottery
-// ARGV: 1 entries, 2 the highest sequence number among them
-// Returns 1 if this call marked it, 0 if it was marked already.
-var drawDoneScript = redis.NewScript(prelude + `
+// ARGV: 1 the digest (hex), 2 the highest sequence number among the entries
+var drawnScript = redis.NewScript(prelude + `
 if redis.call('HEXISTS', KEYS[1], 'drawn') == 1 then return 0 end
-local now = clock()
-redis.call('HSET', KEYS[1], 'drawn', now, 'entries', ARGV[1], 'last', ARGV[2])
+redis.call('HSET', KEYS[1], 'drawn', clock(), 'digest', ARGV[1], 'last', ARGV[2])
 return 1
 `)
 
-// lotteryReadScript reads the lottery for its route: the seed only from
-// opens_at on (by Redis TIME) or once drawn.
+// appliedScript marks the draw applied (every entry still waiting has its
+// score: the bound goes) and gives back the draw's lease.
 //
-// KEYS: 1 lottery
-// ARGV: 1 opens_at ms or ""
-// Returns {commitment or false, committedAt, seed or "", drawn ms or "", entries or ""}.
-var lotteryReadScript = redis.NewScript(prelude + `
-local now = clock()
-local l = redis.call('HMGET', KEYS[1], 'commitment', 'committedAt', 'seed', 'drawn', 'entries')
-if not l[1] then return {false} end
-local opens = tonumber(ARGV[1])
-local seed = ''
-if l[4] or (opens and now >= opens) then seed = l[3] end
-return {l[1], l[2], seed, l[4] or '', l[5] or ''}
+// KEYS: 1 lottery, 2 drawing
+var appliedScript = redis.NewScript(`
+redis.call('HSET', KEYS[1], 'applied', 1)
+redis.call('HDEL', KEYS[1], 'through')
+redis.call('DEL', KEYS[2])
+return 1
 `)
 
-// ticketDrawScript reads one entry's rank, and the seed once drawn.
+// lotteryFields are what the lottery's route reads, in this order.
+var lotteryFields = []string{"commitment", "committedAt", "seed", "drawn", "entries", "digest", "opensAt"}
+
+// ticketDrawScript reads one entry's rank, and the seed and digest once
+// drawn.
 //
 // KEYS: 1 lottery, 2 ranks
-// ARGV: 1 ticket id
-// Returns {"none"} | {"undrawn"} | {"absent"} | {"ok", seed, rank}.
+// ARGV: 1 the ticket's seen slot ("#" and its seq)
+// Returns {"none"} | {"undrawn"} | {"absent"} | {"ok", seed, digest, rank}.
 var ticketDrawScript = redis.NewScript(`
-local l = redis.call('HMGET', KEYS[1], 'commitment', 'seed', 'drawn')
+local l = redis.call('HMGET', KEYS[1], 'commitment', 'seed', 'drawn', 'digest')
 if not l[1] then return {'none'} end
 if not l[3] then return {'undrawn'} end
-local r = redis.call('HGET', KEYS[2], ARGV[1])
-if not r then return {'absent'} end
-return {'ok', l[2], r}
+local r = redis.call('BITFIELD_RO', KEYS[2], 'GET', 'u32', ARGV[1])[1]
+if r == 0 then return {'absent'} end
+return {'ok', l[2], l[4], r}
 `)
 
 // Lottery is what the lottery's route shows.
 type Lottery struct {
 	Commitment  string // hex SHA-256 of the seed
 	CommittedAt time.Time
-	DrawAt      time.Time // opens_at
-	Seed        string    // hex; empty before opens_at
-	Drawn       bool
-	DrawnAt     time.Time
-	Entries     int64 // fans in the draw, once drawn
+	DrawAt      time.Time // opens_at (the frozen one once frozen)
+	// Seed, EntriesDigest and Entries are shown once drawn, never before.
+	Seed          string // hex
+	EntriesDigest string // hex SHA-256 of the entries' ids, sorted, each followed by "\n"
+	Entries       int64
+	Drawn         bool
+	DrawnAt       time.Time
 }
 
 // TicketDraw is one fan's draw.
 type TicketDraw struct {
 	TicketID string
-	Draw     string // hex HMAC-SHA256(seed, ticket id)
+	Draw     string // hex HMAC-SHA256(key, ticket id)
 	Rank     int64  // 1 = first
 }
 
 // Lottery reads event's lottery (ErrNoLottery when none is committed).
 func (s *Store) Lottery(ctx context.Context, event string, set Settings) (Lottery, error) {
-	v, err := lotteryReadScript.Run(ctx, s.rdb, []string{keysOf(event).lottery}, msArg(set.OpensAt)).Slice()
+	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, lotteryFields...).Result()
 	if err != nil {
 		return Lottery{}, interpretError("lottery", err)
 	}
-	if len(v) < 5 {
+	f := func(i int) string { s, _ := v[i].(string); return s }
+	if f(0) == "" {
 		return Lottery{}, ErrNoLottery
 	}
-	r := reply(v)
-	out := Lottery{Commitment: r.str(0), CommittedAt: msToTime(r.int(1)), Seed: r.str(2)}
-	if set.OpensAt != nil {
+	out := Lottery{Commitment: f(0), CommittedAt: msToTime(num(v[1]))}
+	switch {
+	case f(6) != "":
+		out.DrawAt = msToTime(num(v[6]))
+	case set.OpensAt != nil:
 		out.DrawAt = *set.OpensAt
 	}
-	if d := r.str(3); d != "" {
-		out.Drawn = true
-		out.DrawnAt = msToTime(r.int(3))
-		out.Entries = r.int(4)
-	}
-	if r.err != nil {
-		return Lottery{}, fmt.Errorf("lottery: %w", r.err)
+	if f(3) != "" {
+		out.Drawn, out.DrawnAt = true, msToTime(num(v[3]))
+		out.Seed, out.Entries, out.EntriesDigest = f(2), num(v[4]), f(5)
 	}
 	return out, nil
+}
+
+// Opening is what a frozen lottery fixed of an event's times: from the
+// freeze on, a reload that moves opens_at or prequeue_opens_at changes
+// nothing of its line.
+type Opening struct {
+	Frozen          bool
+	PrequeueOpensAt *time.Time
+	OpensAt         *time.Time
+}
+
+// Opening reads the times event's lottery froze (Frozen false: none froze
+// yet, the config's times are in force). The admitter publishes these in
+// place of the config's.
+func (s *Store) Opening(ctx context.Context, event string) (Opening, error) {
+	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, "frozen", "opensAt", "prequeueOpensAt").Result()
+	if err != nil {
+		return Opening{}, interpretError("lottery", err)
+	}
+	if v[0] == nil {
+		return Opening{}, nil
+	}
+	o := Opening{Frozen: true}
+	if ms := num(v[1]); ms > 0 {
+		at := msToTime(ms)
+		o.OpensAt = &at
+	}
+	if ms := num(v[2]); ms > 0 {
+		at := msToTime(ms)
+		o.PrequeueOpensAt = &at
+	}
+	return o, nil
 }
 
 // TicketDraw reads the draw and rank of the fan holding ticket (signed; a
@@ -177,7 +247,7 @@ func (s *Store) TicketDraw(ctx context.Context, event, ticket string) (TicketDra
 		return TicketDraw{}, err
 	}
 	k := keysOf(event)
-	v, err := ticketDrawScript.Run(ctx, s.rdb, []string{k.lottery, k.ranks}, t.id()).Slice()
+	v, err := ticketDrawScript.Run(ctx, s.rdb, []string{k.lottery, k.ranks}, t.slot()).Slice()
 	if err != nil {
 		return TicketDraw{}, interpretError("lottery", err)
 	}
@@ -190,38 +260,82 @@ func (s *Store) TicketDraw(ctx context.Context, event, ticket string) (TicketDra
 	case "absent":
 		return TicketDraw{}, ErrNotInLottery
 	}
-	seed, err := hex.DecodeString(r.str(1))
+	key, err := keyOf(r.str(1), r.str(2))
 	if err != nil {
-		return TicketDraw{}, fmt.Errorf("lottery: seed: %w", err)
+		return TicketDraw{}, err
 	}
-	out := TicketDraw{TicketID: t.id(), Draw: hex.EncodeToString(drawOf(seed, t.id())), Rank: r.int(2)}
+	out := TicketDraw{TicketID: t.id(), Draw: hex.EncodeToString(drawOf(key, t.id())), Rank: r.int(3)}
 	if r.err != nil {
 		return TicketDraw{}, fmt.Errorf("lottery: %w", r.err)
 	}
 	return out, nil
 }
 
-// drawOf is an entry's draw: HMAC-SHA256(seed, ticket id).
-func drawOf(seed []byte, id string) []byte {
-	m := hmac.New(sha256.New, seed)
+// LotteryEntries writes every entry of event's drawn lottery to w, in rank
+// order, one ticket id per line, part by part (a million entries are never
+// held at once). ErrNoLottery or ErrNotDrawn (nothing written) before.
+func (s *Store) LotteryEntries(ctx context.Context, event string, w io.Writer) error {
+	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, "commitment", "drawn", "entries").Result()
+	if err != nil {
+		return interpretError("lottery", err)
+	}
+	switch {
+	case v[0] == nil:
+		return ErrNoLottery
+	case v[1] == nil:
+		return ErrNotDrawn
+	}
+	n := int(num(v[2]))
+	for i := 0; i*rankedPart < n; i++ {
+		part, err := s.rdb.Get(ctx, rankedKey(event, i)).Result()
+		if err != nil {
+			return interpretError("lottery entries", err)
+		}
+		if _, err := io.WriteString(w, part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyOf is the draw's key from the seed and the entries' digest (hex).
+func keyOf(seedHex, digestHex string) ([]byte, error) {
+	seed, err := hex.DecodeString(seedHex)
+	if err != nil || len(seed) != 32 {
+		return nil, fmt.Errorf("lottery: seed %q: %v", seedHex, err)
+	}
+	digest, err := hex.DecodeString(digestHex)
+	if err != nil || len(digest) != sha256.Size {
+		return nil, fmt.Errorf("lottery: digest %q: %v", digestHex, err)
+	}
+	k := sha256.Sum256(append(seed, digest...))
+	return k[:], nil
+}
+
+// drawOf is an entry's draw: HMAC-SHA256(key, ticket id).
+func drawOf(key []byte, id string) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(id))
 	return m.Sum(nil)
 }
 
-// drawScore is the wait score of an entry: its draw's first 53 bits, less
-// 2^53, so in [-2^53, -1] (exact in a float64, below every post-opening
-// score) and in the draw's order.
-func drawScore(seed []byte, id string) int64 {
-	return int64(binary.BigEndian.Uint64(drawOf(seed, id)[:8])>>11) - 1<<53
+// scoreOfDraw is the wait score of a draw: its first 52 bits, less 2^53,
+// so in [-2^53, -2^52-1]: exact in a float64, in the draw's order, and
+// below every score not drawn (a pre-queue place's until the draw reaches
+// it is in [-2^52, -1], a post-opening one from 1 up), which is what lets
+// the line be let in while the draw is applied (lotteryPrelude).
+func scoreOfDraw(d []byte) int64 {
+	return int64(binary.BigEndian.Uint64(d[:8])>>12) - 1<<53
 }
 
-// keepLottery commits event's lottery once its pre-queue is open and draws
-// it once opens_at has passed (Tick, before admitting anyone).
+// drawScore is the wait score of the entry id under key.
+func drawScore(key []byte, id string) int64 { return scoreOfDraw(drawOf(key, id)) }
+
+// keepLottery commits event's lottery once its pre-queue is open, freezes
+// its entries at opens_at and draws it then (Tick, before admitting
+// anyone).
 func (s *Store) keepLottery(ctx context.Context, event string, set Settings) error {
-	if set.PrequeueOpensAt == nil || set.OpensAt == nil {
-		return nil
-	}
-	if _, ok := s.seedOf(event, true); ok {
+	if _, ok := s.keyOf(event, true); ok {
 		return nil
 	}
 	v, err := s.lotteryStep(ctx, event, set)
@@ -231,20 +345,63 @@ func (s *Store) keepLottery(ctx context.Context, event string, set Settings) err
 	r := reply(v)
 	switch r.str(0) {
 	case "drawn":
-		return s.remember(event, r.str(1))
+		return s.remember(event, r.str(1), r.str(2))
 	case "draw":
 		seed, err := hex.DecodeString(r.str(1))
 		if err != nil {
 			return fmt.Errorf("lottery: seed: %w", err)
 		}
-		// The draw is O(entries) and runs once: it gets a budget of its
-		// own, not the tick's second (a big pre-queue would never finish
-		// inside it, and the line would stay shut).
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drawTimeout)
-		defer cancel()
-		return s.draw(dctx, event, seed, int(r.int(2)))
+		n, shards := r.int(2), int(r.int(3))
+		if r.err != nil {
+			return fmt.Errorf("lottery: %w", r.err)
+		}
+		return s.startDraw(ctx, event, seed, n, shards)
 	}
 	return r.err
+}
+
+// drawing is one draw this Store runs in the background.
+type drawing struct {
+	front chan struct{} // closed once the first part is applied and the draw published, or the draw ended
+	done  chan struct{} // closed when the draw ended
+	err   error         // its error, once done
+}
+
+// startDraw runs the draw in the background (one per event in this
+// Store) and waits until its first part is applied and the draw published:
+// the tick that called lets in the first fans, and the next ticks go on letting in the front
+// while the rest is written (lotteryPrelude). A draw that failed is
+// answered by the next call, which starts it again.
+//
+// The draw is O(entries) and runs once: it gets a budget of its own, not
+// the tick's second (a big pre-queue would never finish inside it).
+func (s *Store) startDraw(ctx context.Context, event string, seed []byte, n int64, shards int) error {
+	d := &drawing{front: make(chan struct{}), done: make(chan struct{})}
+	if v, running := s.draws.LoadOrStore(event, d); running {
+		d = v.(*drawing)
+		select {
+		case <-d.done:
+			s.draws.CompareAndDelete(event, d)
+			return d.err
+		default:
+			return nil
+		}
+	}
+	go func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drawTimeout)
+		defer cancel()
+		d.err = s.draw(dctx, event, seed, n, shards, d.front)
+		close(d.done)
+		if d.err == nil {
+			s.draws.CompareAndDelete(event, d)
+		}
+	}()
+	select {
+	case <-d.front:
+	case <-d.done:
+	case <-ctx.Done():
+	}
+	return nil
 }
 
 // drawTimeout bounds one attempt at the draw (an attempt cut short is
@@ -267,7 +424,7 @@ func (s *Store) lotteryStep(ctx context.Context, event string, set Settings) ([]
 	}
 	sum := sha256.Sum256(seed[:])
 	k := keysOf(event)
-	v, err := lotteryStepScript.Run(ctx, s.rdb, []string{k.lottery, k.stats},
+	v, err := lotteryStepScript.Run(ctx, s.rdb, []string{k.lottery, k.stats, k.entries},
 		msArg(set.PrequeueOpensAt), msArg(set.OpensAt), hex.EncodeToString(seed[:]), hex.EncodeToString(sum[:])).Slice()
 	if err != nil {
 		return nil, interpretError("lottery", err)
@@ -275,70 +432,129 @@ func (s *Store) lotteryStep(ctx context.Context, event string, set Settings) ([]
 	return v, nil
 }
 
-// drawnSeed is what a Store remembers of a drawn lottery.
-type drawnSeed struct {
-	seed []byte
-	at   time.Time
+// drawnKey is what a Store remembers of a drawn lottery: its key.
+type drawnKey struct {
+	key []byte
+	at  time.Time
 }
 
-// seedKeep is how long a Store trusts the seed it remembers before it
+// seedKeep is how long a Store trusts the key it remembers before it
 // reads the lottery again: an event id may be used again for a later sale
 // (its keys gone), which then has a lottery of its own.
 const seedKeep = time.Minute
 
-// seedOf is the seed of event's drawn lottery, if this Store remembers it
+// keyOf is the key of event's drawn lottery, if this Store remembers it
 // (fresh: only if remembered less than seedKeep ago).
-func (s *Store) seedOf(event string, fresh bool) ([]byte, bool) {
+func (s *Store) keyOf(event string, fresh bool) ([]byte, bool) {
 	v, ok := s.drawn.Load(event)
 	if !ok {
 		return nil, false
 	}
-	d := v.(drawnSeed)
+	d := v.(drawnKey)
 	if fresh && time.Since(d.at) > seedKeep {
 		return nil, false
 	}
-	return d.seed, true
+	return d.key, true
 }
 
-func (s *Store) remember(event, seedHex string) error {
-	seed, err := hex.DecodeString(seedHex)
+func (s *Store) remember(event, seedHex, digestHex string) error {
+	key, err := keyOf(seedHex, digestHex)
 	if err != nil {
-		return fmt.Errorf("lottery: seed: %w", err)
+		return err
 	}
-	s.drawn.Store(event, drawnSeed{seed: seed, at: time.Now()})
+	s.drawn.Store(event, drawnKey{key: key, at: time.Now()})
 	return nil
 }
 
-// learnSeed remembers event's seed if its lottery is drawn (a sharded
-// poll then knows its ticket's score without asking).
-func (s *Store) learnSeed(ctx context.Context, event string) {
-	if _, ok := s.seedOf(event, true); ok {
+// learnKey remembers event's key if its lottery is drawn (a sharded poll
+// then knows its ticket's score without asking).
+func (s *Store) learnKey(ctx context.Context, event string) {
+	if _, ok := s.keyOf(event, true); ok {
 		return
 	}
-	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, "seed", "drawn").Result()
-	if err != nil || v[1] == nil {
+	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, "seed", "digest", "drawn").Result()
+	if err != nil || v[2] == nil {
 		return
 	}
-	if seed, ok := v[0].(string); ok {
-		_ = s.remember(event, seed)
-	}
+	seed, _ := v[0].(string)
+	digest, _ := v[1].(string)
+	_ = s.remember(event, seed, digest)
 }
 
-// drawBatch bounds the commands of one pipeline of the draw.
-const drawBatch = 1000
+// The draw's sizes: entries read per LRANGE, written per pipeline, and
+// listed per part of the published list (rankedKey).
+const (
+	drawRead   = 10_000
+	drawWrite  = 10_000
+	rankedPart = 10_000
+)
 
-// draw ranks the entries of event's lottery and gives every one still
-// waiting its draw's score; then marks the draw done. Safe to run by many
-// replicas at once, and again after a replica died halfway: it writes the
-// same figures every time.
-func (s *Store) draw(ctx context.Context, event string, seed []byte, shards int) error {
+// drawLease is how long one admitter may draw before another takes over
+// (an admitter that died mid-draw).
+const drawLease = 30 * time.Second
+
+// takeLeaseScript takes a lease for its caller: free, or its own already.
+//
+// KEYS: 1 lease
+// ARGV: 1 the caller's id, 2 how long (ms)
+// Returns 1 if the caller holds it now, else 0.
+var takeLeaseScript = redis.NewScript(`
+local h = redis.call('GET', KEYS[1])
+if h and h ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
+// drawEntry is one entry as the draw ranks it.
+type drawEntry struct {
+	score int64
+	id    string
+}
+
+// draw ranks the frozen entries of event's lottery and applies it: every
+// entry still waiting gets its draw's score, in rank order, part by part,
+// the bound moving on after each (lotteryPrelude), so the first fans are
+// let in after one part; the draw is published (seed, digest, ranks, the
+// list) after the first part, and front closed then. One admitter draws at a time (a lease); one
+// that finds another drawing leaves it be. Safe to run again after a
+// replica died halfway: it writes the same figures every time.
+func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, shards int, front chan struct{}) (err error) {
+	defer func() {
+		select {
+		case <-front:
+		default:
+			close(front)
+		}
+	}()
 	k := keysOf(event)
+	ok, err := takeLeaseScript.Run(ctx, s.rdb, []string{k.drawing}, s.owner, drawLease.Milliseconds()).Bool()
+	if err != nil {
+		return interpretError("draw", err)
+	}
+	if !ok {
+		return nil // another admitter draws now
+	}
+	defer func() {
+		if err != nil {
+			// Another admitter (or this one) may take it up at once.
+			_ = sTickRelease.Run(context.WithoutCancel(ctx), s.rdb, []string{k.drawing}, s.owner).Err()
+		}
+	}()
+	ids, err := s.readEntries(ctx, k.entries, n)
+	if err != nil {
+		return err
+	}
+	digest := digestOf(ids)
+	key := sha256.Sum256(append(append([]byte(nil), seed...), digest...))
+	digestHex := hex.EncodeToString(digest)
 	var sks []shardKeys
 	if shards > 1 {
-		// From here on, a pre-queue place still on its way to its shard is
-		// refused there and comes back placed at its draw (sJoinShard).
+		// The digest is written first: from the moment a shard is marked,
+		// a pre-queue place still on its way to it is refused there, and
+		// its join places it at its draw (placeDrawn), which needs the key.
 		sks = s.shardKeysFor(event, shards)
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, k.lottery, "digest", digestHex)
 			for _, sk := range sks {
 				p.HSet(ctx, sk.info, "drawn", 1)
 			}
@@ -348,95 +564,260 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, shards int)
 			return interpretError("draw", err)
 		}
 	}
-	type entry struct {
-		id    string
-		score int64
-	}
-	var entries []entry
+	entries := rank(key[:], ids)
 	var last int64
-	var cursor uint64
-	for {
-		ids, next, err := s.rdb.SScan(ctx, k.entries, cursor, "", 5000).Result()
-		if err != nil {
-			return interpretError("draw", err)
-		}
-		for _, id := range ids {
-			entries = append(entries, entry{id: id, score: drawScore(seed, id)})
-			if seq, ok := seqOf(id); ok && seq > last {
-				last = seq
-			}
-		}
-		if cursor = next; cursor == 0 {
-			break
+	for _, e := range entries {
+		if seq, ok := seqOf(e.id); ok && seq > last {
+			last = seq
 		}
 	}
-	// SSCAN may return an id twice.
-	sort.Slice(entries, func(a, b int) bool {
-		if entries[a].score != entries[b].score {
-			return entries[a].score < entries[b].score
-		}
-		return entries[a].id < entries[b].id
-	})
-	uniq := entries[:0]
-	for i, e := range entries {
-		if i == 0 || e.id != entries[i-1].id {
-			uniq = append(uniq, e)
-		}
+	w := drawWriter{s: s, k: k, event: event, sks: sks, entries: entries}
+	// The front first: the first fans may be let in.
+	if err = w.scores(ctx, 0, 1); err != nil {
+		return err
 	}
-	entries = uniq
-	for from := 0; from < len(entries); from += drawBatch {
-		part := entries[from:min(from+drawBatch, len(entries))]
+	// Published: the ranks and the list, then the seed and the digest.
+	if err = w.ranks(ctx); err != nil {
+		return err
+	}
+	if err = drawnScript.Run(ctx, s.rdb, []string{k.lottery}, digestHex, last).Err(); err != nil {
+		return interpretError("draw", err)
+	}
+	close(front)
+	// The rest of the line, then the bound goes.
+	if err = w.scores(ctx, 1, len(entries)); err != nil {
+		return err
+	}
+	if err = appliedScript.Run(ctx, s.rdb, []string{k.lottery, k.drawing}).Err(); err != nil {
+		return interpretError("draw", err)
+	}
+	s.drawn.Store(event, drawnKey{key: key[:], at: time.Now()})
+	return nil
+}
+
+// readEntries reads the n frozen entries, in pipelines of LRANGEs.
+func (s *Store) readEntries(ctx context.Context, list string, n int64) ([]string, error) {
+	ids := make([]string, 0, n)
+	const perPipeline = 8
+	for from := int64(0); from < n; {
+		var cmds []*redis.StringSliceCmd
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			ranks := make([]any, 0, 2*len(part))
-			scores := map[string][]redis.Z{} // per wait key: one ZADD each
-			for i, e := range part {
-				wait := k.wait
-				if shards > 1 {
-					if seq, ok := seqOf(e.id); ok {
-						wait = sks[seq%int64(shards)].wait
-					}
-				}
-				scores[wait] = append(scores[wait], redis.Z{Score: float64(e.score), Member: e.id})
-				ranks = append(ranks, e.id, from+i+1)
+			for i := 0; i < perPipeline && from < n; i++ {
+				to := min(from+drawRead, n) - 1
+				cmds = append(cmds, p.LRange(ctx, list, from, to))
+				from = to + 1
 			}
-			for wait, zs := range scores {
+			return nil
+		})
+		if err != nil {
+			return nil, interpretError("draw", err)
+		}
+		for _, c := range cmds {
+			ids = append(ids, c.Val()...)
+		}
+	}
+	if int64(len(ids)) != n {
+		return nil, fmt.Errorf("draw: %d entries froze, %d read", n, len(ids))
+	}
+	return ids, nil
+}
+
+// digestOf is SHA-256 of ids sorted bytewise, each followed by "\n".
+func digestOf(ids []string) []byte {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	h := sha256.New()
+	b := bufio.NewWriterSize(h, 64<<10)
+	for _, id := range sorted {
+		b.WriteString(id)
+		b.WriteByte('\n')
+	}
+	b.Flush()
+	return h.Sum(nil)
+}
+
+// rank computes every entry's draw under key (on every core) and sorts
+// them, lowest first; ties by id, as Redis sorts equal scores.
+func rank(key []byte, ids []string) []drawEntry {
+	out := make([]drawEntry, len(ids))
+	workers := runtime.GOMAXPROCS(0)
+	per := (len(ids) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for from := 0; from < len(ids); from += per {
+		wg.Add(1)
+		go func(part []string, into []drawEntry) {
+			defer wg.Done()
+			m := hmac.New(sha256.New, key)
+			var sum [sha256.Size]byte
+			for i, id := range part {
+				into[i] = drawEntry{score: scoreOfDrawWith(m, id, &sum), id: id}
+			}
+		}(ids[from:min(from+per, len(ids))], out[from:])
+	}
+	wg.Wait()
+	slices.SortFunc(out, func(a, b drawEntry) int {
+		if c := cmp.Compare(a.score, b.score); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	return out
+}
+
+// scoreOfDrawWith is drawScore with a keyed HMAC state used again (Reset
+// restores the key's pads without hashing them again).
+func scoreOfDrawWith(m hash.Hash, id string, sum *[sha256.Size]byte) int64 {
+	m.Reset()
+	m.Write([]byte(id))
+	return scoreOfDraw(m.Sum(sum[:0]))
+}
+
+// drawWriter writes what the draw decided, part by part (drawWrite
+// entries each).
+type drawWriter struct {
+	s       *Store
+	k       keys
+	event   string
+	sks     []shardKeys // a sharded line's shards
+	entries []drawEntry // in rank order
+}
+
+func (w drawWriter) parts() int { return (len(w.entries) + drawWrite - 1) / drawWrite }
+
+func (w drawWriter) part(i int) []drawEntry {
+	return w.entries[i*drawWrite : min((i+1)*drawWrite, len(w.entries))]
+}
+
+func (w drawWriter) seq(e drawEntry) (int64, error) {
+	seq, ok := seqOf(e.id)
+	if !ok {
+		return 0, fmt.Errorf("draw: entry %q has no sequence number", e.id)
+	}
+	return seq, nil
+}
+
+// scores gives the entries of parts [from, to) still waiting their scores
+// (ZADD XX: one that left stays gone), in order, and moves the bound past
+// each part once it is written: with the next part's writes, in the same
+// pipeline (on a cluster the shards' writes of a part have all landed
+// before the event's tag hears of them).
+func (w drawWriter) scores(ctx context.Context, from, to int) error {
+	to = min(to, w.parts())
+	for i := from; i <= to; i++ {
+		_, err := w.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if i > from {
+				prev := w.part(i - 1)
+				p.HSet(ctx, w.k.lottery, "through", prev[len(prev)-1].score)
+			}
+			if i == to {
+				return nil
+			}
+			byWait := map[string][]redis.Z{}
+			for _, e := range w.part(i) {
+				seq, err := w.seq(e)
+				if err != nil {
+					return err
+				}
+				wait := w.k.wait
+				if len(w.sks) > 1 {
+					wait = w.sks[seq%int64(len(w.sks))].wait
+				}
+				byWait[wait] = append(byWait[wait], redis.Z{Score: float64(e.score), Member: e.id})
+			}
+			for wait, zs := range byWait {
 				p.ZAddXX(ctx, wait, zs...)
 			}
-			p.HSet(ctx, k.ranks, ranks...)
 			return nil
 		})
 		if err != nil {
 			return interpretError("draw", err)
 		}
 	}
-	if err := drawDoneScript.Run(ctx, s.rdb, []string{k.lottery}, len(entries), last).Err(); err != nil {
-		return interpretError("draw", err)
-	}
-	s.drawn.Store(event, drawnSeed{seed: seed, at: time.Now()})
 	return nil
+}
+
+// ranks writes every entry's rank (BITFIELD by sequence number) and the
+// list in rank order (rankedKey), two pipelines in flight.
+func (w drawWriter) ranks(ctx context.Context) error {
+	jobs := make(chan int)
+	errs := make(chan error, 2)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if err := w.ranksOf(ctx, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var err error
+send:
+	for i := range w.parts() {
+		select {
+		case jobs <- i:
+		case err = <-errs:
+			break send
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	if err == nil {
+		err = <-errs
+	}
+	return interpretError("draw", err)
+}
+
+func (w drawWriter) ranksOf(ctx context.Context, i int) error {
+	part := w.part(i)
+	args := make([]any, 0, 2+4*len(part))
+	args = append(args, "BITFIELD", w.k.ranks)
+	var list strings.Builder
+	list.Grow(len(part) * 28)
+	for j, e := range part {
+		seq, err := w.seq(e)
+		if err != nil {
+			return err
+		}
+		args = append(args, "SET", "u32", "#"+strconv.FormatInt(seq, 10), i*drawWrite+j+1)
+		list.WriteString(e.id)
+		list.WriteByte('\n')
+	}
+	_, err := w.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, args...)
+		// rankedPart == drawWrite: part i of the list.
+		p.Set(ctx, rankedKey(w.event, i), list.String(), 0)
+		return nil
+	})
+	return err
 }
 
 // placeDrawn places a pre-queue join that reached its shard after the draw
 // began, at its draw's score, and counts the fans ahead of it elsewhere.
 func (s *Store) placeDrawn(ctx context.Context, event string, set Settings, t ticket, rate string, untilOpen int64) ([]any, int64, error) {
-	seedHex, err := s.rdb.HMGet(ctx, keysOf(event).lottery, "seed").Result()
+	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, "seed", "digest").Result()
 	if err != nil {
 		return nil, 0, interpretError("join", err)
 	}
-	str, _ := seedHex[0].(string)
-	seed, err := hex.DecodeString(str)
-	if err != nil || len(seed) == 0 {
-		return nil, 0, fmt.Errorf("join: the lottery's seed: %q %v", str, err)
+	seed, _ := v[0].(string)
+	digest, _ := v[1].(string)
+	key, err := keyOf(seed, digest)
+	if err != nil {
+		return nil, 0, fmt.Errorf("join: %w", err)
 	}
 	n := shardsOf(set)
 	shards := s.shardKeysFor(event, n)
 	own := int(t.seq % int64(n))
 	sk := shards[own]
-	score := drawScore(seed, t.id())
+	score := drawScore(key, t.id())
 	place := s.startTold(ctx, sJoinShard, []string{sk.wait, sk.seen, sk.stats, sk.info},
-		t.id(), score, t.seq/int64(n), rate, untilOpen, set.AbandonAfter.Milliseconds(), 0.5, n, 1)
+		t.id(), score, t.seq/int64(n), rate, untilOpen, set.AbandonAfter.Milliseconds(), 0.5, n, 1, t.joinedAt)
 	ahead := s.startBelow(ctx, shards, own, score)
-	v, err := place.wait().Slice()
+	res, err := place.wait().Slice()
 	if err != nil {
 		return nil, 0, interpretError("join", err)
 	}
@@ -444,5 +825,5 @@ func (s *Store) placeDrawn(ctx context.Context, event string, set Settings, t ti
 	if err != nil {
 		return nil, 0, interpretError("join", err)
 	}
-	return v, others, nil
+	return res, others, nil
 }

@@ -1,9 +1,7 @@
 package queue_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -12,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -85,7 +85,7 @@ func testLotteryCommitmentRace(t *testing.T, e env) {
 		if st.JoinedAt.Before(l.CommittedAt) {
 			t.Errorf("%s placed at %v, before the commitment at %v", r.ID, st.JoinedAt, l.CommittedAt)
 		}
-		if !e.rdb.SIsMember(ctx, "wr:{"+event+"}:lottery:entries", r.ID).Val() {
+		if e.rdb.LPos(ctx, "wr:{"+event+"}:lottery:entries", r.ID, redis.LPosArgs{}).Err() != nil {
 			t.Errorf("%s placed in the pre-queue but not among the draw's entries", r.ID)
 		}
 	}
@@ -158,34 +158,22 @@ func testLotteryDrawIsReproducible(t *testing.T, e env) {
 	if !l.Drawn || l.Entries != n {
 		t.Fatalf("drawn %v, %d entries; want %d (those who left too)", l.Drawn, l.Entries, n)
 	}
-	type drawn struct {
-		id   string
-		draw []byte
+	var ids []string
+	for _, f := range fans {
+		ids = append(ids, f.ID)
 	}
-	order := make([]drawn, n)
-	for i, f := range fans {
-		m := hmac.New(sha256.New, seed)
-		m.Write([]byte(f.ID))
-		order[i] = drawn{f.ID, m.Sum(nil)}
-	}
-	sort.Slice(order, func(a, b int) bool {
-		if c := bytes.Compare(order[a].draw, order[b].draw); c != 0 {
-			return c < 0
-		}
-		return order[a].id < order[b].id
-	})
+	key := drawKey(seed, entriesDigest(ids))
+	order := rankOrder(key, ids)
 	rank := map[string]int64{}
-	for i, d := range order {
-		rank[d.id] = int64(i + 1)
+	for i, id := range order {
+		rank[id] = int64(i + 1)
 	}
 	tickets := map[string]string{}
 	for _, f := range fans {
 		tickets[f.ID] = f.Ticket
 		got, err := e.store.TicketDraw(ctx, event, f.Ticket)
 		must(t, err)
-		m := hmac.New(sha256.New, seed)
-		m.Write([]byte(f.ID))
-		if want := hex.EncodeToString(m.Sum(nil)); got.TicketID != f.ID || got.Draw != want || got.Rank != rank[f.ID] {
+		if want := hex.EncodeToString(hmacOf(key, f.ID)); got.TicketID != f.ID || got.Draw != want || got.Rank != rank[f.ID] {
 			t.Errorf("%s: draw %s rank %d; want %s rank %d", f.ID, got.Draw, got.Rank, want, rank[f.ID])
 		}
 	}
@@ -198,9 +186,9 @@ func testLotteryDrawIsReproducible(t *testing.T, e env) {
 
 	// The line: the draw's order (less those who left), then FIFO.
 	var want []string
-	for _, d := range order {
-		if !left[d.id] {
-			want = append(want, d.id)
+	for _, id := range order {
+		if !left[id] {
+			want = append(want, id)
 		}
 	}
 	sort.Slice(late, func(a, b int) bool { return seqOfID(t, late[a].ID) < seqOfID(t, late[b].ID) })
@@ -255,17 +243,19 @@ func testShardedJoinOvertakenByTheDraw(t *testing.T, e env) {
 	set := e.open()
 	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	join(t, e.store, set) // commits the lottery
+	// The draw began: it wrote the entries' digest, then marked the shards.
+	digest := sha256.Sum256([]byte("the entries"))
+	must(t, e.rdb.HSet(ctx, "wr:{"+event+"}:lottery", "digest", hex.EncodeToString(digest[:])).Err())
 	for _, tag := range queue.ShardTags(event, e.shards) {
 		must(t, e.rdb.HSet(ctx, "wr:{"+tag+"}:info", "drawn", 1).Err())
 	}
 	seed, err := hex.DecodeString(e.rdb.HGet(ctx, "wr:{"+event+"}:lottery", "seed").Val())
 	must(t, err)
+	key := drawKey(seed, digest[:])
 	for range 6 {
 		r := join(t, e.store, set)
-		m := hmac.New(sha256.New, seed)
-		m.Write([]byte(r.ID))
-		d := m.Sum(nil)
-		want := float64(int64(binary.BigEndian.Uint64(d[:8])>>11) - 1<<53)
+		d := hmacOf(key, r.ID)
+		want := float64(int64(binary.BigEndian.Uint64(d[:8])>>12) - 1<<53)
 		var got float64
 		var found bool
 		for _, k := range e.waitKeys() {

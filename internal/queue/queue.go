@@ -177,7 +177,8 @@ type Store struct {
 
 	layouts sync.Map     // "<event>/<k>" → []shardKeys
 	headers sync.Map     // event → *headers (headers.go)
-	drawn   sync.Map     // event → drawnSeed, once its lottery is drawn (lottery.go)
+	drawn   sync.Map     // event → drawnKey, once its lottery is drawn (lottery.go)
+	draws   sync.Map     // event → *drawing, while this Store draws its lottery
 	owner   string       // this replica, for a sharded tick's lease
 	every   atomic.Int64 // the admitter's tick interval (ns), for the lease
 

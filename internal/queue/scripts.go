@@ -153,7 +153,9 @@ end
 //
 // A pre-queue place is given only once the event's lottery is committed
 // (lottery.go): the script answers {"uncommitted"} and takes nothing until
-// then, and records every pre-queue place among the draw's entries.
+// then, and records every pre-queue place among the draw's entries. Once
+// the entries froze (at opens_at), no join is a pre-queue place again,
+// whatever opens_at the caller brings: it is after opening, FIFO.
 //
 // A join for an account first looks for the account's place: if it is
 // still waiting or active, the join makes nothing and answers {"account",
@@ -201,7 +203,15 @@ local soldout = inv_sold(known, avail, held, pending)
 if known then out[3] = avail end
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
-local uncommitted = until_open > 0 and redis.call('HEXISTS', KEYS[6], 'commitment') == 0
+local uncommitted = false
+if until_open > 0 then
+  local lot = redis.call('HMGET', KEYS[6], 'commitment', 'frozen')
+  if lot[2] then
+    until_open = 0 -- the draw's entries froze: this place is after opening, whatever opens_at says now
+  else
+    uncommitted = not lot[1]
+  end
+end
 local passthrough = mode == 'passthrough' and until_open == 0
 local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
 local r = st[2] or ARGV[5] -- rate_for_eta
@@ -250,7 +260,7 @@ local function one(a)
   local rank
   if until_open > 0 then
     redis.call('ZADD', KEYS[1], ARGV[a + 2], id)
-    redis.call('SADD', KEYS[7], id)
+    redis.call('RPUSH', KEYS[7], id)
     rank = redis.call('ZRANK', KEYS[1], id)
   else
     redis.call('ZADD', KEYS[1], int(seq), id)
@@ -504,7 +514,8 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 //     and reset to the configured rate when that changes.
 //
 // A line with a lottery committed is not open, whatever the time, until
-// the draw has given the pre-queue its order (lottery.go).
+// the draw has given the pre-queue its order (lottery.go), and while the
+// draw is applied lets in nobody the draw has not reached.
 //
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 bucket, 6 inventory, 7 holders,
 // 8 lottery, 9 report
@@ -533,7 +544,8 @@ local expired = #gone
 local active = redis.call('ZCARD', KEYS[2])
 local waiting = redis.call('ZCARD', KEYS[1])
 local open = (not opens or now >= opens) and (not closes or now < closes)
-if open and opens and undrawn(KEYS[8]) then open = false end
+local through = drawn_through(KEYS[8])
+if through == false then open = false end
 local queueing = open and mode == 'queue'
 
 local b = redis.call('HMGET', KEYS[5], 'tokens', 'ts')
@@ -560,11 +572,14 @@ if known then
   end
 end
 
+if through and n > 0 then n = math.min(n, redis.call('ZCOUNT', KEYS[1], '-inf', through)) end
+
 local admitted, abandoned = 0, 0
 local exp = now + ttl
 local holding = known and redis.call('EXISTS', KEYS[7]) == 1
 local fifo = fifo_start(KEYS[9])
-while admitted < n and abandoned < max_skip do
+local past = false -- popped a fan the draw has not reached yet
+while admitted < n and abandoned < max_skip and not past do
   local popped = redis.call('ZPOPMIN', KEYS[1], n - admitted)
   if #popped == 0 then break end
   for i = 1, #popped, 2 do
@@ -572,7 +587,10 @@ while admitted < n and abandoned < max_skip do
     local seq = seq_of(m)
     local dl = 0
     if seq then dl = redis.call('BITFIELD', KEYS[3], 'GET', 'u32', '#' .. seq)[1] end
-    if dl < now_s then
+    if past or (through and tonumber(popped[i + 1]) > through) then
+      past = true
+      redis.call('ZADD', KEYS[1], popped[i + 1], m) -- back, untouched
+    elseif dl < now_s then
       abandoned = abandoned + 1
     else
       local e = exp

@@ -36,7 +36,8 @@ end
 // number. In passthrough it admits the fan then and there.
 //
 // As the one-shard join, a pre-queue place needs the lottery committed
-// ({"uncommitted"} until then) and is recorded among the draw's entries.
+// ({"uncommitted"} until then) and is recorded among the draw's entries,
+// and none is made once the entries froze.
 //
 // A join for an account makes the new place the account's here, in this
 // first step; it makes nothing and answers {"account", entry} while the
@@ -76,7 +77,14 @@ if inv_soldout(KEYS[3]) then return all({'sold_out'}) end
 if not known then avail = -1 end
 local until_open = 0
 if opens and now < opens then until_open = opens - now end
-if until_open > 0 and redis.call('HEXISTS', KEYS[5], 'commitment') == 0 then return all({'uncommitted'}) end
+if until_open > 0 then
+  local lot = redis.call('HMGET', KEYS[5], 'commitment', 'frozen')
+  if lot[2] then
+    until_open = 0 -- the entries froze: after opening, whatever opens_at says now
+  elseif not lot[1] then
+    return all({'uncommitted'})
+  end
+end
 local rate = rate_for_eta(KEYS[1], ARGV[5])
 local ttl = tonumber(ARGV[6])
 for i = 1, n do
@@ -114,7 +122,7 @@ for i = 1, n do
       redis.call('HINCRBY', KEYS[1], 'admitted', 1)
       out[i] = {'admitted', seq, now, exp}
     else
-      if until_open > 0 then redis.call('SADD', KEYS[6], b36(seq) .. '.' .. ARGV[at]) end
+      if until_open > 0 then redis.call('RPUSH', KEYS[6], b36(seq) .. '.' .. ARGV[at]) end
       out[i] = {'place', seq, now, rate, avail, until_open}
     end
   end
@@ -131,13 +139,21 @@ return out
 // (lottery.go: the draw marks every shard first) is refused with
 // {"redraw"}: its score must be its draw's, which the caller then knows.
 //
+// A place that arrives later than lateShardMs after its first step is
+// refused with {"late"} and never made: until accountGraceMs after the
+// first step, a join of the same account takes the place for one on its
+// way and makes none (accounts.go), and after it, it may replace it; so a
+// place must be on its shard, or never be, by then. (The margin is for the
+// clocks of a cluster's masters, which this compares.)
+//
 // KEYS: 1 wait, 2 seen, 3 stats, 4 info
 // ARGV: 1 ticket id, 2 score, 3 seen slot, 4 rate, 5 ms until opening,
 // 6 abandon_after ms, 7 jitter u, 8 shards, 9 1 if the score is the
-// ticket's draw (else 0)
-// Returns {rank on this shard, pollAfter ms} | {"redraw"}.
+// ticket's draw (else 0), 10 the first step's time (ms)
+// Returns {rank on this shard, pollAfter ms} | {"redraw"} | {"late"}.
 var sJoinShard = redis.NewScript(prelude + `
 local now = clock()
+if now - tonumber(ARGV[10]) > ` + lateShardMs + ` then return {'late'} end
 if ARGV[9] ~= '1' and tonumber(ARGV[2]) < 0 and redis.call('HGET', KEYS[4], 'drawn') then return {'redraw'} end
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 redis.call('HINCRBY', KEYS[3], 'joined', 1)
@@ -273,7 +289,9 @@ return 0
 // sTickBegin: step 1.
 //
 // As the one-shard tick, a line whose lottery is committed stays shut
-// until the draw is done (lottery.go).
+// until the draw gave its first scores, and lets in nobody the draw has
+// not reached until it is applied (lottery.go): the bound goes back to Go,
+// which takes nobody past it.
 //
 // KEYS: 1 stats, 2 active, 3 bucket, 4 inventory, 5 holders, 6 claims,
 // 7 lease, 8 tick, 9 lottery
@@ -281,7 +299,8 @@ return 0
 // 5 closes_at ms or "", 6 rate (/s), 7 max_active, 8 passthrough batch,
 // 9 shards
 // Returns {"layout", k} | {"busy"} |
-// {"go", epoch, n, expired, active, watermark, rate, available or -1, soldout 0|1, room, now ms, queueing 0|1}
+// {"go", epoch, n, expired, active, watermark, rate, available or -1, soldout 0|1, room, now ms, queueing 0|1,
+// the draw's bound (lotteryPrelude) or ""}
 var sTickBegin = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryPrelude + `
 local now, now_s = clock()
 local k = layout(KEYS[1], tonumber(ARGV[9]))
@@ -307,7 +326,8 @@ if #gone > 0 then
 end
 local active = redis.call('ZCARD', KEYS[2])
 local open = (not opens or now >= opens) and (not closes or now < closes)
-if open and opens and undrawn(KEYS[9]) then open = false end
+local through = drawn_through(KEYS[9])
+if through == false then open = false end
 local queueing = open and mode == 'queue'
 
 local b = redis.call('HMGET', KEYS[3], 'tokens', 'ts')
@@ -342,7 +362,7 @@ if queueing then q = 1 end
 -- Nobody to hand over: the lease is given back now (the shards' steps
 -- that follow need no exclusivity; a newer epoch fences them).
 if n == 0 then redis.call('DEL', KEYS[7]) end
-return {'go', epoch, n, #gone, active, mark, tostring(rate_for_eta(KEYS[1], ARGV[6])), avail, soldout, room, now, q}
+return {'go', epoch, n, #gone, active, mark, tostring(rate_for_eta(KEYS[1], ARGV[6])), avail, soldout, room, now, q, through or ''}
 `)
 
 // sTickPrepare: step 2, on one shard.

@@ -100,12 +100,12 @@ func lotteryOf(random [16]byte) int64 {
 
 // scoreOf is where t sorts in a sharded line: by lottery if it joined
 // before opening (its draw once the lottery is drawn and this Store knows
-// the seed; the number its random part gives until then), by sequence
+// its key; the number its random part gives until then), by sequence
 // after.
 func (s *Store) scoreOf(event string, t ticket, set Settings) int64 {
 	if set.OpensAt != nil && t.joinedAt < set.OpensAt.UnixMilli() {
-		if seed, ok := s.seedOf(event, false); ok {
-			return drawScore(seed, t.id())
+		if key, ok := s.keyOf(event, false); ok {
+			return drawScore(key, t.id())
 		}
 		return lotteryOf(t.random)
 	}
@@ -113,9 +113,30 @@ func (s *Store) scoreOf(event string, t ticket, set Settings) int64 {
 }
 
 func (s *Store) joinSharded(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (JoinResult, error) {
+	g, err := s.joinGlobal(ctx, event, set, o, replace)
+	if err != nil || g.out.State == Admitted {
+		return g.out, err
+	}
+	return s.joinShard(ctx, event, set, g)
+}
+
+// globalJoin is what a sharded join's first step gave: the ticket, and
+// for a place in line what its second step needs.
+type globalJoin struct {
+	t         ticket
+	out       JoinResult // complete when admitted (passthrough)
+	rate      string
+	avail     int64
+	untilOpen int64
+	random    [16]byte
+}
+
+// joinGlobal is a sharded join's first step (sJoinGlobal): on the event's
+// tag, the refusals, the proof, the account and the sequence number.
+func (s *Store) joinGlobal(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (globalJoin, error) {
 	random, err := newRandom()
 	if err != nil {
-		return JoinResult{}, fmt.Errorf("join: %w", err)
+		return globalJoin{}, fmt.Errorf("join: %w", err)
 	}
 	p := o.Proof
 	k, n := keysOf(event), shardsOf(set)
@@ -134,63 +155,70 @@ func (s *Store) joinSharded(ctx context.Context, event string, set Settings, o J
 		b64.EncodeToString(random[:]), proofID, proofExp, o.Account, replace,
 	).wait().Slice()
 	if err != nil {
-		return JoinResult{}, interpretError("join", err)
+		return globalJoin{}, interpretError("join", err)
 	}
 	r := reply(res)
 	if err := joinRefusal(r); err != nil {
-		return JoinResult{}, err
+		return globalJoin{}, err
 	}
-	t := ticket{seq: r.int(1), random: random, joinedAt: r.int(2), account: o.Account}
-	var out JoinResult
+	g := globalJoin{t: ticket{seq: r.int(1), random: random, joinedAt: r.int(2), account: o.Account}, random: random}
 	switch r.str(0) {
 	case "admitted":
-		out.State = Admitted
-		out.ActiveUntil = msToTime(r.int(3))
+		g.out.State = Admitted
+		g.out.ActiveUntil = msToTime(r.int(3))
+		g.out.Ticket, g.out.ID, g.out.Account = s.encode(event, g.t), g.t.id(), g.t.account
 	case "place":
-		rate, avail, untilOpen := r.str(3), r.int(4), r.int(5)
-		if r.err != nil {
-			return JoinResult{}, fmt.Errorf("join: %w", r.err)
-		}
-		score := t.seq
-		if untilOpen > 0 {
-			score = lotteryOf(random)
-		}
-		shards := s.shardKeysFor(event, n)
-		own := int(t.seq % int64(n))
-		sk := shards[own]
-		place := s.startTold(ctx, sJoinShard, []string{sk.wait, sk.seen, sk.stats, sk.info},
-			t.id(), score, t.seq/int64(n), rate, untilOpen, set.AbandonAfter.Milliseconds(), mrand.Float64(), n, 0)
-		ahead := s.startBelow(ctx, shards, own, score)
-		v, err := place.wait().Slice()
-		if err != nil {
-			return JoinResult{}, interpretError("join", err)
-		}
-		others, err := waitBelow(ahead)
-		if len(v) == 1 && v[0] == "redraw" {
-			// A pre-queue join overtaken by the draw: placed at its draw.
-			if v, others, err = s.placeDrawn(ctx, event, set, t, rate, untilOpen); err != nil {
-				return JoinResult{}, err
-			}
-		}
-		if err != nil {
-			return JoinResult{}, interpretError("join", err)
-		}
-		pr := reply(v)
-		rf, _ := strconv.ParseFloat(rate, 64)
-		out.State = Waiting
-		out.Position = position(pr.int(0)+others, pr.int(1), rf, avail, t.joinedAt, set)
-		if pr.err != nil {
-			return JoinResult{}, fmt.Errorf("join: %w", pr.err)
-		}
-		if out.ETA != nil {
-			ms := out.ETA.Milliseconds()
-			t.joinETA = &ms
-		}
+		g.rate, g.avail, g.untilOpen = r.str(3), r.int(4), r.int(5)
 	default:
-		return JoinResult{}, fmt.Errorf("join: unexpected reply %v", res)
+		return globalJoin{}, fmt.Errorf("join: unexpected reply %v", res)
 	}
 	if r.err != nil {
-		return JoinResult{}, fmt.Errorf("join: %w", r.err)
+		return globalJoin{}, fmt.Errorf("join: %w", r.err)
+	}
+	return g, nil
+}
+
+// joinShard is a sharded join's second step (sJoinShard): the place on
+// its shard, and the fans ahead of it on the others.
+func (s *Store) joinShard(ctx context.Context, event string, set Settings, g globalJoin) (JoinResult, error) {
+	t, n := g.t, shardsOf(set)
+	score := t.seq
+	if g.untilOpen > 0 {
+		score = lotteryOf(g.random)
+	}
+	shards := s.shardKeysFor(event, n)
+	own := int(t.seq % int64(n))
+	sk := shards[own]
+	place := s.startTold(ctx, sJoinShard, []string{sk.wait, sk.seen, sk.stats, sk.info},
+		t.id(), score, t.seq/int64(n), g.rate, g.untilOpen, set.AbandonAfter.Milliseconds(), mrand.Float64(), n, 0, t.joinedAt)
+	ahead := s.startBelow(ctx, shards, own, score)
+	v, err := place.wait().Slice()
+	if err != nil {
+		return JoinResult{}, interpretError("join", err)
+	}
+	others, err := waitBelow(ahead)
+	switch {
+	case len(v) == 1 && v[0] == "redraw":
+		// A pre-queue join overtaken by the draw: placed at its draw.
+		if v, others, err = s.placeDrawn(ctx, event, set, t, g.rate, g.untilOpen); err != nil {
+			return JoinResult{}, err
+		}
+	case len(v) == 1 && v[0] == "late":
+		return JoinResult{}, fmt.Errorf("join: %w: the place reached its shard too late", ErrUnavailable)
+	}
+	if err != nil {
+		return JoinResult{}, interpretError("join", err)
+	}
+	pr := reply(v)
+	rf, _ := strconv.ParseFloat(g.rate, 64)
+	out := JoinResult{State: Waiting}
+	out.Position = position(pr.int(0)+others, pr.int(1), rf, g.avail, t.joinedAt, set)
+	if pr.err != nil {
+		return JoinResult{}, fmt.Errorf("join: %w", pr.err)
+	}
+	if out.ETA != nil {
+		ms := out.ETA.Milliseconds()
+		t.joinETA = &ms
 	}
 	out.Ticket, out.ID, out.Account = s.encode(event, t), t.id(), t.account
 	return out, nil
@@ -252,7 +280,7 @@ func (s *Store) statusSharded(ctx context.Context, event string, t ticket, set S
 			// moved since, or the draw gave it its place and this Store
 			// does not know the seed yet): count again from where it
 			// really is.
-			s.learnSeed(ctx, event)
+			s.learnKey(ctx, event)
 			if others, err = waitBelow(s.startBelow(ctx, shards, own, got)); err != nil {
 				return Status{}, interpretError("status", err)
 			}
@@ -390,6 +418,13 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 	}()
 	out := TickResult{Expired: r.int(3), Active: r.int(4), Room: r.int(9)}
 	rate, avail, soldout, queueing := r.str(6), r.int(7), r.int(8), r.int(11)
+	// The draw's bound: a number while the draw is applied, "" else.
+	through := float64(0)
+	_, unbounded := r.at(12).(string)
+	bounded := !unbounded
+	if bounded {
+		through = r.float(12)
+	}
 	out.Rate, _ = strconv.ParseFloat(rate, 64)
 	if r.err != nil {
 		return TickResult{}, fmt.Errorf("tick: %w", r.err)
@@ -453,6 +488,9 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 		}
 		if seq, ok := seqOf(h.member); !ok || seq > watermark {
 			break
+		}
+		if bounded && h.score > through {
+			break // the draw has not reached this fan yet
 		}
 		take[h.shard] = append(take[h.shard], h.member)
 		taking++

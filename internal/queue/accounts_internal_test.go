@@ -1,0 +1,54 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
+)
+
+// An account whose first join's second step reaches its shard more than
+// the grace after its first step (a failover, a slow WAIT) must not end
+// with two places: the account's next join takes the first place for dead
+// after the grace and makes another, so the late step makes nothing.
+// The two steps are run by hand here, with the delay between them.
+func TestLateShardStepMakesNoSecondPlace(t *testing.T) {
+	ctx := context.Background()
+	_, rdb := testenv.Redis(t)
+	s := NewStore(rdb, []byte("a ticket secret of thirty-two bytes!"))
+	set := Settings{Mode: "queue", AdmitPerSecond: 5, MaxActive: 10, AccessTTL: time.Minute, AbandonAfter: time.Minute, Shards: 3}
+	const event, account = "late", "acct-1"
+
+	first, err := s.joinGlobal(ctx, event, set, JoinOptions{Account: account}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(accountGrace + 100*time.Millisecond)
+	second, err := s.JoinWith(ctx, event, set, JoinOptions{Account: account})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Resumed || second.ID == first.t.id() {
+		t.Fatalf("the second join resumed %s; want a new place (the first is on no shard)", second.ID)
+	}
+	_, err = s.joinShard(ctx, event, set, first)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("the late second step: %v; want ErrUnavailable, no place", err)
+	}
+	var places []string
+	for _, sk := range s.shardKeysFor(event, 3) {
+		places = append(places, rdb.ZRange(ctx, sk.wait, 0, -1).Val()...)
+	}
+	if len(places) != 1 || places[0] != second.ID {
+		t.Errorf("the account's places in line: %v; want only %s", places, second.ID)
+	}
+	st, err := s.Stats(ctx, event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Joined != 1 {
+		t.Errorf("joined %d; want 1 (the late step counts nothing)", st.Joined)
+	}
+}
