@@ -127,6 +127,7 @@ func TestLotteryAndReportThroughTheGateway(t *testing.T) {
 		t.Fatalf("entriesDigest %v; the published list's is %x", l2.body["entriesDigest"], digest)
 	}
 	key := sha256.Sum256(append(seed, digest...))
+
 	for _, tk := range tickets {
 		r := e.do(http.MethodGet, "/api/v1/events/premiere/lottery/"+tk, nil)
 		id, _ := r.body["ticketId"].(string)
