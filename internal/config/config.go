@@ -455,6 +455,14 @@ const MaxRows = 26
 // 2^28 hashes are minutes of a phone's time).
 const MaxJoinProofBits = 28
 
+// MinSecretBytes is the shortest auth.ticket_secret and
+// booking.payment.secret: HMAC-SHA256 keys, which a short one makes
+// guessable offline from one signed ticket or callback.
+const MinSecretBytes = 32
+
+// MinAdminTokenBytes is the shortest auth.admin_token (when set).
+const MinAdminTokenBytes = 24
+
 // Validate reports every problem of c at once, each as "key: problem".
 func (c *Config) Validate() error {
 	var errs []string
@@ -464,13 +472,19 @@ func (c *Config) Validate() error {
 	if c.Redis.WaitReplicas < 0 || c.Redis.WaitReplicas > 5 {
 		bad("redis.wait_replicas", "must be between 0 (off) and 5, not %d", c.Redis.WaitReplicas)
 	}
-	if c.Auth.TicketSecret == "" {
+	// The secrets are checked by length only, and never written out.
+	if n := len(c.Auth.TicketSecret); n == 0 {
 		bad("auth.ticket_secret", "must be set (or WAITROOM_TICKET_SECRET)")
-	} else if len(c.Auth.TicketSecret) < 16 {
-		bad("auth.ticket_secret", "must be at least 16 characters")
+	} else if n < MinSecretBytes {
+		bad("auth.ticket_secret", "must be at least %d bytes, not %d (in the file or WAITROOM_TICKET_SECRET)", MinSecretBytes, n)
 	}
-	if c.Booking.Payment.Secret == "" {
+	if n := len(c.Auth.AdminToken); n > 0 && n < MinAdminTokenBytes {
+		bad("auth.admin_token", "must be at least %d bytes, not %d (in the file or WAITROOM_ADMIN_TOKEN), or empty to turn the operators' API off", MinAdminTokenBytes, n)
+	}
+	if n := len(c.Booking.Payment.Secret); n == 0 {
 		bad("booking.payment.secret", "must be set (or WAITROOM_PAYMENT_SECRET)")
+	} else if n < MinSecretBytes {
+		bad("booking.payment.secret", "must be at least %d bytes, not %d (in the file or WAITROOM_PAYMENT_SECRET)", MinSecretBytes, n)
 	}
 	if v := *c.Gateway.JoinsPerIPPerMinute; v < 0 {
 		bad("gateway.joins_per_ip_per_minute", "must be >= 0")

@@ -20,7 +20,7 @@ func TestAdminWalletCredit(t *testing.T) {
 		t.Fatalf("admin token empty: %d %s; want 404", r.code, r.raw)
 	}
 
-	e := setupWith(t, 0, "", "", func(o *gateway.Options) { o.Config.Auth.AdminToken = "s3cret-admin" })
+	e := setupWith(t, 0, "", "", func(o *gateway.Options) { o.Config.Auth.AdminToken = "s3cret-admin-token-0123456789" })
 	for _, tt := range []struct {
 		name string
 		hdr  []string
