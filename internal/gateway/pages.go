@@ -93,7 +93,9 @@ func pathWith(c *fiber.Ctx, key, value string) string {
 	return c.Path() + "?" + q.Encode()
 }
 
-// render writes a page under the CSP, in l's language.
+// render writes a page under the CSP, in l's language. A page is
+// revalidated (no-cache) unless its handler said no-store already: every
+// page that carries a ticket or a pass, or is the fan's own (noStore).
 func (s *Server) render(c *fiber.Ctx, status int, name string, l *web.Locale, p *web.Page) error {
 	p.L = l
 	p.Currency = s.config().Booking.Currency
@@ -106,7 +108,9 @@ func (s *Server) render(c *fiber.Ctx, status int, name string, l *web.Locale, p 
 	}
 	c.Set(fiber.HeaderContentSecurityPolicy, csp)
 	c.Set(fiber.HeaderXFrameOptions, "DENY")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
+	if len(c.Response().Header.Peek(fiber.HeaderCacheControl)) == 0 {
+		c.Set(fiber.HeaderCacheControl, "no-cache")
+	}
 	c.Set(fiber.HeaderVary, "Accept-Language, Cookie")
 	c.Set(fiber.HeaderContentLanguage, l.Lang)
 	c.Type("html", "utf-8")
@@ -185,6 +189,7 @@ func (s *Server) bookPage(c *fiber.Ctx, l *web.Locale) error {
 	if ev == nil {
 		return err
 	}
+	noStore(c)
 	return s.render(c, fiber.StatusOK, web.BookPage, l, &web.Page{
 		Title: l.T("book.pageTitle", "event", ev.Name), Script: "book.js", Event: s.eventView(c.UserContext(), ev),
 	})
@@ -200,6 +205,7 @@ func (s *Server) leavePage(c *fiber.Ctx, l *web.Locale) error {
 	if s.ticketCookie(c, ev) == "" {
 		return c.Redirect("/e/"+ev.ID, fiber.StatusSeeOther)
 	}
+	noStore(c)
 	return s.render(c, fiber.StatusOK, web.LeavePage, l, &web.Page{Title: l.T("leave.question"), Event: s.eventView(c.UserContext(), ev)})
 }
 
@@ -225,6 +231,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	}
 	from, _ := strconv.ParseInt(c.Query("from"), 10, 64)
 	if t := c.Query("t"); t != "" {
+		noStore(c)
 		if s.line.CheckTicket(ev.ID, t) != nil {
 			return c.Redirect("/e/"+ev.ID+"?e=invalid_link", fiber.StatusSeeOther)
 		}

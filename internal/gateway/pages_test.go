@@ -152,3 +152,53 @@ func TestUnknownEventPage(t *testing.T) {
 		t.Errorf("unknown event page: %d %.200s", r.code, r.raw)
 	}
 }
+
+// Pages that carry a ticket are never stored: the waiting room, booking
+// and report pages, and every answer with a ticket or a pass in it (its
+// body or its Set-Cookie), whatever the fan's state.
+func TestTicketsAreNeverStored(t *testing.T) {
+	e := setup(t, 0)
+	joined := e.join("premiere")
+	if joined.code != http.StatusCreated {
+		t.Fatalf("join: %d %s", joined.code, joined.raw)
+	}
+	waiting := "wr_t_premiere=" + joined.body["ticket"].(string)
+	ticket, token := e.admit("premiere")
+	admitted := "wr_t_premiere=" + ticket
+	passCookie := "wr_a_premiere=" + token
+	jf := e.do(http.MethodPost, "/e/premiere/join", nil, "Sec-Fetch-Site", "same-origin")
+	if cookieOf(jf, "wr_t_premiere") == "" {
+		t.Fatalf("join form: %d, no ticket cookie", jf.code)
+	}
+	tests := []struct {
+		name, method, path string
+		hdr                []string
+		code               int
+	}{
+		{"join", http.MethodPost, "/api/v1/events/premiere/tickets", nil, http.StatusCreated},
+		{"join resumed", http.MethodPost, "/api/v1/events/premiere/tickets", []string{"Cookie", waiting}, http.StatusOK},
+		{"status waiting", http.MethodGet, "/api/v1/events/premiere/tickets/" + joined.body["ticket"].(string), nil, http.StatusOK},
+		{"status admitted", http.MethodGet, "/api/v1/events/premiere/tickets/" + ticket, nil, http.StatusOK},
+		{"join form", http.MethodPost, "/e/premiere/join", []string{"Sec-Fetch-Site", "same-origin"}, http.StatusSeeOther},
+		{"waiting room, no ticket", http.MethodGet, "/e/premiere", nil, http.StatusOK},
+		{"waiting room, waiting", http.MethodGet, "/e/premiere", []string{"Cookie", waiting}, http.StatusOK},
+		{"waiting room, admitted", http.MethodGet, "/e/premiere", []string{"Cookie", admitted}, http.StatusOK},
+		{"place taken over by link", http.MethodGet, "/e/premiere?t=" + url.QueryEscape(ticket), nil, http.StatusSeeOther},
+		{"QR code", http.MethodGet, "/e/premiere/qr.svg", []string{"Cookie", waiting}, http.StatusOK},
+		{"booking page", http.MethodGet, "/e/premiere/book", []string{"Cookie", admitted + "; " + passCookie}, http.StatusOK},
+		{"booking page, no pass", http.MethodGet, "/e/premiere/book", nil, http.StatusOK},
+		{"leave page", http.MethodGet, "/e/premiere/leave", []string{"Cookie", waiting}, http.StatusOK},
+		{"report page", http.MethodGet, "/e/premiere/report", []string{"Cookie", admitted}, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(tt.method, tt.path, nil, tt.hdr...)
+			if r.code != tt.code {
+				t.Fatalf("%s %s: %d %.300s; want %d", tt.method, tt.path, r.code, r.raw, tt.code)
+			}
+			if got := r.hdr.Values("Cache-Control"); len(got) != 1 || got[0] != "no-store" {
+				t.Errorf("%s %s: Cache-Control %q; want no-store", tt.method, tt.path, got)
+			}
+		})
+	}
+}
