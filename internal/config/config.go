@@ -79,6 +79,11 @@ type Gateway struct {
 	// balancers in front: only from them are X-Forwarded-For and
 	// X-Forwarded-Proto believed (see Fair play in DESIGN.md).
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// IPv6Prefix is how many leading bits of an IPv6 address the per-IP
+	// join limit counts by (default 64): one home or one server is given a
+	// whole /64, and counted address by address it would be 2^64 budgets.
+	// An IPv4 address counts alone.
+	IPv6Prefix *int `yaml:"ipv6_prefix"`
 }
 
 type Admitter struct {
@@ -371,6 +376,10 @@ func (c *Config) setDefaults() {
 		v := 30
 		c.Gateway.JoinsPerIPPerMinute = &v
 	}
+	if c.Gateway.IPv6Prefix == nil {
+		v := 64
+		c.Gateway.IPv6Prefix = &v
+	}
 	defD(&c.Gateway.ProxyTimeout, 10*time.Second)
 	def(&c.Admitter.Addr, ":8082")
 	defD(&c.Admitter.Tick, time.Second)
@@ -488,6 +497,9 @@ func (c *Config) Validate() error {
 	}
 	if v := *c.Gateway.JoinsPerIPPerMinute; v < 0 {
 		bad("gateway.joins_per_ip_per_minute", "must be >= 0")
+	}
+	if v := *c.Gateway.IPv6Prefix; v < 1 || v > 128 {
+		bad("gateway.ipv6_prefix", "must be between 1 and 128, not %d", v)
 	}
 	if c.Gateway.ProxyTimeout < 0 {
 		bad("gateway.proxy_timeout", "must be > 0")

@@ -55,6 +55,7 @@ func TestValidConfigAndDefaults(t *testing.T) {
 		{"booking.hold_attempts_per_minute", c.Booking.HoldAttemptsPerMinute, 20},
 		{"booking.rehold_cooldown defaults to hold_ttl", c.Booking.ReholdCooldown.D(), 10 * time.Minute},
 		{"gateway.trusted_proxies", len(c.Gateway.TrustedProxies), 0},
+		{"gateway.ipv6_prefix", *c.Gateway.IPv6Prefix, 64},
 		{"booking.payment.return_base_url from gateway.addr", c.Booking.Payment.ReturnBaseURL, "http://localhost:8080"},
 		{"booking.payment.simulator.page_url from booking.addr", c.Booking.Payment.Simulator.PageURL, "http://localhost:8081"},
 		{"booking.payment.simulator.auto_pay", c.Booking.Payment.Simulator.AutoPay, false},
@@ -153,6 +154,8 @@ func TestBadConfigs(t *testing.T) {
 		{"simulator on the booking port", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, `payment: {secret: "pay-secret-of-thirty-two-bytes-x", simulator: {addr: ":8081"}}`, `booking.payment.simulator.addr: ":8081" is booking.addr already`},
 		{"page url with a query", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, `payment: {secret: "pay-secret-of-thirty-two-bytes-x", simulator: {page_url: "http://pay.test/?x=1"}}`, `booking.payment.simulator.page_url: "http://pay.test/?x=1" must have no query`},
 		{"zero max seats", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, "max_seats_per_hold: -1\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\"}", "booking.max_seats_per_hold: must be between 1 and 100"},
+		{"ipv6 prefix zero", "booking:", "gateway: {ipv6_prefix: 0}\nbooking:", "gateway.ipv6_prefix: must be between 1 and 128, not 0"},
+		{"ipv6 prefix past the address", "booking:", "gateway: {ipv6_prefix: 129}\nbooking:", "gateway.ipv6_prefix: must be between 1 and 128, not 129"},
 		{"negative per-ip limit", "booking:", "gateway: {joins_per_ip_per_minute: -1}\nbooking:", "gateway.joins_per_ip_per_minute: must be >= 0"},
 		{"tiny tick", "booking:", "admitter: {tick: \"1ms\"}\nbooking:", "admitter.tick: must be >= 10ms"},
 		{"adaptive share above one", "booking:", "admitter: {adaptive: {error_share: 1.5}}\nbooking:", "admitter.adaptive.error_share: must be between 0 and 1"},
@@ -287,6 +290,12 @@ func TestFairPlayKeys(t *testing.T) {
 	}
 	if c.Booking.HoldAttemptsPerMinute != 7 {
 		t.Errorf("hold_attempts_per_minute = %d; want 7", c.Booking.HoldAttemptsPerMinute)
+	}
+	for _, bits := range []int{1, 48, 128} {
+		c, err := config.Parse([]byte(valid+"gateway: {ipv6_prefix: "+strconv.Itoa(bits)+"}\n"), noEnv)
+		if err != nil || *c.Gateway.IPv6Prefix != bits {
+			t.Errorf("ipv6_prefix: %d: %v; want it taken", bits, err)
+		}
 	}
 	for _, p := range []struct{ in, want string }{
 		{"10.0.0.0/8", "10.0.0.0/8"}, {"10.1.2.3/8", "10.0.0.0/8"}, {"192.168.1.7", "192.168.1.7/32"},

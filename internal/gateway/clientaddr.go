@@ -94,6 +94,23 @@ func (ps proxies) clientOf(c *fiber.Ctx) client {
 	return cl
 }
 
+// joinBudgetOf is the address whose budget a join from a counts against
+// (gateway.joins_per_ip_per_minute): an IPv4 address alone, an IPv6
+// address by its first ipv6Bits bits (gateway.ipv6_prefix). One home or
+// one server is handed a whole /64: counted address by address, it would
+// have 2^64 budgets. IPv4-mapped IPv6 is the IPv4 address it maps.
+func joinBudgetOf(a netip.Addr, ipv6Bits int) netip.Addr {
+	a = a.Unmap()
+	if !a.Is6() {
+		return a
+	}
+	p, err := a.WithZone("").Prefix(ipv6Bits)
+	if err != nil {
+		return a // config.Validate keeps ipv6Bits within 1..128
+	}
+	return p.Addr()
+}
+
 // lastEntry is the last comma-separated entry of a header value: the one
 // the nearest proxy wrote.
 func lastEntry(v []byte) []byte {
