@@ -76,14 +76,20 @@ type Gateway struct {
 	// ProxyTimeout bounds one proxied call to the booking core (504 past it).
 	ProxyTimeout Duration `yaml:"proxy_timeout"`
 	// TrustedProxies are the CIDRs (or single addresses) of the load
-	// balancers in front: only from them are X-Forwarded-For and
-	// X-Forwarded-Proto believed (see Fair play in DESIGN.md).
+	// balancers in front: only from them are X-Forwarded-For,
+	// X-Forwarded-Host and X-Forwarded-Proto believed (see Fair play in
+	// DESIGN.md).
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// IPv6Prefix is how many leading bits of an IPv6 address the per-IP
 	// join limit counts by (default 64): one home or one server is given a
 	// whole /64, and counted address by address it would be 2^64 budgets.
 	// An IPv4 address counts alone.
 	IPv6Prefix *int `yaml:"ipv6_prefix"`
+	// PublicURL is how fans reach the gateway (absolute http(s), no query
+	// or fragment; a trailing slash is dropped): the base of the links a
+	// page prints, the share link and its QR code. "" = the request's own
+	// host and scheme (a trusted proxy's X-Forwarded-Host and -Proto).
+	PublicURL string `yaml:"public_url"`
 }
 
 type Admitter struct {
@@ -422,6 +428,7 @@ func (c *Config) setDefaults() {
 		def(&c.Booking.Payment.Simulator.PageURL, localURL(a))
 	}
 	def(&c.Booking.Payment.Simulator.PageURL, localURL(c.Booking.Addr))
+	c.Gateway.PublicURL = strings.TrimRight(c.Gateway.PublicURL, "/")
 	c.Booking.Payment.ReturnBaseURL = strings.TrimRight(c.Booking.Payment.ReturnBaseURL, "/")
 	c.Booking.Payment.Simulator.PageURL = strings.TrimRight(c.Booking.Payment.Simulator.PageURL, "/")
 	for i := range c.Events {
@@ -500,6 +507,11 @@ func (c *Config) Validate() error {
 	}
 	if v := *c.Gateway.IPv6Prefix; v < 1 || v > 128 {
 		bad("gateway.ipv6_prefix", "must be between 1 and 128, not %d", v)
+	}
+	if u := c.Gateway.PublicURL; u != "" {
+		if msg := badBaseURL(u); msg != "" {
+			bad("gateway.public_url", "%q %s", u, msg)
+		}
 	}
 	if c.Gateway.ProxyTimeout < 0 {
 		bad("gateway.proxy_timeout", "must be > 0")

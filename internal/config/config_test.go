@@ -56,6 +56,7 @@ func TestValidConfigAndDefaults(t *testing.T) {
 		{"booking.rehold_cooldown defaults to hold_ttl", c.Booking.ReholdCooldown.D(), 10 * time.Minute},
 		{"gateway.trusted_proxies", len(c.Gateway.TrustedProxies), 0},
 		{"gateway.ipv6_prefix", *c.Gateway.IPv6Prefix, 64},
+		{"gateway.public_url", c.Gateway.PublicURL, ""},
 		{"booking.payment.return_base_url from gateway.addr", c.Booking.Payment.ReturnBaseURL, "http://localhost:8080"},
 		{"booking.payment.simulator.page_url from booking.addr", c.Booking.Payment.Simulator.PageURL, "http://localhost:8081"},
 		{"booking.payment.simulator.auto_pay", c.Booking.Payment.Simulator.AutoPay, false},
@@ -156,6 +157,11 @@ func TestBadConfigs(t *testing.T) {
 		{"zero max seats", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, "max_seats_per_hold: -1\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\"}", "booking.max_seats_per_hold: must be between 1 and 100"},
 		{"ipv6 prefix zero", "booking:", "gateway: {ipv6_prefix: 0}\nbooking:", "gateway.ipv6_prefix: must be between 1 and 128, not 0"},
 		{"ipv6 prefix past the address", "booking:", "gateway: {ipv6_prefix: 129}\nbooking:", "gateway.ipv6_prefix: must be between 1 and 128, not 129"},
+		{"relative public url", "booking:", "gateway: {public_url: \"/e\"}\nbooking:", `gateway.public_url: "/e" must be an absolute http(s) URL`},
+		{"public url without a scheme", "booking:", "gateway: {public_url: \"tickets.example.com\"}\nbooking:", `gateway.public_url: "tickets.example.com" must be an absolute http(s) URL`},
+		{"public url not http", "booking:", "gateway: {public_url: \"ftp://tickets.example.com\"}\nbooking:", `gateway.public_url: "ftp://tickets.example.com" must be an absolute http(s) URL`},
+		{"public url with a query", "booking:", "gateway: {public_url: \"https://tickets.example.com/?a=1\"}\nbooking:", `gateway.public_url: "https://tickets.example.com/?a=1" must have no query`},
+		{"public url with a fragment", "booking:", "gateway: {public_url: \"https://tickets.example.com/#x\"}\nbooking:", `gateway.public_url: "https://tickets.example.com/#x" must have no query, fragment`},
 		{"negative per-ip limit", "booking:", "gateway: {joins_per_ip_per_minute: -1}\nbooking:", "gateway.joins_per_ip_per_minute: must be >= 0"},
 		{"tiny tick", "booking:", "admitter: {tick: \"1ms\"}\nbooking:", "admitter.tick: must be >= 10ms"},
 		{"adaptive share above one", "booking:", "admitter: {adaptive: {error_share: 1.5}}\nbooking:", "admitter.adaptive.error_share: must be between 0 and 1"},
@@ -335,6 +341,23 @@ func TestPaymentURLs(t *testing.T) {
 				t.Errorf("page_url = %q; want %q", got, tt.wantPage)
 			}
 		})
+	}
+}
+
+// gateway.public_url keeps its path, without a trailing slash.
+func TestPublicURL(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"https://tickets.example.com", "https://tickets.example.com"},
+		{"https://tickets.example.com/", "https://tickets.example.com"},
+		{"http://127.0.0.1:8080/room//", "http://127.0.0.1:8080/room"},
+	} {
+		c, err := config.Parse([]byte(valid+"gateway: {public_url: \""+tt.in+"\"}\n"), noEnv)
+		if err != nil {
+			t.Fatalf("public_url %q: %v", tt.in, err)
+		}
+		if c.Gateway.PublicURL != tt.want {
+			t.Errorf("public_url %q read as %q; want %q", tt.in, c.Gateway.PublicURL, tt.want)
+		}
 	}
 }
 

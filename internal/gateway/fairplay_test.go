@@ -260,20 +260,31 @@ func TestOneJoinBudgetPerNetwork(t *testing.T) {
 	}
 }
 
-// joinFrom joins event over a connection from addr: the app's handler
-// driven as the server drives it, with that peer (app.Test's connections
-// all come from 0.0.0.0).
+// joinFrom joins event over a connection from addr (see doFrom).
 func (e *env) joinFrom(addr, event string, hdr ...string) resp {
 	e.t.Helper()
+	return e.doFrom(addr, http.MethodPost, "/api/v1/events/"+event+"/tickets", hdr...)
+}
+
+// doFrom is do over a connection from addr: the app's handler driven as
+// the server drives it, with that peer (app.Test's connections all come
+// from 0.0.0.0), and the headers as they are given, Host too, whatever
+// net/http would make of them.
+func (e *env) doFrom(addr, method, path string, hdr ...string) resp {
+	e.t.Helper()
 	var req fasthttp.Request
-	req.Header.SetMethod(http.MethodPost)
-	req.SetRequestURI("/api/v1/events/" + event + "/tickets")
+	req.Header.SetMethod(method)
+	req.SetRequestURI(path)
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if strings.EqualFold(hdr[i], "Host") {
+			req.Header.SetHost(hdr[i+1])
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	peer := net.ParseIP(addr)
 	if peer == nil {
-		e.t.Fatalf("joinFrom: %q is not an address", addr)
+		e.t.Fatalf("doFrom: %q is not an address", addr)
 	}
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&req, &net.TCPAddr{IP: peer, Port: 40000}, nil)

@@ -70,7 +70,7 @@ func (s *Server) page(h pageHandler) fiber.Handler {
 		if q := c.Query("lang"); q != "" {
 			if web.Supported(q) {
 				c.Cookie(&fiber.Cookie{Name: langCookie, Value: q, Path: "/", Expires: s.now().AddDate(1, 0, 0),
-					SameSite: fiber.CookieSameSiteLaxMode, Secure: c.Secure()})
+					SameSite: fiber.CookieSameSiteLaxMode, Secure: s.secure(c)})
 			}
 			return c.Redirect(pathWith(c, "lang", ""), fiber.StatusSeeOther)
 		}
@@ -271,7 +271,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 			room.From = max(from, w.Position)
 			room.Refresh = max(1, (w.PollAfterMs+999)/1000)
 			share := "/e/" + ev.ID + "?t=" + url.QueryEscape(ticket) + "&from=" + strconv.FormatInt(room.From, 10)
-			room.ShareURL = c.BaseURL() + share
+			room.ShareURL = s.publicURL(c) + share
 			room.QRURL = "/e/" + ev.ID + "/qr.svg?from=" + strconv.FormatInt(room.From, 10)
 		case st.State == queue.Admitted:
 			s.observeAdmission(ev, st)
@@ -304,19 +304,6 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	return s.render(c, fiber.StatusOK, web.RoomPage, l, p)
 }
 
-// sameSite refuses a form post made from another site: a page elsewhere
-// must not join or leave the line in the fan's name (SameSite=Lax keeps the
-// cookie off such a post, but a join would still replace it).
-func sameSite(c *fiber.Ctx) bool {
-	switch c.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-	default:
-		return false
-	}
-	o := c.Get(fiber.HeaderOrigin)
-	return o == "" || o == "null" || o == c.BaseURL()
-}
-
 // joinForm: POST /e/:event/join — joining without JavaScript. It is the
 // join of the API, answered with a redirect (303): to the booking page when
 // admitted at once, else to the waiting room, which shows the place.
@@ -325,7 +312,7 @@ func (s *Server) joinForm(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if !sameSite(c) {
+	if !s.sameSite(c) {
 		return c.Status(fiber.StatusForbidden).SendString("cross-site form post refused")
 	}
 	room := "/e/" + ev.ID
@@ -359,7 +346,7 @@ func (s *Server) leaveForm(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if !sameSite(c) {
+	if !s.sameSite(c) {
 		return c.Status(fiber.StatusForbidden).SendString("cross-site form post refused")
 	}
 	if t := s.ticketCookie(c, ev); t != "" {
@@ -384,7 +371,7 @@ func (s *Server) qrCode(c *fiber.Ctx) error {
 	if t == "" {
 		return errNotFound
 	}
-	link := c.BaseURL() + "/e/" + ev.ID + "?t=" + url.QueryEscape(t)
+	link := s.publicURL(c) + "/e/" + ev.ID + "?t=" + url.QueryEscape(t)
 	if from, err := strconv.ParseInt(c.Query("from"), 10, 64); err == nil && from > 0 {
 		link += "&from=" + strconv.FormatInt(from, 10)
 	}
