@@ -46,6 +46,7 @@ func (s *Server) pageRoutes() {
 	s.app.Get("/e/:event/qr.svg", s.qrCode)
 	s.app.Post("/e/:event/join", lineBudget, s.joinForm)
 	s.app.Post("/e/:event/leave", lineBudget, s.leaveForm)
+	s.app.Post("/e/:event/move", s.moveForm)
 	s.app.Get("/static/+", func(c *fiber.Ctx) error {
 		name := path.Clean(c.Params("+"))
 		b, err := fs.ReadFile(files, name)
@@ -223,7 +224,7 @@ func (s *Server) ticketCookie(c *fiber.Ctx, ev *config.Event) string {
 // it asks the line where the fan stands (a poll, as the script's) and
 // renders it, refreshing itself at pollAfter, so that it works without
 // JavaScript. ?t=<ticket> is a place carried from another device: it takes
-// that place over here.
+// that place over here (takeOver).
 func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	ev, err := s.pageEvent(c, l)
 	if ev == nil {
@@ -231,16 +232,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	}
 	from, _ := strconv.ParseInt(c.Query("from"), 10, 64)
 	if t := c.Query("t"); t != "" {
-		noStore(c)
-		if s.line.CheckTicket(ev.ID, t) != nil {
-			return c.Redirect("/e/"+ev.ID+"?e=invalid_link", fiber.StatusSeeOther)
-		}
-		s.setTicketCookie(c, ev, utils.CopyString(t), s.settingsFor(ev))
-		to := "/e/" + ev.ID + "?moved=1"
-		if from > 0 {
-			to += "&from=" + strconv.FormatInt(from, 10)
-		}
-		return c.Redirect(to, fiber.StatusSeeOther)
+		return s.takeOver(c, l, ev, t, from)
 	}
 	view := s.eventView(c.UserContext(), ev)
 	// A proof of work needs the page's script: without it the page says so
@@ -253,6 +245,10 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	if c.Query("left") != "" {
 		room.Status, room.Hint = "left", "left"
 	}
+	// room.js drops the ticket it kept for the one a move set as the
+	// cookie, only after a move made from this site (moveTo's redirect): a
+	// link to ?moved=1 from elsewhere must not make it forget the fan's.
+	room.Moved = c.Query("moved") != "" && s.sameSite(c)
 	p := &web.Page{Title: l.T("room.pageTitle", "event", ev.Name), Script: "room.js", Event: view, Room: room}
 	if ticket := s.ticketCookie(c, ev); ticket != "" {
 		st, err := s.line.Status(c.UserContext(), ev.ID, ticket, s.settingsFor(ev))
@@ -302,6 +298,79 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	}
 	noStore(c)
 	return s.render(c, fiber.StatusOK, web.RoomPage, l, p)
+}
+
+// takeOver: GET /e/:event?t=<ticket>, a place carried here from another
+// device (the share link, its QR code). It moves at once, the ticket's
+// cookie set and the fan sent on to the room, unless the link comes from
+// another site (sameSite) while this browser holds a live place of the
+// event: a link or a redirect from anywhere must not swap the fan's place
+// for another. Then nothing changes and the fan is asked, in their
+// language, whether to replace place N with place M; the answer is a
+// same-site form post (moveForm). When the line cannot say whether the
+// fan's place is live, the fan is asked.
+func (s *Server) takeOver(c *fiber.Ctx, l *web.Locale, ev *config.Event, t string, from int64) error {
+	noStore(c)
+	if s.line.CheckTicket(ev.ID, t) != nil {
+		return c.Redirect("/e/"+ev.ID+"?e=invalid_link", fiber.StatusSeeOther)
+	}
+	t = utils.CopyString(t)
+	if s.sameSite(c) {
+		return s.moveTo(c, ev, t, from)
+	}
+	mine := s.ticketCookie(c, ev)
+	if mine == "" || mine == t {
+		return s.moveTo(c, ev, t, from)
+	}
+	ctx, set := c.UserContext(), s.settingsFor(ev)
+	st, err := s.line.Status(ctx, ev.ID, mine, set)
+	if err == nil && st.State != queue.Waiting && st.State != queue.Admitted {
+		return s.moveTo(c, ev, t, from) // nothing left to lose
+	}
+	if err != nil {
+		s.log.Warn("takeover: the fan's own place", "event", ev.ID, "err", err)
+	}
+	m := &web.Move{Ticket: t, From: from}
+	if err == nil && st.State == queue.Waiting {
+		m.Mine = st.Position.Position
+	}
+	if theirs, err := s.line.Status(ctx, ev.ID, t, set); err == nil && theirs.State == queue.Waiting {
+		m.Theirs = theirs.Position.Position
+	}
+	return s.render(c, fiber.StatusOK, web.MovePage, l, &web.Page{
+		Title: l.T("move.pageTitle", "event", ev.Name), Event: s.eventView(ctx, ev), Move: m,
+	})
+}
+
+// moveTo makes ticket the fan's place of ev here (its cookie) and sends the
+// fan on to the room, which says the place moved.
+func (s *Server) moveTo(c *fiber.Ctx, ev *config.Event, ticket string, from int64) error {
+	noStore(c)
+	s.setTicketCookie(c, ev, ticket, s.settingsFor(ev))
+	to := "/e/" + ev.ID + "?moved=1"
+	if from > 0 {
+		to += "&from=" + strconv.FormatInt(from, 10)
+	}
+	return c.Redirect(to, fiber.StatusSeeOther)
+}
+
+// moveForm: POST /e/:event/move — the fan said yes to the question of
+// takeOver: the place of form field t replaces the fan's here. Another
+// site's form post is refused, as the join and leave forms refuse it.
+func (s *Server) moveForm(c *fiber.Ctx) error {
+	ev, err := s.event(c)
+	if err != nil {
+		return err
+	}
+	if !s.sameSite(c) {
+		return c.Status(fiber.StatusForbidden).SendString("cross-site form post refused")
+	}
+	t := c.FormValue("t")
+	if t == "" || s.line.CheckTicket(ev.ID, t) != nil {
+		return c.Redirect("/e/"+ev.ID+"?e=invalid_link", fiber.StatusSeeOther)
+	}
+	from, _ := strconv.ParseInt(c.FormValue("from"), 10, 64)
+	return s.moveTo(c, ev, utils.CopyString(t), from)
 }
 
 // joinForm: POST /e/:event/join — joining without JavaScript. It is the
