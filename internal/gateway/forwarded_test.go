@@ -184,3 +184,38 @@ func TestFormsCompareOriginWithTheRealHost(t *testing.T) {
 		})
 	}
 }
+
+// The booking core behind the gate is told the fan's address, scheme and
+// host as the gateway believes them, never as the client wrote them.
+func TestGateForwardsOnlyWhatItBelieves(t *testing.T) {
+	e := setupWith(t, 0, `, trusted_proxies: ["`+balancer+`/32"]`, "")
+	_, token := e.admit("premiere")
+	tests := []struct {
+		name               string
+		peer               string
+		hdr                []string
+		wantFor, wantProto string
+		wantHost           string // "" = none
+	}{
+		{"a stranger's made-up headers", stranger,
+			[]string{"Host", "tickets.example", "X-Forwarded-For", "203.0.113.9", "X-Forwarded-Host", "evil.example", "X-Forwarded-Proto", "https"},
+			stranger, "http", "tickets.example"},
+		{"the trusted balancer's", balancer,
+			[]string{"Host", "backend:8080", "X-Forwarded-For", "203.0.113.9", "X-Forwarded-Host", "tickets.example", "X-Forwarded-Proto", "https"},
+			"203.0.113.9", "https", "tickets.example"},
+		{"a host no link can carry", stranger, []string{"Host", strings.Repeat("h", 3000)}, stranger, "http", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.doFrom(tt.peer, http.MethodGet, "/api/v1/booking/showtimes/42/seats", append([]string{"Authorization", "Bearer " + token}, tt.hdr...)...)
+			if r.code != http.StatusOK {
+				t.Fatalf("through the gate: %d %s", r.code, r.raw)
+			}
+			got := e.upstream.lastHdr.Load().(http.Header)
+			if got.Get("X-Forwarded-For") != tt.wantFor || got.Get("X-Forwarded-Proto") != tt.wantProto || got.Get("X-Forwarded-Host") != tt.wantHost {
+				t.Errorf("booking is told For %q, Proto %q, Host %q; want %q, %q, %q",
+					got.Get("X-Forwarded-For"), got.Get("X-Forwarded-Proto"), got.Get("X-Forwarded-Host"), tt.wantFor, tt.wantProto, tt.wantHost)
+			}
+		})
+	}
+}
