@@ -28,8 +28,8 @@ func TestRun(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	path := filepath.Join(t.TempDir(), "waitroom.yaml")
 	yaml := fmt.Sprintf(`redis: {url: %q}
-auth: {ticket_secret: "test-ticket-secret-0123456789"}
-booking: {payment: {secret: "pay"}}
+auth: {ticket_secret: "test-ticket-secret-0123456789abcdef"}
+booking: {payment: {secret: "test-payment-secret-0123456789abcdef"}}
 admitter: {addr: %q, tick: "20ms"}
 events:
   - id: "premiere"
@@ -51,7 +51,7 @@ events:
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	store := queue.NewStore(rdb, []byte("test-ticket-secret-0123456789"))
+	store := queue.NewStore(rdb, []byte("test-ticket-secret-0123456789abcdef"))
 	var set queue.Settings
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if set, err = store.Settings(context.Background(), "premiere"); err == nil {

@@ -24,8 +24,8 @@ import (
 
 // yamlConfig is a valid config whose events section is events.
 func yamlConfig(events string) string {
-	return `auth: {ticket_secret: "test-ticket-secret-0123456789"}
-booking: {payment: {secret: "pay"}}
+	return `auth: {ticket_secret: "test-ticket-secret-0123456789abcdef"}
+booking: {payment: {secret: "test-payment-secret-0123456789abcdef"}}
 admitter: {tick: "20ms"}
 events:
 ` + events

@@ -40,8 +40,8 @@ func TestReplicasAcrossShards(t *testing.T) {
 		yaml += fmt.Sprintf("  - id: %q\n    admission: {admit_per_second: %d, max_active: 1000}\n", events[i], rate)
 	}
 	yaml += fmt.Sprintf("  - id: \"capped\"\n    admission: {admit_per_second: 100, max_active: %d}\n", cappedCap)
-	cfg, err := config.Parse([]byte(`auth: {ticket_secret: "test-ticket-secret-0123456789"}
-booking: {payment: {secret: "pay"}}
+	cfg, err := config.Parse([]byte(`auth: {ticket_secret: "test-ticket-secret-0123456789abcdef"}
+booking: {payment: {secret: "test-payment-secret-0123456789abcdef"}}
 admitter: {tick: "50ms"}
 events:
 `+yaml), func(string) (string, bool) { return "", false })

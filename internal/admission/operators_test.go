@@ -149,8 +149,8 @@ func sameMap(a, b map[string]string) bool {
 // configured rate once healthy; a stale summary changes nothing; an event
 // without adaptive keeps its rate throughout. Every change is audited.
 func TestAdaptiveRate(t *testing.T) {
-	yaml := `auth: {ticket_secret: "test-ticket-secret-0123456789"}
-booking: {payment: {secret: "pay"}}
+	yaml := `auth: {ticket_secret: "test-ticket-secret-0123456789abcdef"}
+booking: {payment: {secret: "test-payment-secret-0123456789abcdef"}}
 admitter: {tick: "20ms", adaptive: {hold_p99: "300ms", interval: "150ms", step: 0.25, floor: 0.2}}
 events:
   - id: "premiere"

@@ -55,13 +55,13 @@ func testSettings() booking.Settings {
 }
 
 // testPaymentSecret signs the callbacks of every test.
-const testPaymentSecret = "test-payment-secret"
+const testPaymentSecret = "test-payment-secret-0123456789abcdef"
 
 // testAdminToken guards the operators' routes of every test.
 const testAdminToken = "test-admin-token-0123456789"
 
 // testTicketSecret keys the tickets of the waiting rooms some tests wire in.
-const testTicketSecret = "test-ticket-secret-0123456789"
+const testTicketSecret = "test-ticket-secret-0123456789abcdef"
 
 var (
 	premiere = booking.Pass{Event: "premiere"}

@@ -76,9 +76,20 @@ type Gateway struct {
 	// ProxyTimeout bounds one proxied call to the booking core (504 past it).
 	ProxyTimeout Duration `yaml:"proxy_timeout"`
 	// TrustedProxies are the CIDRs (or single addresses) of the load
-	// balancers in front: only from them are X-Forwarded-For and
-	// X-Forwarded-Proto believed (see Fair play in DESIGN.md).
+	// balancers in front: only from them are X-Forwarded-For,
+	// X-Forwarded-Host and X-Forwarded-Proto believed (see Fair play in
+	// DESIGN.md).
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// IPv6Prefix is how many leading bits of an IPv6 address the per-IP
+	// join limit counts by (default 64): one home or one server is given a
+	// whole /64, and counted address by address it would be 2^64 budgets.
+	// An IPv4 address counts alone.
+	IPv6Prefix *int `yaml:"ipv6_prefix"`
+	// PublicURL is how fans reach the gateway (absolute http(s), no query
+	// or fragment; a trailing slash is dropped): the base of the links a
+	// page prints, the share link and its QR code. "" = the request's own
+	// host and scheme (a trusted proxy's X-Forwarded-Host and -Proto).
+	PublicURL string `yaml:"public_url"`
 }
 
 type Admitter struct {
@@ -371,6 +382,10 @@ func (c *Config) setDefaults() {
 		v := 30
 		c.Gateway.JoinsPerIPPerMinute = &v
 	}
+	if c.Gateway.IPv6Prefix == nil {
+		v := 64
+		c.Gateway.IPv6Prefix = &v
+	}
 	defD(&c.Gateway.ProxyTimeout, 10*time.Second)
 	def(&c.Admitter.Addr, ":8082")
 	defD(&c.Admitter.Tick, time.Second)
@@ -413,6 +428,7 @@ func (c *Config) setDefaults() {
 		def(&c.Booking.Payment.Simulator.PageURL, localURL(a))
 	}
 	def(&c.Booking.Payment.Simulator.PageURL, localURL(c.Booking.Addr))
+	c.Gateway.PublicURL = strings.TrimRight(c.Gateway.PublicURL, "/")
 	c.Booking.Payment.ReturnBaseURL = strings.TrimRight(c.Booking.Payment.ReturnBaseURL, "/")
 	c.Booking.Payment.Simulator.PageURL = strings.TrimRight(c.Booking.Payment.Simulator.PageURL, "/")
 	for i := range c.Events {
@@ -455,6 +471,14 @@ const MaxRows = 26
 // 2^28 hashes are minutes of a phone's time).
 const MaxJoinProofBits = 28
 
+// MinSecretBytes is the shortest auth.ticket_secret and
+// booking.payment.secret: HMAC-SHA256 keys, which a short one makes
+// guessable offline from one signed ticket or callback.
+const MinSecretBytes = 32
+
+// MinAdminTokenBytes is the shortest auth.admin_token (when set).
+const MinAdminTokenBytes = 24
+
 // Validate reports every problem of c at once, each as "key: problem".
 func (c *Config) Validate() error {
 	var errs []string
@@ -464,16 +488,30 @@ func (c *Config) Validate() error {
 	if c.Redis.WaitReplicas < 0 || c.Redis.WaitReplicas > 5 {
 		bad("redis.wait_replicas", "must be between 0 (off) and 5, not %d", c.Redis.WaitReplicas)
 	}
-	if c.Auth.TicketSecret == "" {
+	// The secrets are checked by length only, and never written out.
+	if n := len(c.Auth.TicketSecret); n == 0 {
 		bad("auth.ticket_secret", "must be set (or WAITROOM_TICKET_SECRET)")
-	} else if len(c.Auth.TicketSecret) < 16 {
-		bad("auth.ticket_secret", "must be at least 16 characters")
+	} else if n < MinSecretBytes {
+		bad("auth.ticket_secret", "must be at least %d bytes, not %d (in the file or WAITROOM_TICKET_SECRET)", MinSecretBytes, n)
 	}
-	if c.Booking.Payment.Secret == "" {
+	if n := len(c.Auth.AdminToken); n > 0 && n < MinAdminTokenBytes {
+		bad("auth.admin_token", "must be at least %d bytes, not %d (in the file or WAITROOM_ADMIN_TOKEN), or empty to turn the operators' API off", MinAdminTokenBytes, n)
+	}
+	if n := len(c.Booking.Payment.Secret); n == 0 {
 		bad("booking.payment.secret", "must be set (or WAITROOM_PAYMENT_SECRET)")
+	} else if n < MinSecretBytes {
+		bad("booking.payment.secret", "must be at least %d bytes, not %d (in the file or WAITROOM_PAYMENT_SECRET)", MinSecretBytes, n)
 	}
 	if v := *c.Gateway.JoinsPerIPPerMinute; v < 0 {
 		bad("gateway.joins_per_ip_per_minute", "must be >= 0")
+	}
+	if v := *c.Gateway.IPv6Prefix; v < 1 || v > 128 {
+		bad("gateway.ipv6_prefix", "must be between 1 and 128, not %d", v)
+	}
+	if u := c.Gateway.PublicURL; u != "" {
+		if msg := badBaseURL(u); msg != "" {
+			bad("gateway.public_url", "%q %s", u, msg)
+		}
 	}
 	if c.Gateway.ProxyTimeout < 0 {
 		bad("gateway.proxy_timeout", "must be > 0")

@@ -13,9 +13,9 @@ import (
 
 // valid is a minimal good config; each bad row below edits one thing.
 const valid = `
-auth: {ticket_secret: "0123456789abcdef0123"}
+auth: {ticket_secret: "0123456789abcdef0123456789abcdef"}
 booking:
-  payment: {secret: "pay-secret"}
+  payment: {secret: "pay-secret-of-thirty-two-bytes-x"}
 events:
   - id: "premiere"
     admission: {admit_per_second: 50, max_active: 500}
@@ -55,6 +55,8 @@ func TestValidConfigAndDefaults(t *testing.T) {
 		{"booking.hold_attempts_per_minute", c.Booking.HoldAttemptsPerMinute, 20},
 		{"booking.rehold_cooldown defaults to hold_ttl", c.Booking.ReholdCooldown.D(), 10 * time.Minute},
 		{"gateway.trusted_proxies", len(c.Gateway.TrustedProxies), 0},
+		{"gateway.ipv6_prefix", *c.Gateway.IPv6Prefix, 64},
+		{"gateway.public_url", c.Gateway.PublicURL, ""},
 		{"booking.payment.return_base_url from gateway.addr", c.Booking.Payment.ReturnBaseURL, "http://localhost:8080"},
 		{"booking.payment.simulator.page_url from booking.addr", c.Booking.Payment.Simulator.PageURL, "http://localhost:8081"},
 		{"booking.payment.simulator.auto_pay", c.Booking.Payment.Simulator.AutoPay, false},
@@ -84,10 +86,10 @@ func TestEnvOverrides(t *testing.T) {
 		"WAITROOM_BOOKING_ADDR":     ":9091",
 		"WAITROOM_ADMITTER_ADDR":    ":9092",
 		"WAITROOM_BOOKING_URL":      "http://booking:9091",
-		"WAITROOM_TICKET_SECRET":    "another-secret-of-enough-length",
+		"WAITROOM_TICKET_SECRET":    "another-ticket-secret-of-enough-length",
 		"WAITROOM_SIGNING_KEY_FILE": "/keys/k.pem",
-		"WAITROOM_ADMIN_TOKEN":      "adm",
-		"WAITROOM_PAYMENT_SECRET":   "p2",
+		"WAITROOM_ADMIN_TOKEN":      "another-admin-token-0123",
+		"WAITROOM_PAYMENT_SECRET":   "another-payment-secret-of-enough-length",
 	}
 	c, err := config.Parse([]byte(valid), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
@@ -137,23 +139,29 @@ func TestBadConfigs(t *testing.T) {
 		{"prequeue without opens_at", `id: "premiere"`, "id: \"premiere\"\n    prequeue_opens_at: \"2026-12-01T10:00:00Z\"", "events[0].prequeue_opens_at: needs opens_at"},
 		{"closes before opens", `id: "premiere"`, "id: \"premiere\"\n    opens_at: \"2026-12-01T10:00:00Z\"\n    closes_at: \"2026-12-01T09:00:00Z\"", "events[0].closes_at: must be after opens_at"},
 		{"bad timestamp", `id: "premiere"`, "id: \"premiere\"\n    opens_at: \"tomorrow\"", "opens_at"},
-		{"session ttl not shorter than hold", `payment: {secret: "pay-secret"}`, "hold_ttl: \"5m\"\n  payment: {secret: \"pay-secret\", session_ttl: \"5m\"}", "booking.payment.session_ttl: must be shorter than booking.hold_ttl"},
+		{"session ttl not shorter than hold", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, "hold_ttl: \"5m\"\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\", session_ttl: \"5m\"}", "booking.payment.session_ttl: must be shorter than booking.hold_ttl"},
 		{"unknown top-level key", "booking:", "bookng: {}\nbooking:", "field bookng not found"},
 		{"unknown nested key (typo)", "admit_per_second: 50", "admit_per_secnd: 50", "field admit_per_secnd not found"},
-		{"bad duration", `payment: {secret: "pay-secret"}`, "hold_ttl: \"ten minutes\"\n  payment: {secret: \"pay-secret\"}", `"ten minutes" is not a duration`},
-		{"zero hold attempts", `payment: {secret: "pay-secret"}`, "hold_attempts_per_minute: -1\n  payment: {secret: \"pay-secret\"}", "booking.hold_attempts_per_minute: must be >= 1"},
-		{"negative rehold cooldown", `payment: {secret: "pay-secret"}`, "rehold_cooldown: \"-1s\"\n  payment: {secret: \"pay-secret\"}", "booking.rehold_cooldown: must be >= 0"},
+		{"bad duration", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, "hold_ttl: \"ten minutes\"\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\"}", `"ten minutes" is not a duration`},
+		{"zero hold attempts", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, "hold_attempts_per_minute: -1\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\"}", "booking.hold_attempts_per_minute: must be >= 1"},
+		{"negative rehold cooldown", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, "rehold_cooldown: \"-1s\"\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\"}", "booking.rehold_cooldown: must be >= 0"},
 		{"bad trusted proxy", "booking:", "gateway: {trusted_proxies: [\"10.0.0.0/8\", \"not-an-ip\"]}\nbooking:", `gateway.trusted_proxies[1]: "not-an-ip" is not a CIDR or an IP address`},
-		{"tiny hold ttl", `payment: {secret: "pay-secret"}`, "hold_ttl: \"100ms\"\n  payment: {secret: \"pay-secret\", session_ttl: \"50ms\"}", "booking.hold_ttl: must be >= 1s"},
-		{"missing ticket secret", `auth: {ticket_secret: "0123456789abcdef0123"}`, "", "auth.ticket_secret: must be set"},
-		{"short ticket secret", `ticket_secret: "0123456789abcdef0123"`, `ticket_secret: "short"`, "auth.ticket_secret: must be at least 16 characters"},
-		{"bad currency", `payment: {secret: "pay-secret"}`, "currency: \"usd\"\n  payment: {secret: \"pay-secret\"}", `booking.currency: "usd" must be an ISO 4217 code`},
-		{"missing payment secret", `payment: {secret: "pay-secret"}`, `payment: {}`, "booking.payment.secret: must be set"},
-		{"bad simulator outcome", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", simulator: {outcome: "maybe"}}`, `booking.payment.simulator.outcome: must be succeed or fail, not "maybe"`},
-		{"relative return url", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", return_base_url: "/e"}`, `booking.payment.return_base_url: "/e" must be an absolute http(s) URL`},
-		{"simulator on the booking port", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", simulator: {addr: ":8081"}}`, `booking.payment.simulator.addr: ":8081" is booking.addr already`},
-		{"page url with a query", `payment: {secret: "pay-secret"}`, `payment: {secret: "pay-secret", simulator: {page_url: "http://pay.test/?x=1"}}`, `booking.payment.simulator.page_url: "http://pay.test/?x=1" must have no query`},
-		{"zero max seats", `payment: {secret: "pay-secret"}`, "max_seats_per_hold: -1\n  payment: {secret: \"pay-secret\"}", "booking.max_seats_per_hold: must be between 1 and 100"},
+		{"tiny hold ttl", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, "hold_ttl: \"100ms\"\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\", session_ttl: \"50ms\"}", "booking.hold_ttl: must be >= 1s"},
+		{"missing ticket secret", `auth: {ticket_secret: "0123456789abcdef0123456789abcdef"}`, "", "auth.ticket_secret: must be set"},
+		{"bad currency", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, "currency: \"usd\"\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\"}", `booking.currency: "usd" must be an ISO 4217 code`},
+		{"missing payment secret", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, `payment: {}`, "booking.payment.secret: must be set"},
+		{"bad simulator outcome", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, `payment: {secret: "pay-secret-of-thirty-two-bytes-x", simulator: {outcome: "maybe"}}`, `booking.payment.simulator.outcome: must be succeed or fail, not "maybe"`},
+		{"relative return url", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, `payment: {secret: "pay-secret-of-thirty-two-bytes-x", return_base_url: "/e"}`, `booking.payment.return_base_url: "/e" must be an absolute http(s) URL`},
+		{"simulator on the booking port", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, `payment: {secret: "pay-secret-of-thirty-two-bytes-x", simulator: {addr: ":8081"}}`, `booking.payment.simulator.addr: ":8081" is booking.addr already`},
+		{"page url with a query", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, `payment: {secret: "pay-secret-of-thirty-two-bytes-x", simulator: {page_url: "http://pay.test/?x=1"}}`, `booking.payment.simulator.page_url: "http://pay.test/?x=1" must have no query`},
+		{"zero max seats", `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`, "max_seats_per_hold: -1\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\"}", "booking.max_seats_per_hold: must be between 1 and 100"},
+		{"ipv6 prefix zero", "booking:", "gateway: {ipv6_prefix: 0}\nbooking:", "gateway.ipv6_prefix: must be between 1 and 128, not 0"},
+		{"ipv6 prefix past the address", "booking:", "gateway: {ipv6_prefix: 129}\nbooking:", "gateway.ipv6_prefix: must be between 1 and 128, not 129"},
+		{"relative public url", "booking:", "gateway: {public_url: \"/e\"}\nbooking:", `gateway.public_url: "/e" must be an absolute http(s) URL`},
+		{"public url without a scheme", "booking:", "gateway: {public_url: \"tickets.example.com\"}\nbooking:", `gateway.public_url: "tickets.example.com" must be an absolute http(s) URL`},
+		{"public url not http", "booking:", "gateway: {public_url: \"ftp://tickets.example.com\"}\nbooking:", `gateway.public_url: "ftp://tickets.example.com" must be an absolute http(s) URL`},
+		{"public url with a query", "booking:", "gateway: {public_url: \"https://tickets.example.com/?a=1\"}\nbooking:", `gateway.public_url: "https://tickets.example.com/?a=1" must have no query`},
+		{"public url with a fragment", "booking:", "gateway: {public_url: \"https://tickets.example.com/#x\"}\nbooking:", `gateway.public_url: "https://tickets.example.com/#x" must have no query, fragment`},
 		{"negative per-ip limit", "booking:", "gateway: {joins_per_ip_per_minute: -1}\nbooking:", "gateway.joins_per_ip_per_minute: must be >= 0"},
 		{"tiny tick", "booking:", "admitter: {tick: \"1ms\"}\nbooking:", "admitter.tick: must be >= 10ms"},
 		{"adaptive share above one", "booking:", "admitter: {adaptive: {error_share: 1.5}}\nbooking:", "admitter.adaptive.error_share: must be between 0 and 1"},
@@ -195,6 +203,53 @@ func TestBadConfigs(t *testing.T) {
 	}
 }
 
+// Secrets have a floor: a ticket or payment secret shorter than 32 bytes,
+// or an operators' token shorter than 24, stops the process at start, named
+// by its key, whether it came from the file or from the environment.
+func TestSecretsHaveAFloor(t *testing.T) {
+	const (
+		ticket  = `ticket_secret: "0123456789abcdef0123456789abcdef"`
+		payment = `secret: "pay-secret-of-thirty-two-bytes-x"`
+	)
+	tests := []struct {
+		name     string
+		old, new string            // an edit of the valid config
+		env      map[string]string // overrides
+		want     string            // "" = accepted
+	}{
+		{"ticket secret of 31 bytes", ticket, `ticket_secret: "0123456789abcdef0123456789abcde"`, nil, "auth.ticket_secret: must be at least 32 bytes"},
+		{"ticket secret of 32 bytes", ticket, ticket, nil, ""},
+		{"ticket secret of 31 bytes in 11 characters", ticket, `ticket_secret: "ひらがなカタカナ漢字x"`, nil, "auth.ticket_secret: must be at least 32 bytes"},
+		{"ticket secret of 33 bytes in 11 characters", ticket, `ticket_secret: "ひらがなカタカナ漢字で"`, nil, ""},
+		{"payment secret of 31 bytes", payment, `secret: "pay-secret-of-thirty-two-bytes"`, nil, "booking.payment.secret: must be at least 32 bytes"},
+		{"payment secret of 32 bytes", payment, payment, nil, ""},
+		{"admin token of 23 bytes", ticket, ticket + `, admin_token: "operator-token-01234567"`, nil, "auth.admin_token: must be at least 24 bytes"},
+		{"admin token of 24 bytes", ticket, ticket + `, admin_token: "operator-token-012345678"`, nil, ""},
+		{"no admin token", ticket, ticket + `, admin_token: ""`, nil, ""},
+		{"short WAITROOM_TICKET_SECRET", "", "", map[string]string{"WAITROOM_TICKET_SECRET": "sixteen-bytes-ok"}, "auth.ticket_secret: must be at least 32 bytes"},
+		{"short WAITROOM_PAYMENT_SECRET", "", "", map[string]string{"WAITROOM_PAYMENT_SECRET": "pay"}, "booking.payment.secret: must be at least 32 bytes"},
+		{"short WAITROOM_ADMIN_TOKEN", "", "", map[string]string{"WAITROOM_ADMIN_TOKEN": "admin"}, "auth.admin_token: must be at least 24 bytes"},
+		{"long enough from the environment", "", "", map[string]string{
+			"WAITROOM_TICKET_SECRET": strings.Repeat("t", 32), "WAITROOM_PAYMENT_SECRET": strings.Repeat("p", 32), "WAITROOM_ADMIN_TOKEN": strings.Repeat("a", 24),
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(valid, tt.old) {
+				t.Fatalf("bad row: %q not in the valid config", tt.old)
+			}
+			src := strings.Replace(valid, tt.old, tt.new, 1)
+			_, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Parse: %v; want it accepted", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Parse: %v; want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestEveryProblemReportedAtOnce(t *testing.T) {
 	src := strings.Replace(valid, "admit_per_second: 50", "admit_per_second: 0", 1)
 	src = strings.Replace(src, `id: "live"`, `id: "Live!"`, 1)
@@ -230,8 +285,8 @@ func unwrapAll(err error) error {
 }
 
 func TestFairPlayKeys(t *testing.T) {
-	c, err := config.Parse([]byte(strings.Replace(valid, `payment: {secret: "pay-secret"}`,
-		"rehold_cooldown: \"0s\"\n  hold_attempts_per_minute: 7\n  payment: {secret: \"pay-secret\"}", 1)+
+	c, err := config.Parse([]byte(strings.Replace(valid, `payment: {secret: "pay-secret-of-thirty-two-bytes-x"}`,
+		"rehold_cooldown: \"0s\"\n  hold_attempts_per_minute: 7\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\"}", 1)+
 		"gateway: {trusted_proxies: [\"10.0.0.0/8\", \"192.168.1.7\", \"fd00::/8\"]}\n"), noEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +296,12 @@ func TestFairPlayKeys(t *testing.T) {
 	}
 	if c.Booking.HoldAttemptsPerMinute != 7 {
 		t.Errorf("hold_attempts_per_minute = %d; want 7", c.Booking.HoldAttemptsPerMinute)
+	}
+	for _, bits := range []int{1, 48, 128} {
+		c, err := config.Parse([]byte(valid+"gateway: {ipv6_prefix: "+strconv.Itoa(bits)+"}\n"), noEnv)
+		if err != nil || *c.Gateway.IPv6Prefix != bits {
+			t.Errorf("ipv6_prefix: %d: %v; want it taken", bits, err)
+		}
 	}
 	for _, p := range []struct{ in, want string }{
 		{"10.0.0.0/8", "10.0.0.0/8"}, {"10.1.2.3/8", "10.0.0.0/8"}, {"192.168.1.7", "192.168.1.7/32"},
@@ -260,12 +321,12 @@ func TestPaymentURLs(t *testing.T) {
 		name, yaml, wantReturn, wantPage string
 	}{
 		{"hosts named", "gateway: {addr: \"127.0.0.1:9000\"}\nbooking:\n  addr: \"127.0.0.1:9001\"", "http://127.0.0.1:9000", "http://127.0.0.1:9001"},
-		{"a listener of its own", "booking:\n  payment: {secret: \"pay-secret\", simulator: {addr: \":8083\"}}\n  currency: \"USD\"", "http://localhost:8080", "http://localhost:8083"},
-		{"set", "booking:\n  payment: {secret: \"pay-secret\", return_base_url: \"https://tickets.example.com/\", simulator: {page_url: \"https://pay.example.com\"}}\n  currency: \"USD\"", "https://tickets.example.com", "https://pay.example.com"},
+		{"a listener of its own", "booking:\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\", simulator: {addr: \":8083\"}}\n  currency: \"USD\"", "http://localhost:8080", "http://localhost:8083"},
+		{"set", "booking:\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\", return_base_url: \"https://tickets.example.com/\", simulator: {page_url: \"https://pay.example.com\"}}\n  currency: \"USD\"", "https://tickets.example.com", "https://pay.example.com"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src := strings.Replace(valid, "booking:\n  payment: {secret: \"pay-secret\"}", tt.yaml, 1)
+			src := strings.Replace(valid, "booking:\n  payment: {secret: \"pay-secret-of-thirty-two-bytes-x\"}", tt.yaml, 1)
 			if !strings.Contains(tt.yaml, "payment:") {
 				src = strings.Replace(valid, "booking:", tt.yaml, 1)
 			}
@@ -280,6 +341,23 @@ func TestPaymentURLs(t *testing.T) {
 				t.Errorf("page_url = %q; want %q", got, tt.wantPage)
 			}
 		})
+	}
+}
+
+// gateway.public_url keeps its path, without a trailing slash.
+func TestPublicURL(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"https://tickets.example.com", "https://tickets.example.com"},
+		{"https://tickets.example.com/", "https://tickets.example.com"},
+		{"http://127.0.0.1:8080/room//", "http://127.0.0.1:8080/room"},
+	} {
+		c, err := config.Parse([]byte(valid+"gateway: {public_url: \""+tt.in+"\"}\n"), noEnv)
+		if err != nil {
+			t.Fatalf("public_url %q: %v", tt.in, err)
+		}
+		if c.Gateway.PublicURL != tt.want {
+			t.Errorf("public_url %q read as %q; want %q", tt.in, c.Gateway.PublicURL, tt.want)
+		}
 	}
 }
 

@@ -188,7 +188,7 @@ func TestCheating(t *testing.T) {
   holds_per_minute: 20
   hold_attempts_per_minute: %d
   rehold_cooldown: "1m"
-  payment: {secret: "stack-payment-secret", session_ttl: "4s", simulator: {enabled: true, outcome: "succeed", delay: "300ms"}}`,
+  payment: {secret: "stack-payment-secret-0123456789abcdef", session_ttl: "4s", simulator: {enabled: true, outcome: "succeed", delay: "300ms"}}`,
 			fairHold.String(), fairAttempts),
 		JoinsPerIP:     fairJoinsMin,
 		TrustedProxies: []string{"127.0.0.1/32"},

@@ -2,7 +2,11 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -332,6 +336,43 @@ func TestBrowserFanPages(t *testing.T) {
 		run(t, first, 10*time.Second, "the QR code", chromedp.Evaluate(`document.querySelector('#share').open = true`, nil),
 			chromedp.Poll(`document.querySelector('#share-qr').complete && document.querySelector('#share-qr').naturalWidth > 0`, &qrOK))
 		shots.shot(first, "share")
+
+		// A link from another site to someone else's place replaces
+		// nothing: the fan is asked, in words, with both places; the ticket
+		// this browser kept stays; "Keep my place" goes back to it.
+		other, err := http.Post(s.Gateway+"/api/v1/events/slow/tickets", "application/json", nil)
+		if err != nil || other.StatusCode != http.StatusCreated {
+			t.Fatalf("the other place: %v %v", err, other)
+		}
+		var bait struct{ Ticket string }
+		_ = json.NewDecoder(other.Body).Decode(&bait)
+		other.Body.Close()
+		elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprintf(w, `<!doctype html><html lang="en"><title>Free tickets</title><a id="bait" href="%s/e/slow?t=%s">Free tickets</a></html>`,
+				s.Gateway, url.QueryEscape(bait.Ticket))
+		}))
+		t.Cleanup(elsewhere.Close)
+		// localhost is another site than the gateway's 127.0.0.1.
+		run(t, first, 20*time.Second, "follow a link from another site",
+			chromedp.Navigate(strings.Replace(elsewhere.URL, "127.0.0.1", "localhost", 1)),
+			chromedp.Click(`#bait`, chromedp.ByQuery),
+			chromedp.WaitVisible(`#move-question`, chromedp.ByQuery),
+		)
+		var kept string
+		run(t, first, 5*time.Second, "the ticket kept", chromedp.Evaluate(`JSON.parse(localStorage.getItem('waitroom:ticket:slow')).ticket`, &kept))
+		if q := pageText(t, first, "#move-question"); !strings.HasPrefix(q, "Replace your place "+place+" with place ") || kept != ticket {
+			t.Fatalf("the link from another site: asks %q, the kept ticket is the fan's %v; want the question with place %s and the fan's ticket kept", q, kept == ticket, place)
+		}
+		wordsOK(t, first, "en", "the question before a move")
+		checkA11y(t, first, "the question before a move")
+		shots.shot(first, "move-question")
+		run(t, first, 10*time.Second, "keep my place", chromedp.Click(`#move-no`, chromedp.ByQuery))
+		waitEval(t, first, 20*time.Second, "back in its own place", `location.pathname === '/e/slow' && document.querySelector('#status') && document.querySelector('#status').dataset.status === 'waiting' && document.querySelector('#position').textContent.trim() === `+strconv.Quote(place))
+		run(t, first, 5*time.Second, "the ticket kept", chromedp.Evaluate(`JSON.parse(localStorage.getItem('waitroom:ticket:slow')).ticket`, &kept))
+		if kept != ticket {
+			t.Fatalf("after keeping its place the fan's browser follows another ticket")
+		}
 
 		second := fanTab(t) // another device: no cookies, no storage
 		run(t, second, 20*time.Second, "open the link on a second device", phone(),

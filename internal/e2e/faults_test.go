@@ -223,7 +223,7 @@ func faultPostgres(t *testing.T) {
 	const rate, maxActive = 20, 60
 	d := startDrill(t, stack.Options{
 		DatabaseURL: pg.URL("drill"),
-		Booking:     `  payment: {secret: "stack-payment-secret", reconcile_after: "3s", simulator: {enabled: true, outcome: "succeed", delay: "1s"}}`,
+		Booking:     `  payment: {secret: "stack-payment-secret-0123456789abcdef", reconcile_after: "3s", simulator: {enabled: true, outcome: "succeed", delay: "1s"}}`,
 	}, rate, maxActive)
 	r := d.sale(150, 3*time.Second, 60*time.Second)
 
@@ -281,10 +281,10 @@ func (d *drill) checkToldConfirmed(ctx context.Context, r *saleRun) {
 
 // Simulator settings of the payment phases.
 const (
-	payDuplicate = `  payment: {secret: "stack-payment-secret", reconcile_after: "2s", simulator: {enabled: true, outcome: "succeed", delay: "300ms", duplicate: true}}`
+	payDuplicate = `  payment: {secret: "stack-payment-secret-0123456789abcdef", reconcile_after: "2s", simulator: {enabled: true, outcome: "succeed", delay: "300ms", duplicate: true}}`
 	payLate      = `  hold_ttl: "4s"
-  payment: {secret: "stack-payment-secret", session_ttl: "3s", reconcile_after: "2s", simulator: {enabled: true, outcome: "succeed", delay: "6s"}}`
-	payDrop = `  payment: {secret: "stack-payment-secret", reconcile_after: "2s", simulator: {enabled: true, outcome: "succeed", delay: "300ms", drop: true}}`
+  payment: {secret: "stack-payment-secret-0123456789abcdef", session_ttl: "3s", reconcile_after: "2s", simulator: {enabled: true, outcome: "succeed", delay: "6s"}}`
+	payDrop = `  payment: {secret: "stack-payment-secret-0123456789abcdef", reconcile_after: "2s", simulator: {enabled: true, outcome: "succeed", delay: "300ms", drop: true}}`
 )
 
 // faultPayment: the payment provider answers twice (nothing changes twice),
@@ -384,7 +384,7 @@ func faultBookingDown(t *testing.T) {
 	ctx := context.Background()
 	const rate, maxActive = 20, 60
 	d := startDrill(t, stack.Options{
-		Booking: `  payment: {secret: "stack-payment-secret", reconcile_after: "2s", simulator: {enabled: true, outcome: "succeed", delay: "300ms"}}`,
+		Booking: `  payment: {secret: "stack-payment-secret-0123456789abcdef", reconcile_after: "2s", simulator: {enabled: true, outcome: "succeed", delay: "300ms"}}`,
 	}, rate, maxActive)
 	// The fan with a payment open: first in line, checked out, its
 	// provider's page open, not paid yet.

@@ -129,7 +129,7 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 // journeyBooking is the demo's payment simulator: two seconds from the
 // fan's press on the provider's page to its callback, so the page back home
 // is seen confirming, its countdown running.
-const journeyBooking = `  payment: {secret: "stack-payment-secret", simulator: {enabled: true, outcome: "succeed", delay: "2s"}}`
+const journeyBooking = `  payment: {secret: "stack-payment-secret-0123456789abcdef", simulator: {enabled: true, outcome: "succeed", delay: "2s"}}`
 
 // joinPaying joins event through the API as a JSON client of a sale that
 // asks a proof of work does: the 428's challenge, solved, then the join

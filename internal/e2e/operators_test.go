@@ -176,7 +176,7 @@ const adaptiveEvents = `  - id: "fast"
 const adaptiveBooking = `  holds_per_minute: 100000
   hold_attempts_per_minute: 100000
   rehold_cooldown: "0s"
-  payment: {secret: "stack-payment-secret", simulator: {enabled: true, outcome: "succeed", delay: "300ms"}}`
+  payment: {secret: "stack-payment-secret-0123456789abcdef", simulator: {enabled: true, outcome: "succeed", delay: "300ms"}}`
 
 // slowHolds makes the booking core's database slow (or fast again): every
 // hold's INSERT waits 600 ms, as a database under strain would.

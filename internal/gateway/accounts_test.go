@@ -23,9 +23,9 @@ import (
 )
 
 const accountsYAML = `
-auth: {ticket_secret: "gateway-test-secret-0123", account_keys_file: %q}
+auth: {ticket_secret: "gateway-test-secret-0123456789abcdef", account_keys_file: %q}
 gateway: {booking_url: "%s", joins_per_ip_per_minute: 0}
-booking: {payment: {secret: "p"}}
+booking: {payment: {secret: "gateway-test-payment-secret-0123456789"}}
 events:
   - id: "premiere"
     admission: {admit_per_second: 100, max_active: 100}

@@ -23,5 +23,5 @@ func (s *Server) creditWallet(c *fiber.Ctx) error {
 		return &apiError{Status: fiber.StatusBadRequest, Code: "invalid_request", Message: "account id must be 1..64 of [A-Za-z0-9._:@+-]"}
 	}
 	c.Request().SetRequestURI(bookingPrefix + "/admin/wallets/" + acct + "/credits")
-	return s.proxy.forward(c, s.config().Auth.AdminToken, s.clientOf(c).addr.String())
+	return s.proxy.forward(c, s.config().Auth.AdminToken, s.clientOf(c))
 }

@@ -12,8 +12,10 @@ import (
 // proxies are the load balancers in front (gateway.trusted_proxies). Behind
 // them every connection comes from their addresses, so a per-IP limit keyed
 // on the connection would throttle every fan at once; only from them are
-// X-Forwarded-For and X-Forwarded-Proto believed. From anywhere else those
-// headers are the client's own words and are ignored.
+// X-Forwarded-For, X-Forwarded-Host and X-Forwarded-Proto believed. From
+// anywhere else those headers are the client's own words and are ignored.
+// (fiber's own Hostname, Protocol and BaseURL believe nobody either: the
+// app is built with EnableTrustedProxyCheck and no proxy of its own.)
 type proxies []netip.Prefix
 
 // proxiesOf parses the config's list; config.Validate refused a bad entry
@@ -38,11 +40,15 @@ func (ps proxies) trusted(a netip.Addr) bool {
 	return false
 }
 
-// client is who sent a request: the fan's address and whether the fan's
-// connection is HTTPS.
+// client is who sent a request: the fan's address, and the host and
+// scheme the fan asked for.
 type client struct {
 	addr   netip.Addr
-	secure bool
+	secure bool // the fan's connection is HTTPS
+	// host is the Host the fan sent (as a trusted proxy's X-Forwarded-Host
+	// reports it), as it came: check it (hostOK) before printing it. It
+	// points into the request, valid while the request is served.
+	host []byte
 }
 
 // secure reports whether the fan's connection is HTTPS (the cookies' Secure
@@ -57,18 +63,23 @@ func (ps proxies) secure(c *fiber.Ctx) bool {
 
 // clientOf finds the fan behind c. From a trusted proxy the fan is the
 // right-most X-Forwarded-For entry outside the trusted ranges (entries to
-// its left were written by whoever sent the request and prove nothing), and
-// X-Forwarded-Proto: https marks the fan's connection secure.
+// its left were written by whoever sent the request and prove nothing),
+// X-Forwarded-Proto: https marks the fan's connection secure, and
+// X-Forwarded-Host is the host the fan asked for; of a list, the entry the
+// nearest proxy wrote, as for the proto.
 func (ps proxies) clientOf(c *fiber.Ctx) client {
 	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
 	peer = peer.Unmap()
-	cl := client{addr: peer, secure: c.Context().IsTLS()}
+	h := &c.Request().Header
+	cl := client{addr: peer, secure: c.Context().IsTLS(), host: h.Host()}
 	if len(ps) == 0 || !ps.trusted(peer) {
 		return cl
 	}
-	h := &c.Request().Header
 	if proto := h.Peek(fiber.HeaderXForwardedProto); len(proto) > 0 {
 		cl.secure = cl.secure || bytes.EqualFold(bytes.TrimSpace(lastEntry(proto)), []byte("https"))
+	}
+	if host := h.Peek(fiber.HeaderXForwardedHost); len(host) > 0 {
+		cl.host = bytes.TrimSpace(lastEntry(host))
 	}
 	values := h.PeekAll(fiber.HeaderXForwardedFor)
 	for i := len(values) - 1; i >= 0; i-- {
@@ -92,6 +103,46 @@ func (ps proxies) clientOf(c *fiber.Ctx) client {
 		}
 	}
 	return cl
+}
+
+// joinBudgetOf is the address whose budget a join from a counts against
+// (gateway.joins_per_ip_per_minute): an IPv4 address alone, an IPv6
+// address by its first ipv6Bits bits (gateway.ipv6_prefix). One home or
+// one server is handed a whole /64: counted address by address, it would
+// have 2^64 budgets. IPv4-mapped IPv6 is the IPv4 address it maps.
+func joinBudgetOf(a netip.Addr, ipv6Bits int) netip.Addr {
+	a = a.Unmap()
+	if !a.Is6() {
+		return a
+	}
+	p, err := a.WithZone("").Prefix(ipv6Bits)
+	if err != nil {
+		return a // config.Validate keeps ipv6Bits within 1..128
+	}
+	return p.Addr()
+}
+
+// maxHost is the longest host[:port] a link carries: a DNS name (253)
+// and a port.
+const maxHost = 253 + len(":65535")
+
+// hostOK reports whether h, a host the fan asked for, can go into a link as
+// it is: 1 to maxHost bytes of a DNS name, an IPv4 address or a bracketed
+// IPv6 one, and a port; nothing a URL would have to escape, nothing that
+// ends the host (a slash, a query, a user), nothing beyond ASCII.
+func hostOK(h []byte) bool {
+	if len(h) == 0 || len(h) > maxHost {
+		return false
+	}
+	for _, b := range h {
+		switch {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		case b == '.', b == '-', b == '_', b == ':', b == '[', b == ']':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // lastEntry is the last comma-separated entry of a header value: the one

@@ -2,12 +2,16 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/gateway"
@@ -192,4 +196,101 @@ func TestTrustedProxies(t *testing.T) {
 			}
 		}
 	})
+}
+
+// One budget per network: the per-IP join limit counts an IPv4 address
+// alone and an IPv6 address by its gateway.ipv6_prefix (64 unless set), so
+// the 2^64 addresses of one home's /64 are one budget. An IPv4 address
+// written as IPv4-mapped IPv6 is that IPv4 address. The fans here are
+// connections' own addresses, and then X-Forwarded-For entries of a
+// trusted balancer.
+func TestOneJoinBudgetPerNetwork(t *testing.T) {
+	const limit = 2
+	tests := []struct {
+		name   string
+		prefix string   // gateway.ipv6_prefix ("" = the default)
+		same   []string // addresses that share one budget: limit joins in all, then 429
+		other  []string // addresses each with a budget of their own after that
+	}{
+		{"one /64", "", []string{"2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:fffe", "2001:db8:1:2:8000::7"},
+			[]string{"2001:db8:1:3::1", "2001:db8:1::1", "2001:db8:2:2::1", "203.0.113.1"}},
+		{"IPv4 alone, mapped or not", "", []string{"203.0.113.1", "::ffff:203.0.113.1"},
+			[]string{"203.0.113.2", "203.0.113.0", "2001:db8::cb00:7101"}},
+		{"one /48", ", ipv6_prefix: 48", []string{"2001:db8:1:2::1", "2001:db8:1:ffff::1"},
+			[]string{"2001:db8:2::1"}},
+		{"one address", ", ipv6_prefix: 128", []string{"2001:db8:1:2::1"},
+			[]string{"2001:db8:1:2::2", "2001:db8:1:2::3"}},
+	}
+	ways := []struct {
+		name    string
+		proxies string // gateway.trusted_proxies
+		join    func(e *env, fan string) resp
+	}{
+		{"connecting", "[]", func(e *env, fan string) resp { return e.joinFrom(fan, "premiere") }},
+		{"behind a balancer", `["192.0.2.10/32"]`, func(e *env, fan string) resp {
+			return e.joinFrom("192.0.2.10", "premiere", "X-Forwarded-For", fan)
+		}},
+	}
+	for _, way := range ways {
+		for _, tt := range tests {
+			t.Run(way.name+"/"+tt.name, func(t *testing.T) {
+				e := setupWith(t, limit, `, trusted_proxies: `+way.proxies+tt.prefix, "", fixedClock)
+				for i := range limit + 1 {
+					fan := tt.same[i%len(tt.same)]
+					want := http.StatusCreated
+					if i == limit {
+						want = http.StatusTooManyRequests
+					}
+					if r := way.join(e, fan); r.code != want {
+						t.Fatalf("join %d from %s: %d %s; want %d", i, fan, r.code, r.raw, want)
+					}
+				}
+				for _, fan := range tt.same {
+					if r := way.join(e, fan); r.code != http.StatusTooManyRequests {
+						t.Errorf("join from %s after its network's budget ran out: %d %s; want 429", fan, r.code, r.raw)
+					}
+				}
+				for _, fan := range tt.other {
+					if r := way.join(e, fan); r.code != http.StatusCreated {
+						t.Errorf("join from %s, another network: %d %s; want 201 (a budget of its own)", fan, r.code, r.raw)
+					}
+				}
+			})
+		}
+	}
+}
+
+// joinFrom joins event over a connection from addr (see doFrom).
+func (e *env) joinFrom(addr, event string, hdr ...string) resp {
+	e.t.Helper()
+	return e.doFrom(addr, http.MethodPost, "/api/v1/events/"+event+"/tickets", hdr...)
+}
+
+// doFrom is do over a connection from addr: the app's handler driven as
+// the server drives it, with that peer (app.Test's connections all come
+// from 0.0.0.0), and the headers as they are given, Host too, whatever
+// net/http would make of them.
+func (e *env) doFrom(addr, method, path string, hdr ...string) resp {
+	e.t.Helper()
+	var req fasthttp.Request
+	req.Header.SetMethod(method)
+	req.SetRequestURI(path)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if strings.EqualFold(hdr[i], "Host") {
+			req.Header.SetHost(hdr[i+1])
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	peer := net.ParseIP(addr)
+	if peer == nil {
+		e.t.Fatalf("doFrom: %q is not an address", addr)
+	}
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, &net.TCPAddr{IP: peer, Port: 40000}, nil)
+	e.srv.App().Handler()(&ctx)
+	out := resp{code: ctx.Response.StatusCode(), hdr: http.Header{}, raw: append([]byte(nil), ctx.Response.Body()...)}
+	ctx.Response.Header.VisitAll(func(k, v []byte) { out.hdr.Add(string(k), string(v)) })
+	_ = json.Unmarshal(out.raw, &out.body)
+	return out
 }

@@ -45,7 +45,7 @@ func (s *Server) gate(c *fiber.Ctx) error {
 	if c.Method() == fiber.MethodPost && path == callbackPath {
 		// The payment provider's callback carries no pass: the booking core
 		// verifies its HMAC signature itself.
-		return s.proxy.forward(c, "", s.clientOf(c).addr.String())
+		return s.proxy.forward(c, "", s.clientOf(c))
 	}
 	if strings.HasPrefix(path, bookingPrefix+"/admin/") {
 		// The booking core's operators' routes are reached through the
@@ -56,7 +56,7 @@ func (s *Server) gate(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.proxy.forward(c, token, s.clientOf(c).addr.String()); err != nil {
+	if err := s.proxy.forward(c, token, s.clientOf(c)); err != nil {
 		return err
 	}
 	if c.Method() == fiber.MethodPost && c.Response().StatusCode() == fiber.StatusCreated && holdPath.MatchString(path) {
@@ -184,9 +184,11 @@ func (p *proxy) close() { p.hc.CloseIdleConnections() }
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
 // forward sends the request on with the pass as a Bearer header (never the
-// fan's cookies), and copies the answer back. A booking core that is down
-// gets 503 with Retry-After; one that does not answer in time gets 504.
-func (p *proxy) forward(c *fiber.Ctx, token, clientAddr string) error {
+// fan's cookies), and the fan's address, scheme and host as the gateway
+// believes them (cl: never the client's own X-Forwarded-* words), and
+// copies the answer back. A booking core that is down gets 503 with
+// Retry-After; one that does not answer in time gets 504.
+func (p *proxy) forward(c *fiber.Ctx, token string, cl client) error {
 	req, resp := c.Request(), c.Response()
 	id := c.Get("X-Request-Id")
 	if !requestID.MatchString(id) {
@@ -203,7 +205,19 @@ func (p *proxy) forward(c *fiber.Ctx, token, clientAddr string) error {
 		req.Header.Set(fiber.HeaderAuthorization, "Bearer "+token)
 	}
 	req.Header.Set("X-Request-Id", id)
-	req.Header.Set(fiber.HeaderXForwardedFor, clientAddr)
+	req.Header.Set(fiber.HeaderXForwardedFor, cl.addr.String())
+	if cl.secure {
+		req.Header.Set(fiber.HeaderXForwardedProto, "https")
+	} else {
+		req.Header.Set(fiber.HeaderXForwardedProto, "http")
+	}
+	if hostOK(cl.host) {
+		// cl.host may point into this very header: copied first.
+		var buf [maxHost]byte
+		req.Header.SetBytesV(fiber.HeaderXForwardedHost, append(buf[:0], cl.host...))
+	} else {
+		req.Header.Del(fiber.HeaderXForwardedHost)
+	}
 	req.SetHost(p.host)
 	req.UseHostHeader = false
 	err := p.hc.DoTimeout(req, resp, p.timeout)

@@ -33,7 +33,7 @@ import (
 )
 
 const cfgYAML = `
-auth: {ticket_secret: "gateway-test-secret-0123"}
+auth: {ticket_secret: "gateway-test-secret-0123456789abcdef"}
 gateway: {booking_url: "%s", joins_per_ip_per_minute: %d, proxy_timeout: "300ms"%s}
 booking: {%s}
 events:
@@ -109,7 +109,7 @@ func setupWith(t *testing.T, joinsPerIP int, gatewayKeys, bookingKeys string, op
 	rs, rdb := testenv.Redis(t)
 	up := newUpstream(t)
 	if bookingKeys == "" {
-		bookingKeys = `payment: {secret: "p"}`
+		bookingKeys = `payment: {secret: "gateway-test-payment-secret-0123456789"}`
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(cfgYAML, up.URL, joinsPerIP, gatewayKeys, bookingKeys)), nil)
 	if err != nil {

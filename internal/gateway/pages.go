@@ -46,6 +46,7 @@ func (s *Server) pageRoutes() {
 	s.app.Get("/e/:event/qr.svg", s.qrCode)
 	s.app.Post("/e/:event/join", lineBudget, s.joinForm)
 	s.app.Post("/e/:event/leave", lineBudget, s.leaveForm)
+	s.app.Post("/e/:event/move", s.moveForm)
 	s.app.Get("/static/+", func(c *fiber.Ctx) error {
 		name := path.Clean(c.Params("+"))
 		b, err := fs.ReadFile(files, name)
@@ -70,7 +71,7 @@ func (s *Server) page(h pageHandler) fiber.Handler {
 		if q := c.Query("lang"); q != "" {
 			if web.Supported(q) {
 				c.Cookie(&fiber.Cookie{Name: langCookie, Value: q, Path: "/", Expires: s.now().AddDate(1, 0, 0),
-					SameSite: fiber.CookieSameSiteLaxMode, Secure: c.Secure()})
+					SameSite: fiber.CookieSameSiteLaxMode, Secure: s.secure(c)})
 			}
 			return c.Redirect(pathWith(c, "lang", ""), fiber.StatusSeeOther)
 		}
@@ -93,7 +94,9 @@ func pathWith(c *fiber.Ctx, key, value string) string {
 	return c.Path() + "?" + q.Encode()
 }
 
-// render writes a page under the CSP, in l's language.
+// render writes a page under the CSP, in l's language. A page is
+// revalidated (no-cache) unless its handler said no-store already: every
+// page that carries a ticket or a pass, or is the fan's own (noStore).
 func (s *Server) render(c *fiber.Ctx, status int, name string, l *web.Locale, p *web.Page) error {
 	p.L = l
 	p.Currency = s.config().Booking.Currency
@@ -106,7 +109,9 @@ func (s *Server) render(c *fiber.Ctx, status int, name string, l *web.Locale, p 
 	}
 	c.Set(fiber.HeaderContentSecurityPolicy, csp)
 	c.Set(fiber.HeaderXFrameOptions, "DENY")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
+	if len(c.Response().Header.Peek(fiber.HeaderCacheControl)) == 0 {
+		c.Set(fiber.HeaderCacheControl, "no-cache")
+	}
 	c.Set(fiber.HeaderVary, "Accept-Language, Cookie")
 	c.Set(fiber.HeaderContentLanguage, l.Lang)
 	c.Type("html", "utf-8")
@@ -185,6 +190,7 @@ func (s *Server) bookPage(c *fiber.Ctx, l *web.Locale) error {
 	if ev == nil {
 		return err
 	}
+	noStore(c)
 	return s.render(c, fiber.StatusOK, web.BookPage, l, &web.Page{
 		Title: l.T("book.pageTitle", "event", ev.Name), Script: "book.js", Event: s.eventView(c.UserContext(), ev),
 	})
@@ -200,6 +206,7 @@ func (s *Server) leavePage(c *fiber.Ctx, l *web.Locale) error {
 	if s.ticketCookie(c, ev) == "" {
 		return c.Redirect("/e/"+ev.ID, fiber.StatusSeeOther)
 	}
+	noStore(c)
 	return s.render(c, fiber.StatusOK, web.LeavePage, l, &web.Page{Title: l.T("leave.question"), Event: s.eventView(c.UserContext(), ev)})
 }
 
@@ -217,7 +224,7 @@ func (s *Server) ticketCookie(c *fiber.Ctx, ev *config.Event) string {
 // it asks the line where the fan stands (a poll, as the script's) and
 // renders it, refreshing itself at pollAfter, so that it works without
 // JavaScript. ?t=<ticket> is a place carried from another device: it takes
-// that place over here.
+// that place over here (takeOver).
 func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	ev, err := s.pageEvent(c, l)
 	if ev == nil {
@@ -225,15 +232,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	}
 	from, _ := strconv.ParseInt(c.Query("from"), 10, 64)
 	if t := c.Query("t"); t != "" {
-		if s.line.CheckTicket(ev.ID, t) != nil {
-			return c.Redirect("/e/"+ev.ID+"?e=invalid_link", fiber.StatusSeeOther)
-		}
-		s.setTicketCookie(c, ev, utils.CopyString(t), s.settingsFor(ev))
-		to := "/e/" + ev.ID + "?moved=1"
-		if from > 0 {
-			to += "&from=" + strconv.FormatInt(from, 10)
-		}
-		return c.Redirect(to, fiber.StatusSeeOther)
+		return s.takeOver(c, l, ev, t, from)
 	}
 	view := s.eventView(c.UserContext(), ev)
 	// A proof of work needs the page's script: without it the page says so
@@ -246,6 +245,10 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	if c.Query("left") != "" {
 		room.Status, room.Hint = "left", "left"
 	}
+	// room.js drops the ticket it kept for the one a move set as the
+	// cookie, only after a move made from this site (moveTo's redirect): a
+	// link to ?moved=1 from elsewhere must not make it forget the fan's.
+	room.Moved = c.Query("moved") != "" && s.sameSite(c)
 	p := &web.Page{Title: l.T("room.pageTitle", "event", ev.Name), Script: "room.js", Event: view, Room: room}
 	if ticket := s.ticketCookie(c, ev); ticket != "" {
 		st, err := s.line.Status(c.UserContext(), ev.ID, ticket, s.settingsFor(ev))
@@ -264,7 +267,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 			room.From = max(from, w.Position)
 			room.Refresh = max(1, (w.PollAfterMs+999)/1000)
 			share := "/e/" + ev.ID + "?t=" + url.QueryEscape(ticket) + "&from=" + strconv.FormatInt(room.From, 10)
-			room.ShareURL = c.BaseURL() + share
+			room.ShareURL = s.publicURL(c) + share
 			room.QRURL = "/e/" + ev.ID + "/qr.svg?from=" + strconv.FormatInt(room.From, 10)
 		case st.State == queue.Admitted:
 			s.observeAdmission(ev, st)
@@ -297,17 +300,77 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	return s.render(c, fiber.StatusOK, web.RoomPage, l, p)
 }
 
-// sameSite refuses a form post made from another site: a page elsewhere
-// must not join or leave the line in the fan's name (SameSite=Lax keeps the
-// cookie off such a post, but a join would still replace it).
-func sameSite(c *fiber.Ctx) bool {
-	switch c.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-	default:
-		return false
+// takeOver: GET /e/:event?t=<ticket>, a place carried here from another
+// device (the share link, its QR code). It moves at once, the ticket's
+// cookie set and the fan sent on to the room, unless the link comes from
+// another site (sameSite) while this browser holds a live place of the
+// event: a link or a redirect from anywhere must not swap the fan's place
+// for another. Then nothing changes and the fan is asked, in their
+// language, whether to replace place N with place M; the answer is a
+// same-site form post (moveForm). When the line cannot say whether the
+// fan's place is live, the fan is asked.
+func (s *Server) takeOver(c *fiber.Ctx, l *web.Locale, ev *config.Event, t string, from int64) error {
+	noStore(c)
+	if s.line.CheckTicket(ev.ID, t) != nil {
+		return c.Redirect("/e/"+ev.ID+"?e=invalid_link", fiber.StatusSeeOther)
 	}
-	o := c.Get(fiber.HeaderOrigin)
-	return o == "" || o == "null" || o == c.BaseURL()
+	t = utils.CopyString(t)
+	if s.sameSite(c) {
+		return s.moveTo(c, ev, t, from)
+	}
+	mine := s.ticketCookie(c, ev)
+	if mine == "" || mine == t {
+		return s.moveTo(c, ev, t, from)
+	}
+	ctx, set := c.UserContext(), s.settingsFor(ev)
+	st, err := s.line.Status(ctx, ev.ID, mine, set)
+	if err == nil && st.State != queue.Waiting && st.State != queue.Admitted {
+		return s.moveTo(c, ev, t, from) // nothing left to lose
+	}
+	if err != nil {
+		s.log.Warn("takeover: the fan's own place", "event", ev.ID, "err", err)
+	}
+	m := &web.Move{Ticket: t, From: from}
+	if err == nil && st.State == queue.Waiting {
+		m.Mine = st.Position.Position
+	}
+	if theirs, err := s.line.Status(ctx, ev.ID, t, set); err == nil && theirs.State == queue.Waiting {
+		m.Theirs = theirs.Position.Position
+	}
+	return s.render(c, fiber.StatusOK, web.MovePage, l, &web.Page{
+		Title: l.T("move.pageTitle", "event", ev.Name), Event: s.eventView(ctx, ev), Move: m,
+	})
+}
+
+// moveTo makes ticket the fan's place of ev here (its cookie) and sends the
+// fan on to the room, which says the place moved.
+func (s *Server) moveTo(c *fiber.Ctx, ev *config.Event, ticket string, from int64) error {
+	noStore(c)
+	s.setTicketCookie(c, ev, ticket, s.settingsFor(ev))
+	to := "/e/" + ev.ID + "?moved=1"
+	if from > 0 {
+		to += "&from=" + strconv.FormatInt(from, 10)
+	}
+	return c.Redirect(to, fiber.StatusSeeOther)
+}
+
+// moveForm: POST /e/:event/move — the fan said yes to the question of
+// takeOver: the place of form field t replaces the fan's here. Another
+// site's form post is refused, as the join and leave forms refuse it.
+func (s *Server) moveForm(c *fiber.Ctx) error {
+	ev, err := s.event(c)
+	if err != nil {
+		return err
+	}
+	if !s.sameSite(c) {
+		return c.Status(fiber.StatusForbidden).SendString("cross-site form post refused")
+	}
+	t := c.FormValue("t")
+	if t == "" || s.line.CheckTicket(ev.ID, t) != nil {
+		return c.Redirect("/e/"+ev.ID+"?e=invalid_link", fiber.StatusSeeOther)
+	}
+	from, _ := strconv.ParseInt(c.FormValue("from"), 10, 64)
+	return s.moveTo(c, ev, utils.CopyString(t), from)
 }
 
 // joinForm: POST /e/:event/join — joining without JavaScript. It is the
@@ -318,7 +381,7 @@ func (s *Server) joinForm(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if !sameSite(c) {
+	if !s.sameSite(c) {
 		return c.Status(fiber.StatusForbidden).SendString("cross-site form post refused")
 	}
 	room := "/e/" + ev.ID
@@ -352,7 +415,7 @@ func (s *Server) leaveForm(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if !sameSite(c) {
+	if !s.sameSite(c) {
 		return c.Status(fiber.StatusForbidden).SendString("cross-site form post refused")
 	}
 	if t := s.ticketCookie(c, ev); t != "" {
@@ -377,7 +440,7 @@ func (s *Server) qrCode(c *fiber.Ctx) error {
 	if t == "" {
 		return errNotFound
 	}
-	link := c.BaseURL() + "/e/" + ev.ID + "?t=" + url.QueryEscape(t)
+	link := s.publicURL(c) + "/e/" + ev.ID + "?t=" + url.QueryEscape(t)
 	if from, err := strconv.ParseInt(c.Query("from"), 10, 64); err == nil && from > 0 {
 		link += "&from=" + strconv.FormatInt(from, 10)
 	}

@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -151,4 +153,201 @@ func TestUnknownEventPage(t *testing.T) {
 	if r.code != 404 || !strings.Contains(string(r.raw), "이벤트를 찾을 수 없습니다") {
 		t.Errorf("unknown event page: %d %.200s", r.code, r.raw)
 	}
+}
+
+// Pages that carry a ticket are never stored: the waiting room, booking
+// and report pages, and every answer with a ticket or a pass in it (its
+// body or its Set-Cookie), whatever the fan's state.
+func TestTicketsAreNeverStored(t *testing.T) {
+	e := setup(t, 0)
+	joined := e.join("premiere")
+	if joined.code != http.StatusCreated {
+		t.Fatalf("join: %d %s", joined.code, joined.raw)
+	}
+	waiting := "wr_t_premiere=" + joined.body["ticket"].(string)
+	ticket, token := e.admit("premiere")
+	admitted := "wr_t_premiere=" + ticket
+	passCookie := "wr_a_premiere=" + token
+	jf := e.do(http.MethodPost, "/e/premiere/join", nil, "Sec-Fetch-Site", "same-origin")
+	if cookieOf(jf, "wr_t_premiere") == "" {
+		t.Fatalf("join form: %d, no ticket cookie", jf.code)
+	}
+	tests := []struct {
+		name, method, path string
+		hdr                []string
+		code               int
+	}{
+		{"join", http.MethodPost, "/api/v1/events/premiere/tickets", nil, http.StatusCreated},
+		{"join resumed", http.MethodPost, "/api/v1/events/premiere/tickets", []string{"Cookie", waiting}, http.StatusOK},
+		{"status waiting", http.MethodGet, "/api/v1/events/premiere/tickets/" + joined.body["ticket"].(string), nil, http.StatusOK},
+		{"status admitted", http.MethodGet, "/api/v1/events/premiere/tickets/" + ticket, nil, http.StatusOK},
+		{"join form", http.MethodPost, "/e/premiere/join", []string{"Sec-Fetch-Site", "same-origin"}, http.StatusSeeOther},
+		{"waiting room, no ticket", http.MethodGet, "/e/premiere", nil, http.StatusOK},
+		{"waiting room, waiting", http.MethodGet, "/e/premiere", []string{"Cookie", waiting}, http.StatusOK},
+		{"waiting room, admitted", http.MethodGet, "/e/premiere", []string{"Cookie", admitted}, http.StatusOK},
+		{"place taken over by link", http.MethodGet, "/e/premiere?t=" + url.QueryEscape(ticket), nil, http.StatusSeeOther},
+		{"QR code", http.MethodGet, "/e/premiere/qr.svg", []string{"Cookie", waiting}, http.StatusOK},
+		{"booking page", http.MethodGet, "/e/premiere/book", []string{"Cookie", admitted + "; " + passCookie}, http.StatusOK},
+		{"booking page, no pass", http.MethodGet, "/e/premiere/book", nil, http.StatusOK},
+		{"leave page", http.MethodGet, "/e/premiere/leave", []string{"Cookie", waiting}, http.StatusOK},
+		{"report page", http.MethodGet, "/e/premiere/report", []string{"Cookie", admitted}, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(tt.method, tt.path, nil, tt.hdr...)
+			if r.code != tt.code {
+				t.Fatalf("%s %s: %d %.300s; want %d", tt.method, tt.path, r.code, r.raw, tt.code)
+			}
+			if got := r.hdr.Values("Cache-Control"); len(got) != 1 || got[0] != "no-store" {
+				t.Errorf("%s %s: Cache-Control %q; want no-store", tt.method, tt.path, got)
+			}
+		})
+	}
+}
+
+// A place moves only with its fan's consent: /e/{event}?t=<ticket> from
+// another site, while the browser holds a live ticket of the event,
+// replaces nothing and asks, in the fan's language, whether to replace
+// place N with place M; the answer is a same-site form post. Same-site, or
+// with no live ticket to lose, the link moves the place at once.
+func TestPlaceMovesOnlyWithConsent(t *testing.T) {
+	e := setup(t, 0)
+	ticketOf := func() string {
+		t.Helper()
+		r := e.join("premiere")
+		if r.code != http.StatusCreated {
+			t.Fatalf("join: %d %s", r.code, r.raw)
+		}
+		return r.body["ticket"].(string)
+	}
+	ticketOf()
+	theirs := ticketOf() // place 2: the link's
+	ticketOf()
+	mine := ticketOf() // place 4: the fan's, in its cookie
+	link := "/e/premiere?t=" + url.QueryEscape(theirs) + "&from=2"
+	cookie := "wr_t_premiere=" + mine
+
+	t.Run("from another site, the fan is asked", func(t *testing.T) {
+		for _, tt := range []struct {
+			name string
+			hdr  []string
+		}{
+			{"Sec-Fetch-Site cross-site", []string{"Sec-Fetch-Site", "cross-site"}},
+			{"Sec-Fetch-Site same-site (a sibling host)", []string{"Sec-Fetch-Site", "same-site"}},
+			{"Origin of another host", []string{"Origin", "https://evil.example"}},
+			{"Referer of another host", []string{"Referer", "https://evil.example/free-tickets"}},
+			{"Referer of another host, fetch metadata says none", []string{"Sec-Fetch-Site", "none", "Referer", "http://evil.example/"}},
+			{"cross-site, Referer ours", []string{"Sec-Fetch-Site", "cross-site", "Referer", "http://example.com/e/premiere"}},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				r := e.do(http.MethodGet, link, nil, append([]string{"Cookie", cookie}, tt.hdr...)...)
+				body := string(r.raw)
+				if r.code != http.StatusOK || !strings.Contains(body, "Replace your place 4 with place 2?") {
+					t.Fatalf("cross-site link: %d; want 200 asking to replace place 4 with place 2:\n%.800s", r.code, body)
+				}
+				if c := cookieOf(r, "wr_t_premiere"); c != "" {
+					t.Fatalf("the link set the ticket cookie to %q while asking", c)
+				}
+				for _, want := range []string{`<form method="post" action="/e/premiere/move"`, `name="t" value="` + theirs + `"`, `name="from" value="2"`, `id="move-yes"`, `id="move-no"`} {
+					if !strings.Contains(body, want) {
+						t.Errorf("the question lacks %s", want)
+					}
+				}
+				if strings.Contains(body, "room.js") {
+					t.Error("the question loads room.js, which would drop the fan's stored ticket")
+				}
+				if got := r.hdr.Get("Cache-Control"); got != "no-store" {
+					t.Errorf("Cache-Control %q; want no-store (the page carries a ticket)", got)
+				}
+			})
+		}
+		for _, tt := range []struct{ lang, want string }{
+			{"ja", "今の順番（4番目）を、このリンクの順番（2番目）に置き換えますか？"},
+			{"ko", "지금 순번(4번째)을 이 링크의 순번(2번째)으로 바꿀까요?"},
+		} {
+			r := e.do(http.MethodGet, link, nil, "Cookie", cookie, "Sec-Fetch-Site", "cross-site", "Accept-Language", tt.lang)
+			if r.code != http.StatusOK || !strings.Contains(string(r.raw), `<html lang="`+tt.lang+`">`) || !strings.Contains(string(r.raw), tt.want) {
+				t.Errorf("the question in %s: %d; want %q:\n%.800s", tt.lang, r.code, tt.want, r.raw)
+			}
+		}
+		// Nothing changed: the fan's place is where it was.
+		room := e.do(http.MethodGet, "/e/premiere", nil, "Cookie", cookie)
+		if !strings.Contains(string(room.raw), `<dd id="position">4</dd>`) {
+			t.Errorf("after the question the fan's room shows no place 4:\n%.600s", room.raw)
+		}
+	})
+
+	t.Run("the answer is a same-site form post", func(t *testing.T) {
+		post := func(hdr ...string) resp {
+			req := httptest.NewRequest(http.MethodPost, "/e/premiere/move", strings.NewReader("t="+url.QueryEscape(theirs)+"&from=2"))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Cookie", cookie)
+			for i := 0; i+1 < len(hdr); i += 2 {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+			res, err := e.srv.App().Test(req, 5000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			raw, _ := io.ReadAll(res.Body)
+			return resp{code: res.StatusCode, hdr: res.Header, raw: raw}
+		}
+		if r := post("Sec-Fetch-Site", "cross-site"); r.code != http.StatusForbidden || cookieOf(r, "wr_t_premiere") != "" {
+			t.Fatalf("cross-site post: %d, cookie %q; want 403 and nothing set", r.code, cookieOf(r, "wr_t_premiere"))
+		}
+		if r := post("Sec-Fetch-Site", "same-origin", "Origin", "https://evil.example"); r.code != http.StatusForbidden {
+			t.Fatalf("post with another site's Origin: %d; want 403", r.code)
+		}
+		r := post("Sec-Fetch-Site", "same-origin", "Origin", "http://example.com")
+		if r.code != http.StatusSeeOther || r.hdr.Get("Location") != "/e/premiere?moved=1&from=2" || cookieOf(r, "wr_t_premiere") != theirs {
+			t.Fatalf("same-site post: %d Location %q, cookie is the link's %v; want 303 to ?moved=1&from=2 with the link's ticket",
+				r.code, r.hdr.Get("Location"), cookieOf(r, "wr_t_premiere") == theirs)
+		}
+		if got := r.hdr.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("Cache-Control %q; want no-store", got)
+		}
+	})
+
+	t.Run("same-site, or nothing to lose, it moves at once", func(t *testing.T) {
+		gone := ticketOf()
+		if l := e.do(http.MethodDelete, "/api/v1/events/premiere/tickets/"+gone, nil); l.code != http.StatusNoContent {
+			t.Fatalf("leave: %d", l.code)
+		}
+		for _, tt := range []struct {
+			name string
+			hdr  []string
+		}{
+			{"same-origin, live ticket", []string{"Cookie", cookie, "Sec-Fetch-Site", "same-origin", "Referer", "http://example.com/e/premiere"}},
+			{"typed or scanned, live ticket", []string{"Cookie", cookie, "Sec-Fetch-Site", "none"}},
+			{"no fetch metadata, live ticket", []string{"Cookie", cookie}},
+			{"cross-site, no ticket", []string{"Sec-Fetch-Site", "cross-site", "Referer", "https://mail.example/"}},
+			{"cross-site, a ticket that ended", []string{"Cookie", "wr_t_premiere=" + gone, "Sec-Fetch-Site", "cross-site"}},
+			{"cross-site, a forged ticket", []string{"Cookie", "wr_t_premiere=forged", "Sec-Fetch-Site", "cross-site"}},
+			{"cross-site, the link's own ticket", []string{"Cookie", "wr_t_premiere=" + theirs, "Sec-Fetch-Site", "cross-site"}},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				r := e.do(http.MethodGet, link, nil, tt.hdr...)
+				if r.code != http.StatusSeeOther || r.hdr.Get("Location") != "/e/premiere?moved=1&from=2" || cookieOf(r, "wr_t_premiere") != theirs {
+					t.Fatalf("%d Location %q, cookie is the link's %v; want 303 to ?moved=1&from=2 with the link's ticket",
+						r.code, r.hdr.Get("Location"), cookieOf(r, "wr_t_premiere") == theirs)
+				}
+			})
+		}
+	})
+
+	// The page after a move tells room.js to drop the ticket it kept only
+	// when the move was the gateway's own redirect from this site: a link
+	// to ?moved=1 from elsewhere makes it drop nothing.
+	t.Run("room.js drops its stored ticket only after a move of this site", func(t *testing.T) {
+		moved := "/e/premiere?moved=1&from=2"
+		if r := e.do(http.MethodGet, moved, nil, "Cookie", "wr_t_premiere="+theirs, "Sec-Fetch-Site", "same-origin"); !strings.Contains(string(r.raw), `data-moved="true"`) {
+			t.Errorf("same-site ?moved=1: no data-moved; want room.js told to follow the moved ticket")
+		}
+		for _, hdr := range [][]string{{"Sec-Fetch-Site", "cross-site"}, {"Referer", "https://evil.example/"}} {
+			if r := e.do(http.MethodGet, moved, nil, append([]string{"Cookie", cookie}, hdr...)...); r.code != http.StatusOK || strings.Contains(string(r.raw), `data-moved`) {
+				t.Errorf("?moved=1 from another site (%v): %d, data-moved %v; want 200 and none", hdr, r.code, strings.Contains(string(r.raw), `data-moved`))
+			}
+		}
+	})
 }

@@ -32,9 +32,9 @@ import (
 // proofYAML: two sales that ask a proof of work (bits 8: 256 hashes, so the
 // tests solve at once) and one that does not.
 const proofYAML = `
-auth: {ticket_secret: "gateway-proof-secret-0123"}
+auth: {ticket_secret: "gateway-proof-secret-0123456789abcdef"}
 gateway: {joins_per_ip_per_minute: %d}
-booking: {payment: {secret: "p"}}
+booking: {payment: {secret: "gateway-test-payment-secret-0123456789"}}
 events:
   - id: "guarded"
     admission: {admit_per_second: 100, max_active: 100, join_proof_bits: %d}

@@ -101,6 +101,10 @@ func New(o Options) (*Server, error) {
 		IdleTimeout:           120 * time.Second,
 		ReadBufferSize:        16 << 10,
 		ErrorHandler:          s.errorHandler,
+		// fiber's Hostname, Protocol, BaseURL and IP believe no forwarded
+		// header: the gateway reads them itself, from its trusted proxies
+		// only (clientaddr.go), and prints links with publicURL.
+		EnableTrustedProxyCheck: true,
 	})
 	s.routes()
 	ctx, stop := context.WithCancel(context.Background())

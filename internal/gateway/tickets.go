@@ -152,9 +152,10 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	// Counted against the fan's address, in every replica.
-	addr, now := s.clientOf(c).addr, s.now()
-	limit := *s.config().Gateway.JoinsPerIPPerMinute
+	// Counted against the fan's network, in every replica.
+	cfg := s.config()
+	addr, now := joinBudgetOf(s.clientOf(c).addr, *cfg.Gateway.IPv6Prefix), s.now()
+	limit := *cfg.Gateway.JoinsPerIPPerMinute
 	if wait, err := s.line.AllowJoin(ctx, addr, limit, now); err != nil {
 		return err
 	} else if wait > 0 {

@@ -270,7 +270,7 @@ func (s *Server) reportPage(c *fiber.Ctx, l *web.Locale) error {
 			}
 		}
 	}
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	noStore(c)
 	return s.render(c, fiber.StatusOK, web.ReportPage, l, &web.Page{
 		Title: l.T("report.pageTitle", "event", ev.Name), Event: s.eventView(ctx, ev), Report: v,
 	})

@@ -52,7 +52,7 @@ var saleEvents = fmt.Sprintf(`  - id: %q
 
 // The fans of a load test do not visit the provider's page: the simulator
 // pays each session by itself (auto_pay), a second after it opens.
-const saleBooking = `  payment: {secret: "stack-payment-secret", simulator: {enabled: true, outcome: "succeed", delay: "1s", auto_pay: true}}`
+const saleBooking = `  payment: {secret: "stack-payment-secret-0123456789abcdef", simulator: {enabled: true, outcome: "succeed", delay: "1s", auto_pay: true}}`
 
 // outcome is how a fan's visit ended.
 type outcome int

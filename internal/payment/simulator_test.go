@@ -61,7 +61,7 @@ func (r *receiver) callbacks() []payment.Callback {
 	return append([]payment.Callback(nil), r.got...)
 }
 
-const secret = "sim-test-secret"
+const secret = "sim-test-secret-0123456789abcdefghij"
 
 type env struct {
 	t     *testing.T

@@ -12,7 +12,7 @@ import (
 	"github.com/waitroom/waitroom/internal/proof"
 )
 
-var secret = []byte("proof-test-secret-0123456789")
+var secret = []byte("proof-test-secret-0123456789abcdef")
 
 func setup(t testing.TB, bits int) (*proof.Keeper, proof.Challenge, time.Time) {
 	t.Helper()
@@ -80,7 +80,7 @@ func TestVerifyRefuses(t *testing.T) {
 	k, ch, now := setup(t, 10)
 	nonce := proof.Solve(ch.Token, 10)
 	good := ch.Token + ":" + nonce
-	other := proof.NewKeeper([]byte("another-deployment-secret-01"))
+	other := proof.NewKeeper([]byte("another-deployment-secret-0123456789"))
 	wrong := "0"
 	for ; ; wrong += "0" { // a nonce that does not solve it
 		s := sha256.Sum256([]byte(ch.Token + ":" + wrong))

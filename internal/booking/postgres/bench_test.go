@@ -80,7 +80,7 @@ func benchSetup(b *testing.B, events []booking.Event, inventory ...bool) *benchE
 		for i, ev := range events {
 			ids[i] = ev.ID
 		}
-		inv := booking.NewInventory(queue.NewStore(rdb, []byte("bench-ticket-secret-0123456789")), store, ids, log)
+		inv := booking.NewInventory(queue.NewStore(rdb, []byte("bench-ticket-secret-0123456789abcdef")), store, ids, log)
 		if err := inv.SyncOnce(ctx); err != nil {
 			b.Fatal(err)
 		}

@@ -16,6 +16,7 @@ const (
 	BookPage     = "book"     // GET /e/{event}/book
 	LeavePage    = "leave"    // GET /e/{event}/leave: "Leave the line?" without JavaScript
 	NotFoundPage = "notfound" // an unknown event
+	MovePage     = "move"     // GET /e/{event}?t=… from another site: "Replace your place N with place M?"
 	AdminPage    = "admin"    // GET /admin, the operators' page (RenderAdmin)
 )
 
@@ -40,7 +41,7 @@ func NewPages() (*Pages, error) {
 		return nil, err
 	}
 	p := &Pages{sets: map[string]*template.Template{}}
-	for _, name := range []string{IndexPage, RoomPage, BookPage, LeavePage, NotFoundPage, ReportPage} {
+	for _, name := range []string{IndexPage, RoomPage, BookPage, LeavePage, NotFoundPage, ReportPage, MovePage} {
 		b, err := base.Clone()
 		if err != nil {
 			return nil, err
@@ -85,7 +86,21 @@ type Page struct {
 	Event    *Event     // the room, booking and leave pages
 	Room     *Room      // the room
 	Report   *Report    // the sale's report
+	Move     *Move      // the question before a place from another site replaces the fan's
 }
+
+// Move is a place a link from another site would move here, over the fan's
+// own live place: the page asks before it replaces anything.
+type Move struct {
+	Ticket string // the link's ticket, posted back if the fan says yes
+	From   int64  // the link's from (0 = none)
+	Mine   int64  // the fan's place in line (0 = not waiting: its turn came, or unknown)
+	Theirs int64  // the link's place in line (0 = not waiting, or unknown)
+}
+
+// Places is true when both places are in line, so that the question can
+// name them.
+func (m *Move) Places() bool { return m.Mine > 0 && m.Theirs > 0 }
 
 // LangLink is one entry of the language switcher.
 type LangLink struct {
@@ -169,7 +184,10 @@ type Room struct {
 	Notice          string // a catalog key under room.notice. ("" = none)
 	Hint            string // a catalog key under room.hint.
 	ShareURL        string // /e/{event}?t=<ticket>: the place on another device
-	QRURL           string // that link as an SVG QR code
+	// Moved: the page follows a move this site made (its redirect), and
+	// room.js is to follow the moved ticket, not the one it kept.
+	Moved bool
+	QRURL string // that link as an SVG QR code
 	// NeedsScript: the sale asks a proof of work for a new place, which only
 	// the page's script can pay; without JavaScript the page says so in place
 	// of the join form.

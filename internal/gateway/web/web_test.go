@@ -47,12 +47,13 @@ const (
 	indexTmpl = "templates/index.html"
 	roomTmpl  = "templates/room.html"
 	bookTmpl  = "templates/book.html"
+	moveTmpl  = "templates/move.html"
 )
 
 func TestFilesExist(t *testing.T) {
 	files := readAll(t)
 	for _, name := range []string{
-		indexTmpl, roomTmpl, bookTmpl, "templates/base.html", "templates/leave.html", "templates/notfound.html",
+		indexTmpl, roomTmpl, bookTmpl, moveTmpl, "templates/base.html", "templates/leave.html", "templates/notfound.html",
 		"i18n/en.json", "i18n/ja.json", "i18n/ko.json", "i18n.js", "eta.js",
 		"app.css", "api.js", "ui.js", "index.js", "room.js", "book.js", "timer.js", "favicon.svg",
 		"places.js", "pass.js", "seatmap.js", "checkout.js",
@@ -83,8 +84,9 @@ func TestHooks(t *testing.T) {
 			`id="event-name"`, `id="state"`, `id="status"`, `id="position"`, `id="ahead"`, `id="eta"`,
 			`id="progress"`, `id="progress-from"`, `id="updated"`, `id="message"`, `id="leave"`, `id="rejoin"`, `id="live"`,
 			`aria-live="polite"`, `id="leave-dialog"`, `id="leave-yes"`, `id="leave-no"`, `id="share-link"`, `id="share-qr"`,
-			`id="to-booking"`, `id="notify"`, `id="hint"`,
+			`id="to-booking"`, `id="notify"`, `id="hint"`, `data-moved="true"`,
 		}},
+		{moveTmpl, []string{`id="move-question"`, `id="move-yes"`, `id="move-no"`, `action="/e/{{$ev.ID}}/move"`}},
 		{bookTmpl, []string{
 			`id="showtime"`, `id="message"`, `id="hold"`, `id="clear"`, `id="countdown"`, `id="pay"`,
 			`id="release"`, `id="booking-id"`, `id="booking-status"`, `id="selected-count"`, `id="again"`,

@@ -27,7 +27,7 @@ import (
 
 // TicketSecret is the stack's auth.ticket_secret: a test may read its
 // tickets (queue.Store.TicketID) as the gateway does.
-const TicketSecret = "stack-ticket-secret-0123456789"
+const TicketSecret = "stack-ticket-secret-0123456789abcdef"
 
 var (
 	buildOnce sync.Once
@@ -245,7 +245,7 @@ func yamlList(items []string) string {
 
 func indentBooking(extra string) string {
 	if strings.TrimSpace(extra) == "" {
-		return `  payment: {secret: "stack-payment-secret", simulator: {enabled: true, outcome: "succeed", delay: "300ms"}}`
+		return `  payment: {secret: "stack-payment-secret-0123456789abcdef", simulator: {enabled: true, outcome: "succeed", delay: "300ms"}}`
 	}
 	return extra
 }

@@ -8,11 +8,13 @@
 // access token in sessionStorage). 429: waits Retry-After. No answer: backs
 // off and says "reconnecting". A place opened here from another device
 // (/e/{event}?t=…, which the server turns into the ticket cookie and
-// ?moved=1) is taken over: the ticket this browser kept is dropped so that
-// the cookie's is the one resumed. A sale that asks a proof of work answers
-// the first join 428 with a challenge: the page says it is checking the
-// browser, solves it in workers (proof.js) and joins again with the proof;
-// a browser without workers is told it cannot join this sale.
+// ?moved=1; from another site, only once the fan said yes) is taken over:
+// when the server marks the page data-moved (after a move of its own, never
+// for a link to ?moved=1 from elsewhere), the ticket this browser kept is
+// dropped so that the cookie's is the one resumed. A sale that asks a proof
+// of work answers the first join 428 with a challenge: the page says it is
+// checking the browser, solves it in workers (proof.js) and joins again with
+// the proof; a browser without workers is told it cannot join this sale.
 //
 // Stable hooks for end-to-end tests:
 //   #event-name     the event's name
@@ -36,6 +38,7 @@
 //   #notify         asks for a browser notification at admission
 //   #hint           what keeps (or lost) the place
 //   #live           the polite live region (position by bucket, state changes)
+//   main[data-moved]  set by the server after a move this site made: drop the kept ticket
 
 import { api, store, Waiter, NetworkError, retryAfterMs, backoffMs, eventFromPath } from './api.js';
 import { $, setText, show, Announcer } from './ui.js';
@@ -631,9 +634,11 @@ async function main() {
     return;
   }
   const params = new URLSearchParams(location.search);
-  if (params.has('moved')) {
-    // A place carried here from another device: the server set its ticket
-    // as the cookie; the ticket this browser kept must not win over it.
+  if (ui.main.dataset.moved === 'true') {
+    // A place carried here from another device by a move this site made:
+    // the server set its ticket as the cookie; the ticket this browser kept
+    // must not win over it. A link to ?moved=1 from elsewhere is not marked
+    // so, and the fan's own ticket stays.
     store.ticket.clear(event);
   }
   if ([...params.keys()].length) history.replaceState(null, '', location.pathname);
