@@ -15,11 +15,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/booking/postgres"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -81,6 +84,11 @@ type env struct {
 	srv    *httptest.Server
 	signer *pass.Signer
 	log    *slog.Logger
+	// The waiting room's line on a private Redis: the booking core asks it
+	// whether a pass's ticket is still active.
+	redis *localsvc.Redis
+	rdb   *redis.Client
+	line  *queue.Store
 }
 
 // options are what a test may change before setup builds its env.
@@ -119,6 +127,8 @@ func setup(t testing.TB, opts ...option) *env {
 	}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	e := &env{t: t, cat: cat, set: set, pool: pool, store: store, log: log}
+	e.redis, e.rdb = testenv.Redis(t)
+	e.line = queue.NewStore(e.rdb, []byte(testTicketSecret))
 
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	e.signer = pass.NewSigner(priv)
@@ -161,6 +171,21 @@ func withProvider(wrap func(*payment.Simulator) payment.Provider) option {
 
 func (e *env) ctx() context.Context { return context.Background() }
 
+// admit gives a fan a place in event's line, admitted at once (the event in
+// passthrough mode), for account ("" = none), and returns its pass and its
+// signed ticket (to leave with).
+func (e *env) admit(event, account string) (booking.Pass, string) {
+	e.t.Helper()
+	r, err := e.line.JoinWith(e.ctx(), event, admitAtOnce, queue.JoinOptions{Account: account})
+	if err != nil || r.State != queue.Admitted {
+		e.t.Fatalf("join %s: %+v, %v; want admitted at once", event, r, err)
+	}
+	return booking.NewPass(r.ID, account, event), r.Ticket
+}
+
+// admitAtOnce are the settings of the events the tests admit fans to.
+var admitAtOnce = queue.Settings{Mode: queue.ModePassthrough, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
+
 // q reads one value from the database.
 func (e *env) q(dst any, sql string, args ...any) {
 	e.t.Helper()
@@ -196,7 +221,10 @@ func (e *env) snapshot() string {
 	  (SELECT string_agg(concat_ws(',', hold_id, block_code, places, status), ';' ORDER BY hold_id, block_code) FROM ga_places),
 	  (SELECT string_agg(concat_ws(',', id, status), ';' ORDER BY id) FROM bookings),
 	  (SELECT string_agg(concat_ws(',', payment_id, status), ';' ORDER BY payment_id) FROM payments),
-	  (SELECT count(*) FROM refunds), (SELECT count(*) FROM outbox), (SELECT capacity::text FROM ga_blocks WHERE code = 'FLOOR'))`)
+	  (SELECT count(*) FROM refunds), (SELECT count(*) FROM outbox), (SELECT capacity::text FROM ga_blocks WHERE code = 'FLOOR'),
+	  (SELECT string_agg(concat_ws(',', account_id, balance), ';' ORDER BY account_id) FROM wallets),
+	  (SELECT count(*) FROM wallet_ledger),
+	  (SELECT string_agg(concat_ws(',', payment_id, status), ';' ORDER BY payment_id) FROM payment_sessions))`)
 	return s
 }
 
