@@ -151,7 +151,7 @@ func setup(t testing.TB, opts ...option) *env {
 	}
 	e.svc = booking.NewService(store, provider, cat, set, log)
 	mux := http.NewServeMux()
-	mux.Handle("/", booking.NewHandler(e.svc, booking.PassAuth(verifier), store.Ping, log).WithAdminToken(testAdminToken))
+	mux.Handle("/", booking.NewHandler(e.svc, booking.PassAuth(verifier), e.line, store.Ping, log).WithAdminToken(testAdminToken))
 	mux.Handle("/pay/", e.sim.Handler())
 	handler = mux
 	return e
@@ -228,23 +228,29 @@ func (e *env) snapshot() string {
 	return s
 }
 
-func (e *env) token(p booking.Pass) string {
-	e.t.Helper()
+// mint signs p's pass, valid for ten minutes.
+func (e *env) mint(p booking.Pass) (string, error) {
 	now := time.Now()
-	tok, err := e.signer.MintFor(p.Ticket, p.Event, p.Account, now, now.Add(10*time.Minute))
 	if p.Ticket == "" {
-		tok, err = e.signer.Mint(p.Customer, p.Event, now, now.Add(10*time.Minute))
+		return e.signer.Mint(p.Customer, p.Event, now, now.Add(10*time.Minute))
 	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return tok
+	return e.signer.MintFor(p.Ticket, p.Event, p.Account, now, now.Add(10*time.Minute))
 }
 
 // call makes one API request as p (no Authorization header when p.Customer
 // is empty) and decodes the JSON answer into a map.
 func (e *env) call(p booking.Pass, method, path string, body any, hdr map[string]string) (int, map[string]any, http.Header) {
 	e.t.Helper()
+	code, out, h, err := e.do(p, method, path, body, hdr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return code, out, h
+}
+
+// do is call for any goroutine: it returns what went wrong instead of
+// failing the test.
+func (e *env) do(p booking.Pass, method, path string, body any, hdr map[string]string) (int, map[string]any, http.Header, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -254,26 +260,33 @@ func (e *env) call(p booking.Pass, method, path string, body any, hdr map[string
 		raw, _ := json.Marshal(b)
 		rd = bytes.NewReader(raw)
 	}
-	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
 	if p.Customer != "" {
-		req.Header.Set("Authorization", "Bearer "+e.token(p))
+		tok, err := e.mint(p)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	var out map[string]any
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &out); err != nil {
-			e.t.Fatalf("%s %s: body %q is not a JSON object", method, path, raw)
+			return resp.StatusCode, nil, resp.Header, fmt.Errorf("%s %s: body %q is not a JSON object", method, path, raw)
 		}
 	}
-	return resp.StatusCode, out, resp.Header
+	return resp.StatusCode, out, resp.Header, nil
 }
 
 // seatCodes lists n seats of showtime 42 in map order from the first.
