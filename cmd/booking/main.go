@@ -143,7 +143,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// The health summary the adaptive admitter reads: the API's own
 	// latency and errors, published to Redis every second.
 	health := booking.NewHealth(line, log, nil)
-	mux.Handle("/", metrics.HTTP("booking", health.Wrap(booking.NewHandler(svc, booking.PassAuth(verifier), store.Ping, log).WithAdminToken(cfg.Auth.AdminToken))))
+	// Every pass is checked against the line too, as the gate checks it: a
+	// ticket that left or was revoked takes nothing on this port either.
+	api := booking.NewHandler(svc, booking.PassAuth(verifier), line, store.Ping, log).WithAdminToken(cfg.Auth.AdminToken)
+	mux.Handle("/", metrics.HTTP("booking", health.Wrap(api)))
 	// The simulator's hosted page: another origin than the gateway's, as a
 	// real provider's (the fan's browser is sent there by paymentUrl, and
 	// back to the gateway). On this listener, or on a listener of its own

@@ -3,8 +3,9 @@
 // they are missing and it can):
 //
 //	devstack run              private Redis and PostgreSQL in .data/, migrate, seed,
-//	                          then booking, admitter and gateway until Ctrl-C, and
-//	                          the demo's origin site (origin.go) on 127.0.0.1:8090
+//	                          then booking, admitter and gateway until Ctrl-C (booking
+//	                          and admitter on loopback), and the demo's origin site
+//	                          (origin.go) on 127.0.0.1:8090
 //	devstack test -- CMD ...  a private PostgreSQL for the test run, then CMD
 //
 // WAITROOM_REDIS_URL and WAITROOM_DATABASE_URL point `run` at existing servers
@@ -163,6 +164,9 @@ func run(ctx context.Context, log *slog.Logger) error {
 		log.Info("operators' token of this run (WAITROOM_ADMIN_TOKEN)", "token", adminToken)
 	}
 	log.Info("services up", "redis", redisURL, "postgres", dbURL, "config", cfgPath, "origin keys", originPub)
+	if cfg, err := config.Load(cfgPath); err == nil { // (else the services say what is wrong with it)
+		env = append(env, loopback(cfg, os.Getenv)...)
+	}
 
 	bin := func(name string, args ...string) *exec.Cmd {
 		c := exec.Command(filepath.Join("bin", name), append([]string{"-config", cfgPath}, args...)...)
@@ -225,6 +229,35 @@ func run(ctx context.Context, log *slog.Logger) error {
 		stopAll(procs)
 		return err
 	}
+}
+
+// loopback binds the booking API and the admitter to this machine only,
+// whatever config file is used: fans reach the booking core through the
+// gateway (and its payment page through a listener of its own), and the
+// admitter serves only /metrics and /healthz. It returns the environment
+// that puts each on 127.0.0.1 at its configured port, unless the config
+// binds it to loopback already or the environment (getenv) sets it.
+func loopback(cfg *config.Config, getenv func(string) string) []string {
+	var env []string
+	for _, a := range []struct{ name, addr string }{
+		{"WAITROOM_BOOKING_ADDR", cfg.Booking.Addr},
+		{"WAITROOM_ADMITTER_ADDR", cfg.Admitter.Addr},
+	} {
+		host, port, err := net.SplitHostPort(a.addr)
+		if err != nil || getenv(a.name) != "" || isLoopback(host) {
+			continue
+		}
+		env = append(env, a.name+"="+net.JoinHostPort("127.0.0.1", port))
+	}
+	return env
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 type child struct {

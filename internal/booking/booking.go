@@ -49,7 +49,9 @@ const (
 var (
 	ErrInvalidRequest    = errors.New("booking: invalid request")
 	ErrAdmissionRequired = errors.New("booking: admission required")
-	ErrWrongEvent        = errors.New("booking: showtime not in the pass's event")
+	// ErrWrongEvent: the showtime, hold or booking is another event's than
+	// the pass's (a pass opens one event).
+	ErrWrongEvent        = errors.New("booking: not in the pass's event")
 	ErrNotFound          = errors.New("booking: not found")
 	ErrSeatsUnavailable  = errors.New("booking: seats unavailable")
 	ErrSoldOut           = errors.New("booking: sold out")
@@ -169,18 +171,22 @@ type Hold struct {
 	AmountCents      int64          `json:"amountCents"`
 }
 
-// CheckoutRequest opens (or finds again) the payment of a hold.
+// CheckoutRequest opens (or finds again) the payment of a hold. Event is
+// the pass's: a hold of another event is ErrWrongEvent.
 type CheckoutRequest struct {
 	HoldID         string
 	Customer       string
+	Event          string
 	IdempotencyKey string
 	SessionTTL     time.Duration
 }
 
-// PointsCheckout pays a hold with the points of Account's wallet.
+// PointsCheckout pays a hold with the points of Account's wallet. Event is
+// the pass's: a hold of another event is ErrWrongEvent.
 type PointsCheckout struct {
 	HoldID         string
 	Customer       string
+	Event          string
 	Account        string
 	IdempotencyKey string
 }
@@ -300,14 +306,19 @@ type Stats struct {
 // Store is what the booking core needs from its database. Every method that
 // decides (Hold, Checkout, Settle, Release) does so in one transaction whose
 // conditional statements are the source of truth.
+//
+// A pass opens one event: Release, Checkout, CheckoutPoints and Booking
+// find the hold or booking of customer (another customer's is ErrNotFound)
+// and refuse one of another event than the pass's with ErrWrongEvent, in
+// the transaction that finds it and before anything is written.
 type Store interface {
 	SeatMap(ctx context.Context, showtimeID int64) (SeatMap, error)
 	Hold(ctx context.Context, r HoldRequest) (Hold, error)
-	Release(ctx context.Context, holdID, customer string) error
+	Release(ctx context.Context, holdID, customer, event string) error
 	Checkout(ctx context.Context, r CheckoutRequest, open OpenSession) (Checkout, error)
 	Settle(ctx context.Context, paymentID string, status payment.Status) (Settlement, error)
 	MarkRefunded(ctx context.Context, paymentID string) error
-	Booking(ctx context.Context, bookingID, customer string) (Booking, error)
+	Booking(ctx context.Context, bookingID, customer, event string) (Booking, error)
 
 	// The points wallet.
 	CheckoutPoints(ctx context.Context, r PointsCheckout) (PointsPaid, error)

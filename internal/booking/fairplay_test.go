@@ -204,7 +204,7 @@ func TestHoldAttemptsAreLimited(t *testing.T) {
 	})
 	t.Run("a 429 through the API", func(t *testing.T) {
 		e := setup(t, withSettings(func(s *booking.Settings) { s.HoldAttemptsPerMinute = 1 }))
-		p := fan(premiere, "fan")
+		p, _ := e.admit("premiere", "")
 		e.call(p, http.MethodPost, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": []string{"D1"}}, nil)
 		before := e.snapshot()
 		code, body, hdr := e.call(p, http.MethodPost, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": []string{"D2"}}, nil)
@@ -220,7 +220,7 @@ func TestHoldAttemptsAreLimited(t *testing.T) {
 // Bad input is a 4xx, never a 500, and changes nothing.
 func TestHostileHoldAndCheckoutInput(t *testing.T) {
 	e := setup(t)
-	p := fan(live, "fan")
+	p, _ := e.admit("live", "")
 	cases := []struct {
 		name string
 		body string

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/health"
@@ -32,6 +33,19 @@ func PassAuth(v *pass.Verifier) Authenticate {
 		return NewPass(c.Ticket, c.Account, c.Event), nil
 	}
 }
+
+// ActiveLine is the waiting room's line as the booking core asks it of
+// every pass (*queue.Store): whether ticket still holds its active place in
+// event (it has not left, been revoked, had its window end or its place
+// completed).
+type ActiveLine interface {
+	Active(ctx context.Context, event, ticket string) (bool, error)
+}
+
+// errLineDown: the line did not answer whether a pass's ticket is active.
+// It is ErrUnavailable to the client (503, retry), and not counted as a
+// database error.
+var errLineDown = errors.New("booking: the waiting room's line did not answer")
 
 // maxBody bounds every request body.
 const maxBody = 64 << 10
@@ -67,6 +81,7 @@ var errorTable = []struct {
 type Handler struct {
 	svc  *Service
 	auth Authenticate
+	line ActiveLine
 	log  *slog.Logger
 	mux  *http.ServeMux
 	// adminToken guards the operators' routes of the booking core (the
@@ -74,9 +89,10 @@ type Handler struct {
 	adminToken string
 }
 
-// NewHandler builds the API. ready reports whether PostgreSQL is reachable.
-func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) error, log *slog.Logger) *Handler {
-	h := &Handler{svc: svc, auth: auth, log: log, mux: http.NewServeMux()}
+// NewHandler builds the API. line says whether a pass's ticket is still
+// active; ready reports whether PostgreSQL is reachable.
+func NewHandler(svc *Service, auth Authenticate, line ActiveLine, ready func(context.Context) error, log *slog.Logger) *Handler {
+	h := &Handler{svc: svc, auth: auth, line: line, log: log, mux: http.NewServeMux()}
 	const p = "/api/v1/booking"
 	h.mux.HandleFunc("GET "+p+"/showtimes/{id}/seats", h.withPass(h.seatMap))
 	h.mux.HandleFunc("POST "+p+"/showtimes/{id}/holds", h.withPass(h.hold))
@@ -84,7 +100,9 @@ func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) err
 	h.mux.HandleFunc("POST "+p+"/holds/{holdId}/checkout", h.withPass(h.checkout))
 	h.mux.HandleFunc("POST "+p+"/payments/callback", h.callback)
 	h.mux.HandleFunc("GET "+p+"/payments/{paymentId}", h.withPass(h.paymentPage))
-	h.mux.HandleFunc("GET "+p+"/bookings/{id}", h.withPass(h.booking))
+	// The gate's one exception: a fan whose booking completed (and freed
+	// its place) can still read it.
+	h.mux.HandleFunc("GET "+p+"/bookings/{id}", h.withValidPass(h.booking))
 	h.mux.HandleFunc("GET "+p+"/wallet", h.withPass(h.wallet))
 	h.mux.HandleFunc("POST "+p+"/admin/wallets/{account}/credits", h.withAdmin(h.credit))
 	health.Routes(h.mux, health.Check{Name: "postgres", Ping: ready})
@@ -127,9 +145,21 @@ func (h *Handler) withAdmin(next http.HandlerFunc) http.HandlerFunc {
 
 type passHandler func(w http.ResponseWriter, r *http.Request, p Pass) error
 
-// withPass verifies the Bearer access JWT, then runs next; its error goes
-// through the table.
-func (h *Handler) withPass(next passHandler) http.HandlerFunc {
+// withPass runs next for a Bearer access JWT that verifies and whose ticket
+// is still active in the line, as the gate checks it: the booking core's own
+// port gives nothing the gate refuses (DESIGN.md, "A pass counts only while
+// its ticket is active, wherever it is shown"). A ticket that left, was
+// revoked, or whose window ended or place was completed is 401
+// admission_required, as a bad pass is; a line that does not answer, 503.
+// A hold taken here stretches no window (only the gate extends one, and
+// mints the longer pass), so this port never gives a fan more time either.
+// next's error goes through the table.
+func (h *Handler) withPass(next passHandler) http.HandlerFunc { return h.pass(true, next) }
+
+// withValidPass is withPass for a valid pass, active or not.
+func (h *Handler) withValidPass(next passHandler) http.HandlerFunc { return h.pass(false, next) }
+
+func (h *Handler) pass(active bool, next passHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		authz := r.Header.Get("Authorization")
 		tok, ok := "", len(authz) > 7 && strings.EqualFold(authz[:7], "bearer ")
@@ -145,10 +175,40 @@ func (h *Handler) withPass(next passHandler) http.HandlerFunc {
 			h.fail(w, r, ErrAdmissionRequired)
 			return
 		}
+		if active {
+			if err := h.admitted(r.Context(), p); err != nil {
+				h.fail(w, r, err)
+				return
+			}
+		}
 		if err := next(w, r, p); err != nil {
 			h.fail(w, r, err)
 		}
 	}
+}
+
+// lineWait bounds how long a request waits for the line's answer: a Redis
+// that does not answer makes go-redis redial for longer than a fan should
+// wait (and than the gateway's proxy would), and the fan is better told 503
+// and retries ("When parts fail": a check waits at most 1 s).
+const lineWait = time.Second
+
+// admitted is nil if p's ticket holds its active place in p's event now.
+func (h *Handler) admitted(ctx context.Context, p Pass) error {
+	ticket := p.Ticket
+	if ticket == "" {
+		ticket = p.Customer // a pass made without NewPass: its sub
+	}
+	ctx, cancel := context.WithTimeout(ctx, lineWait)
+	defer cancel()
+	ok, err := h.line.Active(ctx, p.Event, ticket)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %w: %w", ErrUnavailable, errLineDown, err)
+	case !ok:
+		return ErrAdmissionRequired
+	}
+	return nil
 }
 
 func (h *Handler) seatMap(w http.ResponseWriter, r *http.Request, p Pass) error {
@@ -309,8 +369,12 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return // the caller is gone
 			}
-			dbErrorsTotal.WithLabelValues("api").Inc()
-			h.log.Warn("booking request failed: database unavailable", "method", r.Method, "route", r.Pattern, "err", err)
+			if errors.Is(err, errLineDown) {
+				h.log.Warn("booking request failed: the waiting room's line (Redis) unavailable", "method", r.Method, "route", r.Pattern, "err", err)
+			} else {
+				dbErrorsTotal.WithLabelValues("api").Inc()
+				h.log.Warn("booking request failed: database unavailable", "method", r.Method, "route", r.Pattern, "err", err)
+			}
 		}
 		body := errorBody{Error: e.code, Message: message(e.err, err)}
 		if e.retryAfter > 0 {

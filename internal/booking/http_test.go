@@ -20,7 +20,7 @@ import (
 // database as it was.
 func TestContractErrors(t *testing.T) {
 	e := setup(t)
-	owner := fan(live, "owner")
+	owner, _ := e.admit("live", "")
 	// State the cases refer to: a hold on A1 + FLOOR 1, a full BALCONY.
 	code, held, _ := e.call(owner, http.MethodPost, "/api/v1/booking/showtimes/43/holds",
 		map[string]any{"seats": []string{"A1"}, "generalAdmission": map[string]int{"FLOOR": 1}}, nil)
@@ -33,7 +33,7 @@ func TestContractErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	limited := fan(live, "limited")
+	limited, _ := e.admit("live", "")
 	for i := range 5 {
 		h, err := e.svc.Hold(e.ctx(), limited, 43, booking.HoldInput{Seats: []string{fmt.Sprintf("E%d", i+1)}})
 		if err != nil {
@@ -43,7 +43,8 @@ func TestContractErrors(t *testing.T) {
 	}
 	const holds = "/api/v1/booking/showtimes/43/holds"
 	anon := booking.Pass{}
-	other := fan(live, "other")
+	other, _ := e.admit("live", "")
+	elsewhere, _ := e.admit("premiere", "")
 	cases := []struct {
 		name   string
 		as     booking.Pass
@@ -56,7 +57,7 @@ func TestContractErrors(t *testing.T) {
 	}{
 		{"no pass", anon, "GET", "/api/v1/booking/showtimes/43/seats", nil, nil, 401, "admission_required"},
 		{"forged pass", anon, "GET", "/api/v1/booking/showtimes/43/seats", nil, map[string]string{"Authorization": "Bearer eyJhbGciOiJub25lIn0.e30."}, 401, "admission_required"},
-		{"wrong event", fan(premiere, "x"), "POST", holds, `{"seats":["A2"]}`, nil, 403, "wrong_event"},
+		{"wrong event", elsewhere, "POST", holds, `{"seats":["A2"]}`, nil, 403, "wrong_event"},
 		{"unknown showtime", other, "GET", "/api/v1/booking/showtimes/999/seats", nil, nil, 404, "not_found"},
 		{"not JSON", other, "POST", holds, `seats`, nil, 400, "invalid_request"},
 		{"unknown field", other, "POST", holds, `{"seats":["A2"],"vip":true}`, nil, 400, "invalid_request"},
@@ -117,7 +118,7 @@ func TestContractErrors(t *testing.T) {
 
 func TestSeatMapAndBookingRoutes(t *testing.T) {
 	e := setup(t)
-	p := fan(live, "fan")
+	p, _ := e.admit("live", "")
 	code, m, _ := e.call(p, "GET", "/api/v1/booking/showtimes/43/seats", nil, nil)
 	if code != 200 || m["showtimeId"] != float64(43) {
 		t.Fatalf("seat map: %d %v", code, m)
@@ -176,10 +177,10 @@ func TestDatabaseDownIs503(t *testing.T) {
 	defer pool.Close()
 	down := postgres.New(pool)
 	svc := booking.NewService(down, e.sim, e.cat, e.set, e.log)
-	srv := httptest.NewServer(booking.NewHandler(svc, booking.PassAuth(pass.NewStaticVerifier(e.signer.PublicKey())), down.Ping, e.log))
+	srv := httptest.NewServer(booking.NewHandler(svc, booking.PassAuth(pass.NewStaticVerifier(e.signer.PublicKey())), e.line, down.Ping, e.log))
 	defer srv.Close()
 	e.srv = srv
-	p := fan(premiere, "fan")
+	p, _ := e.admit("premiere", "")
 	for _, c := range []struct{ method, path, body string }{
 		{http.MethodGet, "/api/v1/booking/showtimes/42/seats", ""},
 		{http.MethodPost, "/api/v1/booking/showtimes/42/holds", `{"seats":["A1"]}`},

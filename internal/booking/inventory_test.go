@@ -11,12 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 var tiny = booking.Pass{Event: "tiny"}
@@ -25,22 +23,18 @@ var tiny = booking.Pass{Event: "tiny"}
 // Redis, synced once.
 type invEnv struct {
 	*env
-	rdb  *redis.Client
-	line *queue.Store
-	inv  *booking.Inventory
+	inv *booking.Inventory
 }
 
 func setupInventory(t *testing.T, opts ...option) *invEnv {
 	t.Helper()
 	e := setup(t, opts...)
-	_, rdb := testenv.Redis(t)
-	line := queue.NewStore(rdb, []byte(testTicketSecret))
-	inv := booking.NewInventory(line, e.store, []string{"premiere", "live", "tiny"}, e.log)
+	inv := booking.NewInventory(e.line, e.store, []string{"premiere", "live", "tiny"}, e.log)
 	e.svc.WithInventory(inv)
 	if err := inv.SyncOnce(e.ctx()); err != nil {
 		t.Fatal(err)
 	}
-	return &invEnv{env: e, rdb: rdb, line: line, inv: inv}
+	return &invEnv{env: e, inv: inv}
 }
 
 // truth is an event's inventory counted in PostgreSQL.

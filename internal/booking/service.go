@@ -226,12 +226,13 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 	return h, nil
 }
 
-// Release gives the hold back at once; only its holder may.
+// Release gives the hold back at once; only its holder may, with a pass of
+// the hold's event.
 func (s *Service) Release(ctx context.Context, p Pass, holdID string) error {
 	if !uuidPattern.MatchString(holdID) {
 		return ErrNotFound
 	}
-	if err := s.store.Release(ctx, holdID, p.Customer); err != nil {
+	if err := s.store.Release(ctx, holdID, p.Customer, p.Event); err != nil {
 		return s.dbErr("release", err)
 	}
 	if s.inv != nil {
@@ -249,7 +250,7 @@ func (s *Service) Checkout(ctx context.Context, p Pass, holdID, key string) (Che
 		return Checkout{}, fmt.Errorf("checkout: Idempotency-Key header of 1..255 printable ASCII characters required: %w", ErrInvalidRequest)
 	}
 	c, err := s.store.Checkout(ctx, CheckoutRequest{
-		HoldID: holdID, Customer: p.Customer, IdempotencyKey: key, SessionTTL: s.set.SessionTTL,
+		HoldID: holdID, Customer: p.Customer, Event: p.Event, IdempotencyKey: key, SessionTTL: s.set.SessionTTL,
 	}, s.openSession)
 	if err != nil {
 		return c, s.dbErr("checkout", providerErr(err))
@@ -271,7 +272,7 @@ func (s *Service) CheckoutPoints(ctx context.Context, p Pass, holdID, key string
 	if !validKey(key) {
 		return PointsPaid{}, fmt.Errorf("checkout: Idempotency-Key header of 1..255 printable ASCII characters required: %w", ErrInvalidRequest)
 	}
-	out, err := s.store.CheckoutPoints(ctx, PointsCheckout{HoldID: holdID, Customer: p.Customer, Account: p.Account, IdempotencyKey: key})
+	out, err := s.store.CheckoutPoints(ctx, PointsCheckout{HoldID: holdID, Customer: p.Customer, Event: p.Event, Account: p.Account, IdempotencyKey: key})
 	if err != nil {
 		return out, s.dbErr("checkout_points", err)
 	}
@@ -445,12 +446,12 @@ func (s *Service) refund(ctx context.Context, paymentID string) {
 	s.log.Info("payment refunded", "paymentId", paymentID)
 }
 
-// Booking returns the pass's customer's booking.
+// Booking returns the pass's customer's booking of the pass's event.
 func (s *Service) Booking(ctx context.Context, p Pass, id string) (Booking, error) {
 	if !uuidPattern.MatchString(id) {
 		return Booking{}, ErrNotFound
 	}
-	b, err := s.store.Booking(ctx, id, p.Customer)
+	b, err := s.store.Booking(ctx, id, p.Customer, p.Event)
 	if err != nil {
 		return b, s.dbErr("booking", err)
 	}

@@ -15,11 +15,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/booking/postgres"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -81,6 +84,11 @@ type env struct {
 	srv    *httptest.Server
 	signer *pass.Signer
 	log    *slog.Logger
+	// The waiting room's line on a private Redis: the booking core asks it
+	// whether a pass's ticket is still active.
+	redis *localsvc.Redis
+	rdb   *redis.Client
+	line  *queue.Store
 }
 
 // options are what a test may change before setup builds its env.
@@ -119,6 +127,8 @@ func setup(t testing.TB, opts ...option) *env {
 	}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	e := &env{t: t, cat: cat, set: set, pool: pool, store: store, log: log}
+	e.redis, e.rdb = testenv.Redis(t)
+	e.line = queue.NewStore(e.rdb, []byte(testTicketSecret))
 
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	e.signer = pass.NewSigner(priv)
@@ -141,7 +151,7 @@ func setup(t testing.TB, opts ...option) *env {
 	}
 	e.svc = booking.NewService(store, provider, cat, set, log)
 	mux := http.NewServeMux()
-	mux.Handle("/", booking.NewHandler(e.svc, booking.PassAuth(verifier), store.Ping, log).WithAdminToken(testAdminToken))
+	mux.Handle("/", booking.NewHandler(e.svc, booking.PassAuth(verifier), e.line, store.Ping, log).WithAdminToken(testAdminToken))
 	mux.Handle("/pay/", e.sim.Handler())
 	handler = mux
 	return e
@@ -160,6 +170,21 @@ func withProvider(wrap func(*payment.Simulator) payment.Provider) option {
 }
 
 func (e *env) ctx() context.Context { return context.Background() }
+
+// admit gives a fan a place in event's line, admitted at once (the event in
+// passthrough mode), for account ("" = none), and returns its pass and its
+// signed ticket (to leave with).
+func (e *env) admit(event, account string) (booking.Pass, string) {
+	e.t.Helper()
+	r, err := e.line.JoinWith(e.ctx(), event, admitAtOnce, queue.JoinOptions{Account: account})
+	if err != nil || r.State != queue.Admitted {
+		e.t.Fatalf("join %s: %+v, %v; want admitted at once", event, r, err)
+	}
+	return booking.NewPass(r.ID, account, event), r.Ticket
+}
+
+// admitAtOnce are the settings of the events the tests admit fans to.
+var admitAtOnce = queue.Settings{Mode: queue.ModePassthrough, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
 
 // q reads one value from the database.
 func (e *env) q(dst any, sql string, args ...any) {
@@ -196,27 +221,36 @@ func (e *env) snapshot() string {
 	  (SELECT string_agg(concat_ws(',', hold_id, block_code, places, status), ';' ORDER BY hold_id, block_code) FROM ga_places),
 	  (SELECT string_agg(concat_ws(',', id, status), ';' ORDER BY id) FROM bookings),
 	  (SELECT string_agg(concat_ws(',', payment_id, status), ';' ORDER BY payment_id) FROM payments),
-	  (SELECT count(*) FROM refunds), (SELECT count(*) FROM outbox), (SELECT capacity::text FROM ga_blocks WHERE code = 'FLOOR'))`)
+	  (SELECT count(*) FROM refunds), (SELECT count(*) FROM outbox), (SELECT capacity::text FROM ga_blocks WHERE code = 'FLOOR'),
+	  (SELECT string_agg(concat_ws(',', account_id, balance), ';' ORDER BY account_id) FROM wallets),
+	  (SELECT count(*) FROM wallet_ledger),
+	  (SELECT string_agg(concat_ws(',', payment_id, status), ';' ORDER BY payment_id) FROM payment_sessions))`)
 	return s
 }
 
-func (e *env) token(p booking.Pass) string {
-	e.t.Helper()
+// mint signs p's pass, valid for ten minutes.
+func (e *env) mint(p booking.Pass) (string, error) {
 	now := time.Now()
-	tok, err := e.signer.MintFor(p.Ticket, p.Event, p.Account, now, now.Add(10*time.Minute))
 	if p.Ticket == "" {
-		tok, err = e.signer.Mint(p.Customer, p.Event, now, now.Add(10*time.Minute))
+		return e.signer.Mint(p.Customer, p.Event, now, now.Add(10*time.Minute))
 	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return tok
+	return e.signer.MintFor(p.Ticket, p.Event, p.Account, now, now.Add(10*time.Minute))
 }
 
 // call makes one API request as p (no Authorization header when p.Customer
 // is empty) and decodes the JSON answer into a map.
 func (e *env) call(p booking.Pass, method, path string, body any, hdr map[string]string) (int, map[string]any, http.Header) {
 	e.t.Helper()
+	code, out, h, err := e.do(p, method, path, body, hdr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return code, out, h
+}
+
+// do is call for any goroutine: it returns what went wrong instead of
+// failing the test.
+func (e *env) do(p booking.Pass, method, path string, body any, hdr map[string]string) (int, map[string]any, http.Header, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -226,26 +260,33 @@ func (e *env) call(p booking.Pass, method, path string, body any, hdr map[string
 		raw, _ := json.Marshal(b)
 		rd = bytes.NewReader(raw)
 	}
-	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
 	if p.Customer != "" {
-		req.Header.Set("Authorization", "Bearer "+e.token(p))
+		tok, err := e.mint(p)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	var out map[string]any
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &out); err != nil {
-			e.t.Fatalf("%s %s: body %q is not a JSON object", method, path, raw)
+			return resp.StatusCode, nil, resp.Header, fmt.Errorf("%s %s: body %q is not a JSON object", method, path, raw)
 		}
 	}
-	return resp.StatusCode, out, resp.Header
+	return resp.StatusCode, out, resp.Header, nil
 }
 
 // seatCodes lists n seats of showtime 42 in map order from the first.

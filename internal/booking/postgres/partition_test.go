@@ -203,7 +203,7 @@ SELECT max(n), count(DISTINCT p) FROM (
 	if s, err := store.Settle(ctx, pendingPay.PaymentID, payment.Succeeded); err != nil || s.Outcome != booking.Confirmed {
 		t.Fatalf("settle after migration: %+v, %v", s, err)
 	}
-	if err := store.Release(ctx, held, "ann"); err != nil {
+	if err := store.Release(ctx, held, "ann", "live"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Hold(ctx, holdReq(1, "eve", []string{"A2", "A4"}, map[string]int{"FLOOR": 10})); err != nil {

@@ -187,7 +187,8 @@ SELECT b.code, b.capacity, greatest(b.capacity - coalesce(sum(p.places), 0), 0)
  ORDER BY b.code`
 
 	// $1 hold, $2 customer ('' = any). Locks the hold row. Also the ticket
-	// that took it (before 006: the customer).
+	// that took it (before 006: the customer). Its event is checked against
+	// the pass's (lockHold) before anything else of the transaction runs.
 	sqlLockHold = `
 SELECT event_id, showtime_id, customer_id, seats, ga, status, expires_at, amount_cents,
        coalesce(ticket_id, customer_id)
@@ -289,10 +290,11 @@ UPDATE bookings SET status = 'REFUNDED', updated_at = now()
  WHERE id = (SELECT booking_id FROM done) AND status = 'FAILED'`
 
 	// $1 booking, $2 customer. Also the hold's expiry while it is HELD (the
-	// fan's page keeps its countdown), and the refund of a late payment.
+	// fan's page keeps its countdown), the refund of a late payment, and the
+	// booking's event (checked against the pass's).
 	sqlBooking = `
 SELECT b.id, b.status, h.seats, h.ga, b.showtime_id, b.amount_cents, h.id::text,
-       CASE WHEN h.status = 'HELD' THEN h.expires_at END, r.status
+       CASE WHEN h.status = 'HELD' THEN h.expires_at END, r.status, b.event_id
   FROM bookings b JOIN holds h ON h.id = b.hold_id
   LEFT JOIN refunds r ON r.payment_id = b.payment_id
  WHERE b.id = $1 AND b.customer_id = $2`

@@ -243,7 +243,12 @@ type holdRow struct {
 	amount                  int64
 }
 
-func lockHold(ctx context.Context, tx pgx.Tx, holdID, customer string) (holdRow, error) {
+// lockHold locks and reads customer's hold for a pass of event. A hold of
+// another event is refused here, under its lock and before the caller
+// writes anything: a pass opens one event, and an account (one customer
+// across events) must not release or pay, from one event, a hold of
+// another, nor have the line's inventory told of it under the wrong event.
+func lockHold(ctx context.Context, tx pgx.Tx, holdID, customer, event string) (holdRow, error) {
 	var h holdRow
 	var ga []byte
 	// No row (another customer's hold, or none): ErrNotFound, by interpretError.
@@ -251,22 +256,26 @@ func lockHold(ctx context.Context, tx pgx.Tx, holdID, customer string) (holdRow,
 		&h.event, &h.showtime, &h.customer, &h.seats, &ga, &h.status, &h.expires, &h.amount, &h.ticket); err != nil {
 		return h, err
 	}
+	if h.event != event {
+		return h, fmt.Errorf("hold %s is of %s, the pass of %s: %w", holdID, h.event, event, booking.ErrWrongEvent)
+	}
 	if err := json.Unmarshal(ga, &h.ga); err != nil {
 		return h, err
 	}
 	return h, nil
 }
 
-// Release gives a hold's seats and places back at once; only its holder may.
-// Releasing a hold that already lapsed or was released is a no-op.
-func (s *Store) Release(ctx context.Context, holdID, customer string) (err error) {
+// Release gives a hold's seats and places back at once; only its holder may,
+// with a pass of its event. Releasing a hold that already lapsed or was
+// released is a no-op.
+func (s *Store) Release(ctx context.Context, holdID, customer, event string) (err error) {
 	defer translate(&err)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	defer tx.Rollback(context.Background())
-	h, err := lockHold(ctx, tx, holdID, customer)
+	h, err := lockHold(ctx, tx, holdID, customer, event)
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
@@ -349,7 +358,7 @@ func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open bo
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
 	}
 	defer tx.Rollback(context.Background())
-	h, err := lockHold(ctx, tx, r.HoldID, r.Customer)
+	h, err := lockHold(ctx, tx, r.HoldID, r.Customer, r.Event)
 	if err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
 	}
@@ -541,16 +550,21 @@ func (s *Store) MarkRefunded(ctx context.Context, paymentID string) (err error) 
 	return nil
 }
 
-// Booking returns a booking of customer; ErrNotFound for anyone else's.
-func (s *Store) Booking(ctx context.Context, bookingID, customer string) (_ booking.Booking, err error) {
+// Booking returns a booking of customer in event; ErrNotFound for anyone
+// else's, ErrWrongEvent for the customer's booking of another event.
+func (s *Store) Booking(ctx context.Context, bookingID, customer, event string) (_ booking.Booking, err error) {
 	defer translate(&err)
 	var b booking.Booking
 	var ga []byte
 	var refund *string
+	var of string
 	// Anyone else's booking is no row: ErrNotFound, by interpretError.
 	if err := s.pool.QueryRow(ctx, sqlBooking, bookingID, customer).Scan(&b.ID, &b.Status, &b.Seats, &ga,
-		&b.ShowtimeID, &b.AmountCents, &b.HoldID, &b.HoldExpiresAt, &refund); err != nil {
+		&b.ShowtimeID, &b.AmountCents, &b.HoldID, &b.HoldExpiresAt, &refund, &of); err != nil {
 		return b, fmt.Errorf("booking: %w", err)
+	}
+	if of != event {
+		return booking.Booking{}, fmt.Errorf("booking %s is of %s, the pass of %s: %w", bookingID, of, event, booking.ErrWrongEvent)
 	}
 	if refund != nil {
 		b.Refund = *refund

@@ -26,7 +26,7 @@ func (s *Store) CheckoutPoints(ctx context.Context, r booking.PointsCheckout) (_
 		return booking.PointsPaid{}, fmt.Errorf("points: %w", err)
 	}
 	defer tx.Rollback(context.Background())
-	h, err := lockHold(ctx, tx, r.HoldID, r.Customer)
+	h, err := lockHold(ctx, tx, r.HoldID, r.Customer, r.Event)
 	if err != nil {
 		return booking.PointsPaid{}, fmt.Errorf("points: %w", err)
 	}

@@ -1,0 +1,386 @@
+package booking_test
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
+)
+
+// redisState is every key of event's in Redis, dumped: the proof that a
+// refused request told the line nothing.
+func (e *env) redisState(event string) string {
+	e.t.Helper()
+	keys, err := e.rdb.Keys(e.ctx(), "wr:{"+event+"}:*").Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		v, err := e.rdb.Dump(e.ctx(), k).Result()
+		if err != nil {
+			e.t.Fatalf("dump %s: %v", k, err)
+		}
+		fmt.Fprintf(&b, "%s=%x\n", k, v)
+	}
+	return b.String()
+}
+
+func idempotencyKey(k string) map[string]string { return map[string]string{"Idempotency-Key": k} }
+
+// A pass opens one event. An account is the same customer in every event,
+// so the pass of one of its tickets finds the account's holds and bookings
+// of another event too: it may neither release nor check out (card or
+// points) such a hold, nor read such a booking. Each is 403 wrong_event, and
+// nothing changes: no seat, hold, booking, payment, session or point in
+// PostgreSQL, no key of either event in Redis (whose inventory would
+// otherwise be told of the hold under the wrong event). The pass of the
+// hold's own event then does each.
+func TestAPassOpensOneEvent(t *testing.T) {
+	e := setupInventory(t)
+	own, _ := e.admit("premiere", "fan-x")
+	other, _ := e.admit("live", "fan-x")
+	e.credit("fan-x", 100_000, "top-up")
+	hold := func(seat string) string {
+		t.Helper()
+		code, h, _ := e.call(own, http.MethodPost, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": []string{seat}}, nil)
+		if code != http.StatusCreated {
+			t.Fatalf("hold %s: %d %v", seat, code, h)
+		}
+		return h["holdId"].(string)
+	}
+	held, paying := hold("A1"), hold("A2")
+	code, c, _ := e.call(own, http.MethodPost, "/api/v1/booking/holds/"+paying+"/checkout", nil, idempotencyKey("card-1"))
+	if code != http.StatusCreated {
+		t.Fatalf("checkout: %d %v", code, c)
+	}
+	bookingID := c["bookingId"].(string)
+	points := map[string]any{"method": "points"}
+	holds := "/api/v1/booking/holds/"
+	cases := []struct {
+		name, method, path string
+		body               any
+		hdr                map[string]string
+	}{
+		{"release", http.MethodDelete, holds + held, nil, nil},
+		{"card checkout", http.MethodPost, holds + held + "/checkout", nil, idempotencyKey("k1")},
+		{"points checkout", http.MethodPost, holds + held + "/checkout", points, idempotencyKey("k2")},
+		{"card checkout with the key the event's own pass used", http.MethodPost, holds + paying + "/checkout", nil, idempotencyKey("card-1")},
+		{"points checkout of a hold being paid", http.MethodPost, holds + paying + "/checkout", points, idempotencyKey("k3")},
+		{"release of a hold being paid", http.MethodDelete, holds + paying, nil, nil},
+		{"booking", http.MethodGet, "/api/v1/booking/bookings/" + bookingID, nil, nil},
+	}
+	db, premiere, live := e.snapshot(), e.redisState("premiere"), e.redisState("live")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, _ := e.call(other, tc.method, tc.path, tc.body, tc.hdr)
+			if code != http.StatusForbidden || out["error"] != "wrong_event" {
+				t.Errorf("%s %s with the account's pass of another event: %d %v; want 403 wrong_event", tc.method, tc.path, code, out)
+			}
+			if e.snapshot() != db {
+				t.Error("the database changed")
+			}
+			if e.redisState("premiere") != premiere || e.redisState("live") != live {
+				t.Error("the line's keys in Redis changed")
+			}
+		})
+	}
+	if code, b, _ := e.call(own, http.MethodGet, "/api/v1/booking/bookings/"+bookingID, nil, nil); code != http.StatusOK || b["status"] != "PENDING" {
+		t.Fatalf("the booking with its own event's pass: %d %v; want 200 PENDING", code, b)
+	}
+	if code, out, _ := e.call(own, http.MethodDelete, holds+paying, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("release with its own event's pass: %d %v; want 204", code, out)
+	}
+	// (Last: the confirmation completes the fan's place in the line.)
+	if code, out, _ := e.call(own, http.MethodPost, holds+held+"/checkout", points, idempotencyKey("k2")); code != http.StatusCreated || out["status"] != "CONFIRMED" {
+		t.Fatalf("points checkout with its own event's pass: %d %v; want 201 CONFIRMED", code, out)
+	}
+	e.checkMatches("premiere")
+	e.checkMatches("live")
+}
+
+// holdAs takes a hold of seats of showtime 42 through the API as p.
+func (e *env) holdAs(p booking.Pass, seats ...string) string {
+	e.t.Helper()
+	code, h, _ := e.call(p, http.MethodPost, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": seats}, nil)
+	if code != http.StatusCreated {
+		e.t.Fatalf("hold %v: %d %v", seats, code, h)
+	}
+	return h["holdId"].(string)
+}
+
+// endWindow moves the end of p's access window a second into the past, as
+// time would: the ticket is still in the active set, no longer active.
+func (e *env) endWindow(p booking.Pass) {
+	e.t.Helper()
+	past := float64(time.Now().Add(-time.Second).UnixMilli())
+	if n, err := e.rdb.ZAddXX(e.ctx(), "wr:{"+p.Event+"}:active", redis.Z{Score: past, Member: p.Ticket}).Result(); err != nil || n != 0 {
+		e.t.Fatalf("end the window of %s: %d, %v", p.Ticket, n, err)
+	}
+	if ok, err := e.rdb.ZScore(e.ctx(), "wr:{"+p.Event+"}:active", p.Ticket).Result(); err != nil || ok != past {
+		e.t.Fatalf("the window of %s did not move: %v, %v", p.Ticket, ok, err)
+	}
+}
+
+// A pass counts only while its ticket is active, wherever it is shown: the
+// booking core asks the line itself, so its own port gives nothing the gate
+// refuses. The pass of a fan who left, whose ticket an operator revoked,
+// whose window ended, or whose place its booking completed (its signature,
+// event and exp all still good) is refused 401 admission_required on every
+// route that needs a pass, and nothing changes; its own booking can still
+// be read (the gate's one exception). A live ticket's pass does it all.
+func TestAPassCountsOnlyWhileItsTicketIsActive(t *testing.T) {
+	type state struct {
+		p                                  booking.Pass
+		ticket, held, paying, booking, pay string
+	}
+	// start admits a fan with an account and points, and has it take a hold
+	// and start paying for another while its ticket is active.
+	start := func(e *env) state {
+		p, ticket := e.admit("premiere", "fan-y")
+		e.credit("fan-y", 100_000, "top-up")
+		s := state{p: p, ticket: ticket, held: e.holdAs(p, "A1"), paying: e.holdAs(p, "A2")}
+		code, c, _ := e.call(p, http.MethodPost, "/api/v1/booking/holds/"+s.paying+"/checkout", nil, idempotencyKey("card-1"))
+		if code != http.StatusCreated {
+			e.t.Fatalf("checkout while active: %d %v", code, c)
+		}
+		s.booking, s.pay = c["bookingId"].(string), c["paymentId"].(string)
+		return s
+	}
+	type route struct {
+		name, method, path string
+		body               any
+		hdr                map[string]string
+		ok                 int // the answer to a live ticket's pass
+	}
+	routes := func(s state) []route {
+		holds := "/api/v1/booking/holds/"
+		return []route{
+			{"seat map", http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, nil, http.StatusOK},
+			{"hold", http.MethodPost, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": []string{"B1"}}, nil, http.StatusCreated},
+			{"wallet", http.MethodGet, "/api/v1/booking/wallet", nil, nil, http.StatusOK},
+			{"payment", http.MethodGet, "/api/v1/booking/payments/" + s.pay, nil, nil, http.StatusOK},
+			{"card checkout", http.MethodPost, holds + s.held + "/checkout", nil, idempotencyKey("k1"), http.StatusCreated},
+			{"card checkout again", http.MethodPost, holds + s.paying + "/checkout", nil, idempotencyKey("card-1"), http.StatusCreated},
+			{"points checkout", http.MethodPost, holds + s.held + "/checkout", map[string]any{"method": "points"}, idempotencyKey("k2"), http.StatusConflict},
+			{"release", http.MethodDelete, holds + s.paying, nil, nil, http.StatusNoContent},
+		}
+	}
+	ends := []struct {
+		name string
+		end  func(e *env, s state) error
+	}{
+		{"left", func(e *env, s state) error { return e.line.Leave(e.ctx(), s.p.Event, s.ticket) }},
+		{"revoked", func(e *env, s state) error { return e.line.Revoke(e.ctx(), s.p.Event, s.p.Ticket) }},
+		{"window ended", func(e *env, s state) error { e.endWindow(s.p); return nil }},
+		{"completed by a booking", func(e *env, s state) error { return e.line.Complete(e.ctx(), s.p.Event, s.p.Ticket) }},
+	}
+	for _, end := range ends {
+		t.Run(end.name, func(t *testing.T) {
+			e := setup(t)
+			s := start(e)
+			if err := end.end(e, s); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := e.line.Active(e.ctx(), s.p.Event, s.p.Ticket); ok || err != nil {
+				t.Fatalf("the line says active %v, %v; want no longer", ok, err)
+			}
+			db := e.snapshot()
+			for _, r := range routes(s) {
+				code, out, _ := e.call(s.p, r.method, r.path, r.body, r.hdr)
+				if code != http.StatusUnauthorized || out["error"] != "admission_required" {
+					t.Errorf("%s (%s %s): %d %v; want 401 admission_required", r.name, r.method, r.path, code, out["error"])
+				}
+			}
+			if e.snapshot() != db {
+				t.Error("refused requests changed the database")
+			}
+			if code, b, _ := e.call(s.p, http.MethodGet, "/api/v1/booking/bookings/"+s.booking, nil, nil); code != http.StatusOK || b["status"] != "PENDING" {
+				t.Errorf("the fan's own booking: %d %v; want 200 PENDING (a valid pass is enough)", code, b)
+			}
+		})
+	}
+	t.Run("active", func(t *testing.T) {
+		e := setup(t)
+		s := start(e)
+		for _, r := range routes(s) {
+			// The points checkout finds the card payment open (409
+			// payment_open): the pass got past the line to the hold.
+			if code, out, _ := e.call(s.p, r.method, r.path, r.body, r.hdr); code != r.ok {
+				t.Errorf("%s (%s %s): %d %v; want %d", r.name, r.method, r.path, code, out["error"], r.ok)
+			}
+		}
+		if code, b, _ := e.call(s.p, http.MethodGet, "/api/v1/booking/bookings/"+s.booking, nil, nil); code != http.StatusOK {
+			t.Errorf("booking: %d %v; want 200", code, b)
+		}
+	})
+}
+
+// While the line does not answer, a route that needs an active pass is 503
+// unavailable with Retry-After (the gate answers the same; the degraded mode
+// of "When parts fail" is for later), never a 500 and never a pass waved
+// through; reading one's booking needs no line.
+func TestLineDownIs503(t *testing.T) {
+	e := setup(t)
+	p, _ := e.admit("premiere", "")
+	held := e.holdAs(p, "A1")
+	code, c, _ := e.call(p, http.MethodPost, "/api/v1/booking/holds/"+held+"/checkout", nil, idempotencyKey("k"))
+	if code != http.StatusCreated {
+		t.Fatalf("checkout: %d %v", code, c)
+	}
+	e.redis.Kill()
+	db := e.snapshot()
+	for _, r := range []struct{ method, path string }{
+		{http.MethodGet, "/api/v1/booking/showtimes/42/seats"},
+		{http.MethodPost, "/api/v1/booking/showtimes/42/holds"},
+		{http.MethodDelete, "/api/v1/booking/holds/" + held},
+		{http.MethodPost, "/api/v1/booking/holds/" + held + "/checkout"},
+	} {
+		var body any
+		if r.method == http.MethodPost {
+			body = `{"seats":["B1"]}`
+			if strings.HasSuffix(r.path, "/checkout") {
+				body = `{"method":"card"}`
+			}
+		}
+		code, out, hdr := e.call(p, r.method, r.path, body, idempotencyKey("k2"))
+		if code != http.StatusServiceUnavailable || out["error"] != "unavailable" || hdr.Get("Retry-After") == "" {
+			t.Errorf("%s %s with the line down: %d %v (Retry-After %q); want 503 unavailable with Retry-After", r.method, r.path, code, out["error"], hdr.Get("Retry-After"))
+		}
+	}
+	if e.snapshot() != db {
+		t.Error("requests refused for want of the line changed the database")
+	}
+	if code, b, _ := e.call(p, http.MethodGet, "/api/v1/booking/bookings/"+c["bookingId"].(string), nil, nil); code != http.StatusOK {
+		t.Errorf("the fan's booking with the line down: %d %v; want 200", code, b)
+	}
+}
+
+// A revocation stops a fan at once on the booking core's own port. 32
+// goroutines of one fan (an account with points) hold seats and pay for
+// them, by card and with points, directly on the booking API while an
+// operator revokes its ticket. Every request sent after the revocation
+// returned is refused 401 admission_required, and PostgreSQL has a hold or a
+// booking only for requests sent before it: none for any sent after.
+func TestRevocationStopsTheFanAtOnce(t *testing.T) {
+	e := setup(t, withSettings(func(s *booking.Settings) {
+		s.MaxSeatsPerHold, s.HoldsPerMinute, s.HoldAttemptsPerMinute = 300, 1000, 1000
+	}))
+	p, _ := e.admit("premiere", "fan-z")
+	e.credit("fan-z", 10_000_000, "top-up")
+	const (
+		workers   = 32
+		perWorker = 9 // seats of showtime 42 per worker: 288 of 300
+		late      = 3 // requests each worker sends after the revocation (if its seats last)
+	)
+	seats := seatCodes(10, 30)
+	type sent struct {
+		what      string // the seat of a hold, the key of a checkout
+		late      bool   // sent after the revocation returned
+		code      int
+		err       string
+		transport error
+	}
+	var (
+		revoked atomic.Bool
+		held    atomic.Int64
+		mu      sync.Mutex
+		log     []sent
+	)
+	record := func(s sent) {
+		mu.Lock()
+		log = append(log, s)
+		mu.Unlock()
+	}
+	var revokeErr error
+	testenv.Race(workers+1, func(w int) {
+		if w == workers { // the operator
+			deadline := time.Now().Add(30 * time.Second)
+			for held.Load() < workers && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			revokeErr = e.line.Revoke(e.ctx(), p.Event, p.Ticket)
+			revoked.Store(true)
+			return
+		}
+		sentLate := 0
+		for n := 0; n < perWorker && sentLate < late; n++ {
+			seat := seats[w*perWorker+n]
+			isLate := revoked.Load()
+			code, out, _, err := e.do(p, http.MethodPost, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": []string{seat}}, nil)
+			record(sent{what: seat, late: isLate, code: code, err: fmt.Sprint(out["error"]), transport: err})
+			if isLate {
+				sentLate++
+			}
+			if code != http.StatusCreated {
+				continue
+			}
+			held.Add(1)
+			key, body := fmt.Sprintf("w%d-%d", w, n), any(nil)
+			if n%2 == 1 {
+				body = map[string]any{"method": "points"}
+			}
+			isLate = revoked.Load()
+			code, out, _, err = e.do(p, http.MethodPost, "/api/v1/booking/holds/"+out["holdId"].(string)+"/checkout", body, idempotencyKey(key))
+			record(sent{what: key, late: isLate, code: code, err: fmt.Sprint(out["error"]), transport: err})
+			if isLate {
+				sentLate++
+			}
+		}
+	})
+	if revokeErr != nil {
+		t.Fatalf("revoke: %v", revokeErr)
+	}
+	before, after := map[string]bool{}, 0
+	for _, s := range log {
+		switch {
+		case s.transport != nil:
+			t.Fatalf("%s: %v", s.what, s.transport)
+		case !s.late:
+			before[s.what] = s.code == http.StatusCreated
+			continue
+		case s.code != http.StatusUnauthorized || s.err != "admission_required":
+			t.Errorf("%s, sent after the revocation returned: %d %s; want 401 admission_required", s.what, s.code, s.err)
+		}
+		after++
+	}
+	if after < workers || held.Load() < workers {
+		t.Fatalf("%d holds taken before the revocation, %d requests sent after it: the race did not happen", held.Load(), after)
+	}
+	// PostgreSQL: every hold and every booking is of a request sent, and
+	// answered 201, before the revocation returned.
+	rows, err := e.pool.Query(e.ctx(), `SELECT seats[1] FROM holds UNION ALL SELECT idempotency_key FROM bookings`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := 0
+	for _, ok := range before {
+		if ok {
+			created++
+		}
+	}
+	for _, m := range made {
+		if !before[m] {
+			t.Errorf("PostgreSQL has a hold or booking %q of a request sent after the revocation (or never answered 201)", m)
+		}
+	}
+	if len(made) != created {
+		t.Errorf("PostgreSQL has %d holds and bookings; the fan was answered 201 for %d before the revocation", len(made), created)
+	}
+	t.Logf("%d holds and checkouts answered 201 before the revocation returned, %d requests sent after it", created, after)
+}
