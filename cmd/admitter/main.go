@@ -23,6 +23,7 @@ import (
 	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 func main() {
@@ -43,12 +44,13 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	store, err := queue.Open(cfg.Redis.URL, "admitter", []byte(cfg.Auth.TicketSecret))
+	redis, err := rdb.Open(cfg.Redis.URL, "admitter")
 	if err != nil {
 		return err
 	}
-	store.WaitReplicas(cfg.Redis.WaitReplicas)
-	defer store.Close()
+	redis.WaitReplicas(cfg.Redis.WaitReplicas)
+	defer redis.Close()
+	store := queue.New(redis, []byte(cfg.Auth.TicketSecret))
 	adm := admission.New(store, cfg, cfgPath, log)
 
 	mux := http.NewServeMux()

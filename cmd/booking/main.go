@@ -31,6 +31,7 @@ import (
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 func main() {
@@ -111,12 +112,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer pool.Close()
 	store := postgres.New(pool)
 
-	line, err := queue.Open(cfg.Redis.URL, "booking", []byte(cfg.Auth.TicketSecret))
+	redis, err := rdb.Open(cfg.Redis.URL, "booking")
 	if err != nil {
 		return err
 	}
-	line.WaitReplicas(cfg.Redis.WaitReplicas)
-	defer line.Close()
+	redis.WaitReplicas(cfg.Redis.WaitReplicas)
+	defer redis.Close()
+	line := queue.New(redis, []byte(cfg.Auth.TicketSecret))
 
 	verifier, err := newVerifier(cfg)
 	if err != nil {

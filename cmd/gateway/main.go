@@ -20,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 func main() {
@@ -51,12 +52,13 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 		}
 		accounts = account.NewVerifier(keys, nil)
 	}
-	line, err := queue.Open(cfg.Redis.URL, "gateway", []byte(cfg.Auth.TicketSecret))
+	redis, err := rdb.Open(cfg.Redis.URL, "gateway")
 	if err != nil {
 		return err
 	}
-	line.WaitReplicas(cfg.Redis.WaitReplicas)
-	defer line.Close()
+	redis.WaitReplicas(cfg.Redis.WaitReplicas)
+	defer redis.Close()
+	line := queue.New(redis, []byte(cfg.Auth.TicketSecret))
 
 	srv, err := gateway.New(gateway.Options{
 		Config:     cfg,

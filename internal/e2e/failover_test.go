@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
@@ -58,11 +59,12 @@ func TestRedisFailover(t *testing.T) {
 	ctx := context.Background()
 	// The test's own client is made as the processes make theirs (it
 	// follows the failover at once, see queue.reloadHook).
-	line, err := queue.Open(s.Cluster.Seeds(), "test", nil)
+	rc, err := rdb.Open(s.Cluster.Seeds(), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer line.Close()
+	defer rc.Close()
+	line := queue.New(rc, nil)
 	hc := &http.Client{
 		Timeout:   5 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 200, MaxConnsPerHost: 200},

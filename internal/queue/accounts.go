@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // One place per account (DESIGN.md, Accounts). A join for an account
@@ -133,8 +135,8 @@ func (s *Store) fillAccount(ctx context.Context, event, account string, r JoinRe
 		eta = *t.joinETA + 1
 	}
 	full := entry + " " + strconv.FormatInt(eta, 10)
-	err = s.startTold(ctx, fillAccountScript, []string{keysOf(event).accounts}, account, entry+" ?", full).wait().Err()
-	return interpretError("join", err)
+	err = s.c.Start(ctx, rdb.Call{Script: fillAccountScript, Keys: []string{rdb.KeysOf(event).Accounts}, Args: []any{account, entry + " ?", full}, Told: true}).Wait().Err()
+	return rdb.Interpret("join", err)
 }
 
 // entryTicket rebuilds the ticket of account an accounts entry names;
@@ -190,12 +192,12 @@ func parseEntry(entry, account string) (ticket, error) {
 // joined, or its place is being made right now). A place on its way to its shard reads Expired here; JoinWith
 // tells it from a dead one.
 func (s *Store) AccountPlace(ctx context.Context, event, account string, set Settings) (string, Status, error) {
-	entry, err := s.rdb.HGet(ctx, keysOf(event).accounts, account).Result()
+	entry, err := s.c.HGet(ctx, rdb.KeysOf(event).Accounts, account).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", Status{}, nil
 	}
 	if err != nil {
-		return "", Status{}, interpretError("account", err)
+		return "", Status{}, rdb.Interpret("account", err)
 	}
 	t, pending, err := s.entryTicket(entry, account)
 	if err != nil {

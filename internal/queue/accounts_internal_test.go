@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -16,8 +17,8 @@ import (
 // The two steps are run by hand here, with the delay between them.
 func TestLateShardStepMakesNoSecondPlace(t *testing.T) {
 	ctx := context.Background()
-	_, rdb := testenv.Redis(t)
-	s := NewStore(rdb, []byte("a ticket secret of thirty-two bytes!"))
+	_, rc := testenv.Redis(t)
+	s := NewStore(rc, []byte("a ticket secret of thirty-two bytes!"))
 	set := Settings{Mode: "queue", AdmitPerSecond: 5, MaxActive: 10, AccessTTL: time.Minute, AbandonAfter: time.Minute, Shards: 3}
 	const event, account = "late", "acct-1"
 
@@ -38,8 +39,8 @@ func TestLateShardStepMakesNoSecondPlace(t *testing.T) {
 		t.Errorf("the late second step: %v; want ErrUnavailable, no place", err)
 	}
 	var places []string
-	for _, sk := range s.shardKeysFor(event, 3) {
-		places = append(places, rdb.ZRange(ctx, sk.wait, 0, -1).Val()...)
+	for _, sk := range rdb.ShardKeysFor(event, 3) {
+		places = append(places, rc.ZRange(ctx, sk.Wait, 0, -1).Val()...)
 	}
 	if len(places) != 1 || places[0] != second.ID {
 		t.Errorf("the account's places in line: %v; want only %s", places, second.ID)

@@ -5,7 +5,13 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/rdb"
 )
+
+// BookingStream is the Redis stream confirmed bookings are published to
+// (DESIGN.md: booking-events, one entry per booking, keyed by bookingId).
+const BookingStream = rdb.BookingStream
 
 // BookingEvent is one confirmed booking to publish to BookingStream.
 type BookingEvent struct {
@@ -19,7 +25,7 @@ type BookingEvent struct {
 // on one connection keeps them in the order given. At least once: a caller
 // that fails after this returned publishes them again.
 func (s *Store) PublishBookings(ctx context.Context, events []BookingEvent) error {
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, e := range events {
 			p.XAdd(ctx, &redis.XAddArgs{Stream: BookingStream, Values: []any{
 				"bookingId", e.BookingID, "type", e.Type, "outboxId", strconv.FormatInt(e.OutboxID, 10), "payload", string(e.Payload),
@@ -27,5 +33,5 @@ func (s *Store) PublishBookings(ctx context.Context, events []BookingEvent) erro
 		}
 		return nil
 	})
-	return interpretError("publish bookings", err)
+	return rdb.Interpret("publish bookings", err)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -20,11 +21,12 @@ import (
 func TestOnRedisCluster(t *testing.T) {
 	c, _ := testenv.Cluster(t)
 	ctx := context.Background()
-	s, err := queue.Open(c.Seeds(), "test", secret)
+	rc, err := rdb.Open(c.Seeds(), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer rc.Close()
+	s := queue.New(rc, secret)
 	set := open()
 	set.AdmitPerSecond = 1000
 	for i, ev := range []string{"premiere", "live-20", "x"} {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -21,10 +22,11 @@ import (
 // replica left at all (its replica is gone), it serves alone, as a single
 // master would, rather than refuse the sale.
 func TestDurableWritesWaitForAReplica(t *testing.T) {
-	c, rdb := testenv.ClusterWith(t, 1)
+	c, rc := testenv.ClusterWith(t, 1)
 	ctx := context.Background()
-	s := queue.NewStore(rdb, secret)
-	s.WaitReplicas(1)
+	told := rdb.New(rc)
+	told.WaitReplicas(1)
+	s := queue.New(told, secret)
 	for _, shards := range []int{1, 3} {
 		set := open()
 		set.AdmitPerSecond = 1000
@@ -46,7 +48,7 @@ func TestDurableWritesWaitForAReplica(t *testing.T) {
 	}
 
 	// Stall the replica of the master that holds "one".
-	master, err := rdb.MasterForKey(ctx, "wr:{one}:stats")
+	master, err := rc.MasterForKey(ctx, "wr:{one}:stats")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestDurableWritesWaitForAReplica(t *testing.T) {
 	if !errors.Is(err, queue.ErrUnavailable) {
 		t.Fatalf("join with the replica stalled: %+v, %v; want ErrUnavailable", r, err)
 	}
-	plain := queue.NewStore(rdb, secret) // wait_replicas 0: answered at once
+	plain := queue.NewStore(rc, secret) // wait_replicas 0: answered at once
 	r, err = plain.Join(ctx, "one", set)
 	if err != nil {
 		t.Fatalf("join without waiting: %v", err)

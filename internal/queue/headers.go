@@ -1,6 +1,10 @@
 package queue
 
-import "time"
+import (
+	"time"
+
+	"github.com/waitroom/waitroom/internal/rdb"
+)
 
 // The hot scripts (statusScript, joinScript) take the settings they need
 // as their first arguments, the same for every request of an event while
@@ -18,11 +22,14 @@ type headerKey struct {
 
 const noTime = -1 << 63
 
-// headers are one event's shared script arguments, for one headerKey.
+// headers are one event's shared script arguments, for one headerKey, and
+// the hot scripts' KEYS.
 type headers struct {
 	key    headerKey
 	status []any // statusScript's ARGV 1–6
 	join   []any // joinScript's ARGV 1–7
+
+	statusKeys, joinKeys []string // statusScript's and joinScript's KEYS (never modified)
 }
 
 func headerKeyOf(set Settings) headerKey {
@@ -44,8 +51,11 @@ func (s *Store) headersOf(event string, set Settings) *headers {
 		return h.(*headers)
 	}
 	rate := rateArg(set.AdmitPerSecond)
+	k := rdb.KeysOf(event)
 	h := &headers{
-		key: key,
+		key:        key,
+		statusKeys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory},
+		joinKeys:   []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Lottery, k.Entries, k.Accounts},
 		status: []any{set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rate,
 			set.AbandonAfter.Milliseconds(), set.AccessTTL.Milliseconds()},
 		join: []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),

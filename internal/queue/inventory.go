@@ -3,10 +3,11 @@ package queue
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // The line knows what is left (DESIGN.md, "Inventory"). The booking core,
@@ -85,10 +86,10 @@ const inFlight = 15 * time.Second
 // inventory was there: false means Redis lost it (a flush) and the caller
 // should sync. Reserving a hold id twice changes nothing.
 func (s *Store) Reserve(ctx context.Context, event, holdID, ticket string, places int) (bool, error) {
-	k := keysOf(event)
-	n, err := reserveScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active}, holdID, ticket, places).Int()
+	k := rdb.KeysOf(event)
+	n, err := s.c.Run(ctx, rdb.Call{Script: reserveScript, Keys: []string{k.Inventory, k.Places, k.Holders, k.Active}, Args: []any{holdID, ticket, places}}).Int()
 	if err != nil {
-		return false, interpretError("reserve", err)
+		return false, rdb.Interpret("reserve", err)
 	}
 	return n >= 0, nil
 }
@@ -107,10 +108,10 @@ func (s *Store) Booked(ctx context.Context, event, holdID string) error {
 }
 
 func (s *Store) giveBack(ctx context.Context, op, event, holdID string, booked int) error {
-	k := keysOf(event)
-	n, err := giveScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active, k.ended, k.claims}, holdID, booked).Int()
+	k := rdb.KeysOf(event)
+	n, err := s.c.Run(ctx, rdb.Call{Script: giveScript, Keys: []string{k.Inventory, k.Places, k.Holders, k.Active, k.Ended, k.Claims}, Args: []any{holdID, booked}}).Int()
 	if err != nil {
-		return interpretError(op, err)
+		return rdb.Interpret(op, err)
 	}
 	if n == 2 {
 		return s.soldOutToShards(ctx, event)
@@ -122,12 +123,12 @@ func (s *Store) giveBack(ctx context.Context, op, event, holdID string, booked i
 // sold out, so that its waiting fans are told by their next poll (the
 // tick copies the inventory to the shards too, but only once a tick).
 func (s *Store) soldOutToShards(ctx context.Context, event string) error {
-	k := keysOf(event)
-	n, err := s.rdb.HMGet(ctx, k.stats, "shards").Result()
+	k := rdb.KeysOf(event)
+	n, err := s.c.HMGet(ctx, k.Stats, "shards").Result()
 	if err != nil {
-		return interpretError("sold out", err)
+		return rdb.Interpret("sold out", err)
 	}
-	shards := int(num(n[0]))
+	shards := int(rdb.Num(n[0]))
 	if shards <= 1 {
 		return nil
 	}
@@ -135,28 +136,28 @@ func (s *Store) soldOutToShards(ctx context.Context, event string) error {
 	if err != nil || !inv.SoldOut() {
 		return err
 	}
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, sk := range s.shardKeysFor(event, shards) {
-			p.HSet(ctx, sk.info, "soldout", 1, "available", 0)
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, sk := range rdb.ShardKeysFor(event, shards) {
+			p.HSet(ctx, sk.Info, "soldout", 1, "available", 0)
 		}
 		return nil
 	})
-	return interpretError("sold out", err)
+	return rdb.Interpret("sold out", err)
 }
 
 // PaymentOpened and PaymentSettled keep the count of open payments (a
 // sale with a payment pending is not sold out: it may still fail).
 func (s *Store) PaymentOpened(ctx context.Context, event, paymentID string) error {
-	k := keysOf(event)
-	err := paymentScript.Run(ctx, s.rdb, []string{k.inventory, k.payments, k.ended}, paymentID, 1).Err()
-	return interpretError("payment opened", err)
+	k := rdb.KeysOf(event)
+	err := s.c.Run(ctx, rdb.Call{Script: paymentScript, Keys: []string{k.Inventory, k.Payments, k.Ended}, Args: []any{paymentID, 1}}).Err()
+	return rdb.Interpret("payment opened", err)
 }
 
 func (s *Store) PaymentSettled(ctx context.Context, event, paymentID string) error {
-	k := keysOf(event)
-	open, err := paymentScript.Run(ctx, s.rdb, []string{k.inventory, k.payments, k.ended}, paymentID, 0).Int()
+	k := rdb.KeysOf(event)
+	open, err := s.c.Run(ctx, rdb.Call{Script: paymentScript, Keys: []string{k.Inventory, k.Payments, k.Ended}, Args: []any{paymentID, 0}}).Int()
 	if err != nil {
-		return interpretError("payment settled", err)
+		return rdb.Interpret("payment settled", err)
 	}
 	if open == 0 {
 		return s.soldOutToShards(ctx, event)
@@ -167,9 +168,9 @@ func (s *Store) PaymentSettled(ctx context.Context, event, paymentID string) err
 // SyncMark is the instant (Redis TIME, ms) a sync starts from: take it
 // before reading the snapshot.
 func (s *Store) SyncMark(ctx context.Context) (int64, error) {
-	t, err := s.rdb.Time(ctx).Result()
+	t, err := s.c.Time(ctx).Result()
 	if err != nil {
-		return 0, interpretError("sync mark", err)
+		return 0, rdb.Interpret("sync mark", err)
 	}
 	return t.UnixMilli(), nil
 }
@@ -182,7 +183,7 @@ func (s *Store) SyncMark(ctx context.Context) (int64, error) {
 // races holds and releases errs only on the safe side (fewer places), and
 // the next one corrects it.
 func (s *Store) SyncInventory(ctx context.Context, event string, mark int64, snap Snapshot) error {
-	k := keysOf(event)
+	k := rdb.KeysOf(event)
 	args := make([]any, 0, 5+3*len(snap.Holds)+len(snap.Payments)+len(snap.Booked))
 	args = append(args, mark-inFlight.Milliseconds(), snap.Free, len(snap.Holds), len(snap.Payments), len(snap.Booked))
 	for _, h := range snap.Holds {
@@ -194,9 +195,9 @@ func (s *Store) SyncInventory(ctx context.Context, event string, mark int64, sna
 	for _, b := range snap.Booked {
 		args = append(args, b)
 	}
-	v, err := syncScript.Run(ctx, s.rdb, []string{k.inventory, k.places, k.holders, k.active, k.payments, k.ended}, args...).Int64Slice()
+	v, err := s.c.Run(ctx, rdb.Call{Script: syncScript, Keys: []string{k.Inventory, k.Places, k.Holders, k.Active, k.Payments, k.Ended}, Args: args}).Int64Slice()
 	if err != nil {
-		return interpretError("sync inventory", err)
+		return rdb.Interpret("sync inventory", err)
 	}
 	if len(v) == 4 && v[0] <= 0 && v[1] <= 0 && v[2] <= 0 {
 		return s.soldOutToShards(ctx, event)
@@ -206,24 +207,19 @@ func (s *Store) SyncInventory(ctx context.Context, event string, mark int64, sna
 
 // InventoryOf reads what the booking core published for event.
 func (s *Store) InventoryOf(ctx context.Context, event string) (Inventory, error) {
-	v, err := s.rdb.HMGet(ctx, keysOf(event).inventory, "available", "held", "pending", "updatedAt").Result()
+	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Inventory, "available", "held", "pending", "updatedAt").Result()
 	if err != nil {
-		return Inventory{}, interpretError("inventory", err)
+		return Inventory{}, rdb.Interpret("inventory", err)
 	}
 	return inventoryOf(v), nil
 }
 
 // inventoryOf reads an HMGET of available, held, pending, updatedAt.
 func inventoryOf(v []any) Inventory {
-	num := func(x any) int64 {
-		s, _ := x.(string)
-		n, _ := strconv.ParseInt(s, 10, 64)
-		return n
-	}
 	if len(v) < 4 || v[0] == nil {
 		return Inventory{}
 	}
-	return Inventory{Known: true, Available: num(v[0]), Held: num(v[1]), Pending: num(v[2]), UpdatedAt: time.UnixMilli(num(v[3]))}
+	return Inventory{Known: true, Available: rdb.Num(v[0]), Held: rdb.Num(v[1]), Pending: rdb.Num(v[2]), UpdatedAt: time.UnixMilli(rdb.Num(v[3]))}
 }
 
 // invPrelude: the inventory's shared steps (after prelude). KEYS are passed

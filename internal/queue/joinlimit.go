@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // AllowJoin counts a join from addr against limit joins per calendar minute
@@ -17,14 +19,14 @@ func (s *Store) AllowJoin(ctx context.Context, addr netip.Addr, limit int, now t
 		return 0, nil
 	}
 	minute := now.Unix() / 60
-	key := joinLimitKey(addr.String(), minute)
+	key := rdb.JoinLimitKey(addr.String(), minute)
 	var incr *redis.IntCmd
-	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	if _, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		incr = p.Incr(ctx, key)
 		p.Expire(ctx, key, 2*time.Minute)
 		return nil
 	}); err != nil {
-		return 0, interpretError("join limit", err)
+		return 0, rdb.Interpret("join limit", err)
 	}
 	if incr.Val() > int64(limit) {
 		return time.Unix((minute+1)*60, 0).Sub(now), nil
@@ -37,9 +39,9 @@ func (s *Store) AllowJoin(ctx context.Context, addr netip.Addr, limit int, now t
 // expired (Store.JoinProved): a replayed proof must not use up the fan's
 // address budget. A count whose minute is over is left alone.
 func (s *Store) UndoJoin(ctx context.Context, addr netip.Addr, now time.Time) error {
-	key := joinLimitKey(addr.String(), now.Unix()/60)
-	if err := undoJoinScript.Run(ctx, s.rdb, []string{key}).Err(); err != nil {
-		return interpretError("undo join", err)
+	key := rdb.JoinLimitKey(addr.String(), now.Unix()/60)
+	if err := s.c.Run(ctx, rdb.Call{Script: undoJoinScript, Keys: []string{key}}).Err(); err != nil {
+		return rdb.Interpret("undo join", err)
 	}
 	return nil
 }

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // The committed lottery (DESIGN.md "Transparency"; docs/QUEUE.md "The
@@ -185,24 +187,24 @@ type TicketDraw struct {
 
 // Lottery reads event's lottery (ErrNoLottery when none is committed).
 func (s *Store) Lottery(ctx context.Context, event string, set Settings) (Lottery, error) {
-	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, lotteryFields...).Result()
+	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Lottery, lotteryFields...).Result()
 	if err != nil {
-		return Lottery{}, interpretError("lottery", err)
+		return Lottery{}, rdb.Interpret("lottery", err)
 	}
 	f := func(i int) string { s, _ := v[i].(string); return s }
 	if f(0) == "" {
 		return Lottery{}, ErrNoLottery
 	}
-	out := Lottery{Commitment: f(0), CommittedAt: msToTime(num(v[1]))}
+	out := Lottery{Commitment: f(0), CommittedAt: msToTime(rdb.Num(v[1]))}
 	switch {
 	case f(6) != "":
-		out.DrawAt = msToTime(num(v[6]))
+		out.DrawAt = msToTime(rdb.Num(v[6]))
 	case set.OpensAt != nil:
 		out.DrawAt = *set.OpensAt
 	}
 	if f(3) != "" {
-		out.Drawn, out.DrawnAt = true, msToTime(num(v[3]))
-		out.Seed, out.Entries, out.EntriesDigest = f(2), num(v[4]), f(5)
+		out.Drawn, out.DrawnAt = true, msToTime(rdb.Num(v[3]))
+		out.Seed, out.Entries, out.EntriesDigest = f(2), rdb.Num(v[4]), f(5)
 	}
 	return out, nil
 }
@@ -220,19 +222,19 @@ type Opening struct {
 // yet, the config's times are in force). The admitter publishes these in
 // place of the config's.
 func (s *Store) Opening(ctx context.Context, event string) (Opening, error) {
-	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, "frozen", "opensAt", "prequeueOpensAt").Result()
+	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Lottery, "frozen", "opensAt", "prequeueOpensAt").Result()
 	if err != nil {
-		return Opening{}, interpretError("lottery", err)
+		return Opening{}, rdb.Interpret("lottery", err)
 	}
 	if v[0] == nil {
 		return Opening{}, nil
 	}
 	o := Opening{Frozen: true}
-	if ms := num(v[1]); ms > 0 {
+	if ms := rdb.Num(v[1]); ms > 0 {
 		at := msToTime(ms)
 		o.OpensAt = &at
 	}
-	if ms := num(v[2]); ms > 0 {
+	if ms := rdb.Num(v[2]); ms > 0 {
 		at := msToTime(ms)
 		o.PrequeueOpensAt = &at
 	}
@@ -246,13 +248,13 @@ func (s *Store) TicketDraw(ctx context.Context, event, ticket string) (TicketDra
 	if err != nil {
 		return TicketDraw{}, err
 	}
-	k := keysOf(event)
-	v, err := ticketDrawScript.Run(ctx, s.rdb, []string{k.lottery, k.ranks}, t.slot()).Slice()
+	k := rdb.KeysOf(event)
+	v, err := s.c.Run(ctx, rdb.Call{Script: ticketDrawScript, Keys: []string{k.Lottery, k.Ranks}, Args: []any{t.slot()}}).Slice()
 	if err != nil {
-		return TicketDraw{}, interpretError("lottery", err)
+		return TicketDraw{}, rdb.Interpret("lottery", err)
 	}
-	r := reply(v)
-	switch r.str(0) {
+	r := rdb.ReplyOf(v)
+	switch r.Str(0) {
 	case "none":
 		return TicketDraw{}, ErrNoLottery
 	case "undrawn":
@@ -260,13 +262,13 @@ func (s *Store) TicketDraw(ctx context.Context, event, ticket string) (TicketDra
 	case "absent":
 		return TicketDraw{}, ErrNotInLottery
 	}
-	key, err := keyOf(r.str(1), r.str(2))
+	key, err := keyOf(r.Str(1), r.Str(2))
 	if err != nil {
 		return TicketDraw{}, err
 	}
-	out := TicketDraw{TicketID: t.id(), Draw: hex.EncodeToString(drawOf(key, t.id())), Rank: r.int(3)}
-	if r.err != nil {
-		return TicketDraw{}, fmt.Errorf("lottery: %w", r.err)
+	out := TicketDraw{TicketID: t.id(), Draw: hex.EncodeToString(drawOf(key, t.id())), Rank: r.Int(3)}
+	if r.Err() != nil {
+		return TicketDraw{}, fmt.Errorf("lottery: %w", r.Err())
 	}
 	return out, nil
 }
@@ -275,9 +277,9 @@ func (s *Store) TicketDraw(ctx context.Context, event, ticket string) (TicketDra
 // order, one ticket id per line, part by part (a million entries are never
 // held at once). ErrNoLottery or ErrNotDrawn (nothing written) before.
 func (s *Store) LotteryEntries(ctx context.Context, event string, w io.Writer) error {
-	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, "commitment", "drawn", "entries").Result()
+	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Lottery, "commitment", "drawn", "entries").Result()
 	if err != nil {
-		return interpretError("lottery", err)
+		return rdb.Interpret("lottery", err)
 	}
 	switch {
 	case v[0] == nil:
@@ -285,11 +287,11 @@ func (s *Store) LotteryEntries(ctx context.Context, event string, w io.Writer) e
 	case v[1] == nil:
 		return ErrNotDrawn
 	}
-	n := int(num(v[2]))
+	n := int(rdb.Num(v[2]))
 	for i := 0; i*rankedPart < n; i++ {
-		part, err := s.rdb.Get(ctx, rankedKey(event, i)).Result()
+		part, err := s.c.Get(ctx, rdb.RankedKey(event, i)).Result()
 		if err != nil {
-			return interpretError("lottery entries", err)
+			return rdb.Interpret("lottery entries", err)
 		}
 		if _, err := io.WriteString(w, part); err != nil {
 			return err
@@ -342,22 +344,22 @@ func (s *Store) keepLottery(ctx context.Context, event string, set Settings) err
 	if err != nil {
 		return err
 	}
-	r := reply(v)
-	switch r.str(0) {
+	r := rdb.ReplyOf(v)
+	switch r.Str(0) {
 	case "drawn":
-		return s.remember(event, r.str(1), r.str(2))
+		return s.remember(event, r.Str(1), r.Str(2))
 	case "draw":
-		seed, err := hex.DecodeString(r.str(1))
+		seed, err := hex.DecodeString(r.Str(1))
 		if err != nil {
 			return fmt.Errorf("lottery: seed: %w", err)
 		}
-		n, shards := r.int(2), int(r.int(3))
-		if r.err != nil {
-			return fmt.Errorf("lottery: %w", r.err)
+		n, shards := r.Int(2), int(r.Int(3))
+		if r.Err() != nil {
+			return fmt.Errorf("lottery: %w", r.Err())
 		}
 		return s.startDraw(ctx, event, seed, n, shards)
 	}
-	return r.err
+	return r.Err()
 }
 
 // drawing is one draw this Store runs in the background.
@@ -423,11 +425,10 @@ func (s *Store) lotteryStep(ctx context.Context, event string, set Settings) ([]
 		return nil, fmt.Errorf("lottery: %w", err)
 	}
 	sum := sha256.Sum256(seed[:])
-	k := keysOf(event)
-	v, err := lotteryStepScript.Run(ctx, s.rdb, []string{k.lottery, k.stats, k.entries},
-		msArg(set.PrequeueOpensAt), msArg(set.OpensAt), hex.EncodeToString(seed[:]), hex.EncodeToString(sum[:])).Slice()
+	k := rdb.KeysOf(event)
+	v, err := s.c.Run(ctx, rdb.Call{Script: lotteryStepScript, Keys: []string{k.Lottery, k.Stats, k.Entries}, Args: []any{msArg(set.PrequeueOpensAt), msArg(set.OpensAt), hex.EncodeToString(seed[:]), hex.EncodeToString(sum[:])}}).Slice()
 	if err != nil {
-		return nil, interpretError("lottery", err)
+		return nil, rdb.Interpret("lottery", err)
 	}
 	return v, nil
 }
@@ -472,7 +473,7 @@ func (s *Store) learnKey(ctx context.Context, event string) {
 	if _, ok := s.keyOf(event, true); ok {
 		return
 	}
-	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, "seed", "digest", "drawn").Result()
+	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Lottery, "seed", "digest", "drawn").Result()
 	if err != nil || v[2] == nil {
 		return
 	}
@@ -526,10 +527,10 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, sh
 			close(front)
 		}
 	}()
-	k := keysOf(event)
-	ok, err := takeLeaseScript.Run(ctx, s.rdb, []string{k.drawing}, s.owner, drawLease.Milliseconds()).Bool()
+	k := rdb.KeysOf(event)
+	ok, err := s.c.Run(ctx, rdb.Call{Script: takeLeaseScript, Keys: []string{k.Drawing}, Args: []any{s.owner, drawLease.Milliseconds()}}).Bool()
 	if err != nil {
-		return interpretError("draw", err)
+		return rdb.Interpret("draw", err)
 	}
 	if !ok {
 		return nil // another admitter draws now
@@ -537,31 +538,31 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, sh
 	defer func() {
 		if err != nil {
 			// Another admitter (or this one) may take it up at once.
-			_ = sTickRelease.Run(context.WithoutCancel(ctx), s.rdb, []string{k.drawing}, s.owner).Err()
+			_ = s.c.Run(context.WithoutCancel(ctx), rdb.Call{Script: sTickRelease, Keys: []string{k.Drawing}, Args: []any{s.owner}}).Err()
 		}
 	}()
-	ids, err := s.readEntries(ctx, k.entries, n)
+	ids, err := s.readEntries(ctx, k.Entries, n)
 	if err != nil {
 		return err
 	}
 	digest := digestOf(ids)
 	key := sha256.Sum256(append(append([]byte(nil), seed...), digest...))
 	digestHex := hex.EncodeToString(digest)
-	var sks []shardKeys
+	var sks []rdb.ShardKeys
 	if shards > 1 {
 		// The digest is written first: from the moment a shard is marked,
 		// a pre-queue place still on its way to it is refused there, and
 		// its join places it at its draw (placeDrawn), which needs the key.
-		sks = s.shardKeysFor(event, shards)
-		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, k.lottery, "digest", digestHex)
+		sks = rdb.ShardKeysFor(event, shards)
+		_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, k.Lottery, "digest", digestHex)
 			for _, sk := range sks {
-				p.HSet(ctx, sk.info, "drawn", 1)
+				p.HSet(ctx, sk.Info, "drawn", 1)
 			}
 			return nil
 		})
 		if err != nil {
-			return interpretError("draw", err)
+			return rdb.Interpret("draw", err)
 		}
 	}
 	entries := rank(key[:], ids)
@@ -580,16 +581,16 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, sh
 	if err = w.ranks(ctx); err != nil {
 		return err
 	}
-	if err = drawnScript.Run(ctx, s.rdb, []string{k.lottery}, digestHex, last).Err(); err != nil {
-		return interpretError("draw", err)
+	if err = s.c.Run(ctx, rdb.Call{Script: drawnScript, Keys: []string{k.Lottery}, Args: []any{digestHex, last}}).Err(); err != nil {
+		return rdb.Interpret("draw", err)
 	}
 	close(front)
 	// The rest of the line, then the bound goes.
 	if err = w.scores(ctx, 1, len(entries)); err != nil {
 		return err
 	}
-	if err = appliedScript.Run(ctx, s.rdb, []string{k.lottery, k.drawing}).Err(); err != nil {
-		return interpretError("draw", err)
+	if err = s.c.Run(ctx, rdb.Call{Script: appliedScript, Keys: []string{k.Lottery, k.Drawing}}).Err(); err != nil {
+		return rdb.Interpret("draw", err)
 	}
 	s.drawn.Store(event, drawnKey{key: key[:], at: time.Now()})
 	return nil
@@ -601,7 +602,7 @@ func (s *Store) readEntries(ctx context.Context, list string, n int64) ([]string
 	const perPipeline = 8
 	for from := int64(0); from < n; {
 		var cmds []*redis.StringSliceCmd
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i := 0; i < perPipeline && from < n; i++ {
 				to := min(from+drawRead, n) - 1
 				cmds = append(cmds, p.LRange(ctx, list, from, to))
@@ -610,7 +611,7 @@ func (s *Store) readEntries(ctx context.Context, list string, n int64) ([]string
 			return nil
 		})
 		if err != nil {
-			return nil, interpretError("draw", err)
+			return nil, rdb.Interpret("draw", err)
 		}
 		for _, c := range cmds {
 			ids = append(ids, c.Val()...)
@@ -676,10 +677,10 @@ func scoreOfDrawWith(m hash.Hash, id string, sum *[sha256.Size]byte) int64 {
 // entries each).
 type drawWriter struct {
 	s       *Store
-	k       keys
+	k       rdb.Keys
 	event   string
-	sks     []shardKeys // a sharded line's shards
-	entries []drawEntry // in rank order
+	sks     []rdb.ShardKeys // a sharded line's shards
+	entries []drawEntry     // in rank order
 }
 
 func (w drawWriter) parts() int { return (len(w.entries) + drawWrite - 1) / drawWrite }
@@ -704,10 +705,10 @@ func (w drawWriter) seq(e drawEntry) (int64, error) {
 func (w drawWriter) scores(ctx context.Context, from, to int) error {
 	to = min(to, w.parts())
 	for i := from; i <= to; i++ {
-		_, err := w.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := w.s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if i > from {
 				prev := w.part(i - 1)
-				p.HSet(ctx, w.k.lottery, "through", prev[len(prev)-1].score)
+				p.HSet(ctx, w.k.Lottery, "through", prev[len(prev)-1].score)
 			}
 			if i == to {
 				return nil
@@ -718,9 +719,9 @@ func (w drawWriter) scores(ctx context.Context, from, to int) error {
 				if err != nil {
 					return err
 				}
-				wait := w.k.wait
+				wait := w.k.Wait
 				if len(w.sks) > 1 {
-					wait = w.sks[seq%int64(len(w.sks))].wait
+					wait = w.sks[seq%int64(len(w.sks))].Wait
 				}
 				byWait[wait] = append(byWait[wait], redis.Z{Score: float64(e.score), Member: e.id})
 			}
@@ -730,7 +731,7 @@ func (w drawWriter) scores(ctx context.Context, from, to int) error {
 			return nil
 		})
 		if err != nil {
-			return interpretError("draw", err)
+			return rdb.Interpret("draw", err)
 		}
 	}
 	return nil
@@ -769,13 +770,13 @@ send:
 	if err == nil {
 		err = <-errs
 	}
-	return interpretError("draw", err)
+	return rdb.Interpret("draw", err)
 }
 
 func (w drawWriter) ranksOf(ctx context.Context, i int) error {
 	part := w.part(i)
 	args := make([]any, 0, 2+4*len(part))
-	args = append(args, "BITFIELD", w.k.ranks)
+	args = append(args, "BITFIELD", w.k.Ranks)
 	var list strings.Builder
 	list.Grow(len(part) * 28)
 	for j, e := range part {
@@ -787,10 +788,10 @@ func (w drawWriter) ranksOf(ctx context.Context, i int) error {
 		list.WriteString(e.id)
 		list.WriteByte('\n')
 	}
-	_, err := w.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := w.s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Do(ctx, args...)
 		// rankedPart == drawWrite: part i of the list.
-		p.Set(ctx, rankedKey(w.event, i), list.String(), 0)
+		p.Set(ctx, rdb.RankedKey(w.event, i), list.String(), 0)
 		return nil
 	})
 	return err
@@ -799,9 +800,9 @@ func (w drawWriter) ranksOf(ctx context.Context, i int) error {
 // placeDrawn places a pre-queue join that reached its shard after the draw
 // began, at its draw's score, and counts the fans ahead of it elsewhere.
 func (s *Store) placeDrawn(ctx context.Context, event string, set Settings, t ticket, rate string, untilOpen int64) ([]any, int64, error) {
-	v, err := s.rdb.HMGet(ctx, keysOf(event).lottery, "seed", "digest").Result()
+	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Lottery, "seed", "digest").Result()
 	if err != nil {
-		return nil, 0, interpretError("join", err)
+		return nil, 0, rdb.Interpret("join", err)
 	}
 	seed, _ := v[0].(string)
 	digest, _ := v[1].(string)
@@ -810,20 +811,19 @@ func (s *Store) placeDrawn(ctx context.Context, event string, set Settings, t ti
 		return nil, 0, fmt.Errorf("join: %w", err)
 	}
 	n := shardsOf(set)
-	shards := s.shardKeysFor(event, n)
+	shards := rdb.ShardKeysFor(event, n)
 	own := int(t.seq % int64(n))
 	sk := shards[own]
 	score := drawScore(key, t.id())
-	place := s.startTold(ctx, sJoinShard, []string{sk.wait, sk.seen, sk.stats, sk.info},
-		t.id(), score, t.seq/int64(n), rate, untilOpen, set.AbandonAfter.Milliseconds(), 0.5, n, 1, t.joinedAt)
+	place := s.c.Start(ctx, rdb.Call{Script: sJoinShard, Keys: []string{sk.Wait, sk.Seen, sk.Stats, sk.Info}, Args: []any{t.id(), score, t.seq / int64(n), rate, untilOpen, set.AbandonAfter.Milliseconds(), 0.5, n, 1, t.joinedAt}, Told: true})
 	ahead := s.startBelow(ctx, shards, own, score)
-	res, err := place.wait().Slice()
+	res, err := place.Wait().Slice()
 	if err != nil {
-		return nil, 0, interpretError("join", err)
+		return nil, 0, rdb.Interpret("join", err)
 	}
 	others, err := waitBelow(ahead)
 	if err != nil {
-		return nil, 0, interpretError("join", err)
+		return nil, 0, rdb.Interpret("join", err)
 	}
 	return res, others, nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // What the operators' API and the adaptive admitter keep in Redis: an
@@ -48,15 +50,15 @@ func (s *Store) SetOverrides(ctx context.Context, event string, set map[string]O
 	for _, f := range clear {
 		args = append(args, f)
 	}
-	err := setOverridesScript.Run(ctx, s.rdb, []string{keysOf(event).overrides}, args...).Err()
-	return interpretError("overrides", err)
+	err := s.c.Run(ctx, rdb.Call{Script: setOverridesScript, Keys: []string{rdb.KeysOf(event).Overrides}, Args: args}).Err()
+	return rdb.Interpret("overrides", err)
 }
 
 // Overrides reads event's overrides, field → override.
 func (s *Store) Overrides(ctx context.Context, event string) (map[string]Override, error) {
-	m, err := s.rdb.HGetAll(ctx, keysOf(event).overrides).Result()
+	m, err := s.c.HGetAll(ctx, rdb.KeysOf(event).Overrides).Result()
 	if err != nil {
-		return nil, interpretError("overrides", err)
+		return nil, rdb.Interpret("overrides", err)
 	}
 	out := make(map[string]Override, len(m))
 	for f, raw := range m {
@@ -74,9 +76,9 @@ func (s *Store) Overrides(ctx context.Context, event string) (map[string]Overrid
 // since: of several admitters finding the config edited, exactly one drops
 // it (and tells the audit).
 func (s *Store) DropOverride(ctx context.Context, event, field string, o Override) (bool, error) {
-	n, err := dropOverrideScript.Run(ctx, s.rdb, []string{keysOf(event).overrides}, field, o.raw).Int()
+	n, err := s.c.Run(ctx, rdb.Call{Script: dropOverrideScript, Keys: []string{rdb.KeysOf(event).Overrides}, Args: []any{field, o.raw}}).Int()
 	if err != nil {
-		return false, interpretError("overrides", err)
+		return false, rdb.Interpret("overrides", err)
 	}
 	return n == 1, nil
 }
@@ -110,24 +112,23 @@ return redis.call('HDEL', KEYS[1], ARGV[1])
 // struggling < 0 (no signal). It returns the factor in force afterwards and
 // the one before.
 func (s *Store) Adapt(ctx context.Context, event string, struggling int, interval time.Duration, step, floor float64) (now, was float64, err error) {
-	v, err := adaptScript.Run(ctx, s.rdb, []string{keysOf(event).adaptive},
-		struggling, interval.Milliseconds(), rateArg(step), rateArg(floor)).Slice()
+	v, err := s.c.Run(ctx, rdb.Call{Script: adaptScript, Keys: []string{rdb.KeysOf(event).Adaptive}, Args: []any{struggling, interval.Milliseconds(), rateArg(step), rateArg(floor)}}).Slice()
 	if err != nil {
-		return 1, 1, interpretError("adapt", err)
+		return 1, 1, rdb.Interpret("adapt", err)
 	}
-	r := reply(v)
-	now, was = r.float(0), r.float(1)
-	if r.err != nil {
-		return 1, 1, fmt.Errorf("adapt: %w", r.err)
+	r := rdb.ReplyOf(v)
+	now, was = r.Float(0), r.Float(1)
+	if r.Err() != nil {
+		return 1, 1, fmt.Errorf("adapt: %w", r.Err())
 	}
 	return now, was, nil
 }
 
 // AdaptiveFactor reads event's adaptive factor (1 when none was kept).
 func (s *Store) AdaptiveFactor(ctx context.Context, event string) (float64, error) {
-	v, err := s.rdb.HMGet(ctx, keysOf(event).adaptive, "factor").Result()
+	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Adaptive, "factor").Result()
 	if err != nil {
-		return 1, interpretError("adapt", err)
+		return 1, rdb.Interpret("adapt", err)
 	}
 	f, err := strconv.ParseFloat(fmt.Sprint(v[0]), 64)
 	if err != nil {
@@ -179,20 +180,20 @@ func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
 // within ttl: the admitter replicas that all reload the same edit tell the
 // audit once.
 func (s *Store) AuditOnce(ctx context.Context, once string, ttl time.Duration, e AuditEntry) error {
-	k := []string{auditKey, auditKey}
+	k := []string{rdb.AuditKey, rdb.AuditKey}
 	if once != "" {
-		k[1] = auditOnceKey(once)
+		k[1] = rdb.AuditOnceKey(once)
 	}
-	err := auditScript.Run(ctx, s.rdb, k, auditLen, e.Event, e.Change, e.Source, ttl.Milliseconds()).Err()
-	return interpretError("audit", err)
+	err := s.c.Run(ctx, rdb.Call{Script: auditScript, Keys: k, Args: []any{auditLen, e.Event, e.Change, e.Source, ttl.Milliseconds()}}).Err()
+	return rdb.Interpret("audit", err)
 }
 
 // AuditLog reads the newest entries of the audit trail, newest first, at
 // most limit.
 func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
-	msgs, err := s.rdb.XRevRangeN(ctx, auditKey, "+", "-", int64(limit)).Result()
+	msgs, err := s.c.XRevRangeN(ctx, rdb.AuditKey, "+", "-", int64(limit)).Result()
 	if err != nil {
-		return nil, interpretError("audit", err)
+		return nil, rdb.Interpret("audit", err)
 	}
 	out := make([]AuditEntry, 0, len(msgs))
 	for _, m := range msgs {
@@ -242,21 +243,21 @@ func (s *Store) PublishBookingHealth(ctx context.Context, h BookingHealth) error
 	if err != nil {
 		return fmt.Errorf("booking health: %w", err)
 	}
-	err = healthScript.Run(ctx, s.rdb, []string{bookingHealthKey}, h.Replica, string(b), h.At.Add(-healthStale).UnixMilli()).Err()
-	return interpretError("booking health", err)
+	err = s.c.Run(ctx, rdb.Call{Script: healthScript, Keys: []string{rdb.BookingHealthKey}, Args: []any{h.Replica, string(b), h.At.Add(-healthStale).UnixMilli()}}).Err()
+	return rdb.Interpret("booking health", err)
 }
 
 // RemoveBookingHealth drops a replica's summary (it stops).
 func (s *Store) RemoveBookingHealth(ctx context.Context, replica string) error {
-	return interpretError("booking health", s.rdb.HDel(ctx, bookingHealthKey, replica).Err())
+	return rdb.Interpret("booking health", s.c.HDel(ctx, rdb.BookingHealthKey, replica).Err())
 }
 
 // BookingHealthOf reads the summaries of every booking core replica that
 // published since `since`.
 func (s *Store) BookingHealthOf(ctx context.Context, since time.Time) ([]BookingHealth, error) {
-	m, err := s.rdb.HGetAll(ctx, bookingHealthKey).Result()
+	m, err := s.c.HGetAll(ctx, rdb.BookingHealthKey).Result()
 	if err != nil {
-		return nil, interpretError("booking health", err)
+		return nil, rdb.Interpret("booking health", err)
 	}
 	var out []BookingHealth
 	for _, raw := range m {
@@ -296,27 +297,27 @@ func (s *Store) Revoke(ctx context.Context, event, id string) error {
 	if !idPattern.MatchString(id) {
 		return ErrInvalidTicket
 	}
-	k := keysOf(event)
-	n, err := leaveScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.stats, k.inventory, k.holders}, id).Int()
+	k := rdb.KeysOf(event)
+	n, err := s.c.Run(ctx, rdb.Call{Script: leaveScript, Keys: []string{k.Wait, k.Active, k.Stats, k.Inventory, k.Holders}, Args: []any{id}}).Int()
 	if err != nil {
-		return interpretError("revoke", err)
+		return rdb.Interpret("revoke", err)
 	}
 	if n < 0 {
 		seq, ok := seqOf(id)
 		if !ok {
 			return ErrInvalidTicket
 		}
-		sk := s.shardKeysFor(event, -n)[int(seq%int64(-n))]
-		left, err := sLeaveShard.Run(ctx, s.rdb, []string{sk.wait, sk.stats}, id).Int()
+		sk := rdb.ShardKeysFor(event, -n)[int(seq%int64(-n))]
+		left, err := s.c.Run(ctx, rdb.Call{Script: sLeaveShard, Keys: []string{sk.Wait, sk.Stats}, Args: []any{id}}).Int()
 		if err != nil {
-			return interpretError("revoke", err)
+			return rdb.Interpret("revoke", err)
 		}
 		if left == 1 {
 			return nil
 		}
-		n, err = completeScript.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders, k.claims}, id).Int()
+		n, err = s.c.Run(ctx, rdb.Call{Script: completeScript, Keys: []string{k.Active, k.Inventory, k.Holders, k.Claims}, Args: []any{id}}).Int()
 		if err != nil {
-			return interpretError("revoke", err)
+			return rdb.Interpret("revoke", err)
 		}
 	}
 	if n == 0 {

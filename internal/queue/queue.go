@@ -23,10 +23,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // Sentinel errors.
 var (
+	// ErrUnavailable: Redis cannot serve right now (rdb.ErrUnavailable);
+	// the caller answers 503 and the client retries.
+	ErrUnavailable = rdb.ErrUnavailable
 	// ErrInvalidTicket: forged, truncated, malformed, or of another event.
 	// Returned before any Redis call.
 	ErrInvalidTicket = errors.New("queue: invalid ticket")
@@ -166,16 +171,13 @@ type Stats struct {
 	Rate float64
 }
 
-// Store runs the queue scripts on a single Redis or a Redis Cluster. Every
-// Redis key and command of waitroom goes through it.
+// Store is the line of every event, over waitroom's Redis (package rdb):
+// a single node or a Cluster.
 type Store struct {
-	rdb    rediser
+	c      *rdb.Client
 	secret []byte
-	batch  *batcher  // pipelines the hot scripts (join, status, active) of concurrent requests
 	macs   sync.Pool // keyed HMAC-SHA256 states for tickets
-	close  func() error
 
-	layouts sync.Map     // "<event>/<k>" → []shardKeys
 	headers sync.Map     // event → *headers (headers.go)
 	drawn   sync.Map     // event → drawnKey, once its lottery is drawn (lottery.go)
 	draws   sync.Map     // event → *drawing, while this Store draws its lottery
@@ -185,12 +187,14 @@ type Store struct {
 	tickFault func(step string) error // tests only (export_test.go)
 }
 
-// NewStore returns a Store over rdb (a *redis.Client or *redis.ClusterClient
-// the caller owns); ticketSecret is the HMAC key of tickets (config
-// auth.ticket_secret). Processes use Open.
-func NewStore(rdb rediser, ticketSecret []byte) *Store {
-	return &Store{rdb: rdb, secret: append([]byte(nil), ticketSecret...), batch: newBatcher(rdb), owner: newOwner()}
+// New returns the line over c; ticketSecret is the HMAC key of tickets
+// (config auth.ticket_secret).
+func New(c *rdb.Client, ticketSecret []byte) *Store {
+	return &Store{c: c, secret: append([]byte(nil), ticketSecret...), owner: newOwner()}
 }
+
+// NewStore is New over a go-redis client the caller owns (tests).
+func NewStore(c rdb.Cmdable, ticketSecret []byte) *Store { return New(rdb.New(c), ticketSecret) }
 
 // TickEvery tells the Store how often its admitter ticks: a sharded event's
 // tick lease lasts three intervals (at least a second), so a replica that
@@ -199,18 +203,8 @@ func (s *Store) TickEvery(d time.Duration) { s.every.Store(int64(d)) }
 
 func (s *Store) tickEvery() time.Duration { return time.Duration(s.every.Load()) }
 
-// Close closes the client Open made (a no-op for NewStore's).
-func (s *Store) Close() error {
-	if s.close == nil {
-		return nil
-	}
-	return s.close()
-}
-
 // Ping reports whether Redis answers (readiness).
-func (s *Store) Ping(ctx context.Context) error {
-	return interpretError("ping", s.rdb.Ping(ctx).Err())
-}
+func (s *Store) Ping(ctx context.Context) error { return s.c.Ping(ctx) }
 
 // Tick bounds: a tick skips at most maxSkip abandoned tickets (the rest go
 // next tick) and admits at most passthroughBatch fans in passthrough mode,
@@ -301,52 +295,52 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o Join
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
 	// Concurrent joins of the event share one script call (joinScript).
-	keys := keysOf(event).join
-	h := s.headersOf(event, set).join
+	hs := s.headersOf(event, set)
+	keys, h := hs.joinKeys, hs.join
 	var args []any
 	if p == nil {
 		args = withHeader(h, b64.EncodeToString(random[:]), lottery, o.Account)
 	} else {
 		exp := p.ExpiresAt.UnixMilli()
 		minute := exp / 60_000
-		keys = append(keys[:len(keys):len(keys)], proofsKey(event, minute))
+		keys = append(keys[:len(keys):len(keys)], rdb.ProofsKey(event, minute))
 		args = withHeader(h, b64.EncodeToString(random[:]), lottery, o.Account,
 			p.ID, exp, (minute+1)*60_000+1000)
 	}
-	c := s.startToldMergedHead(ctx, joinScript, keys, len(h), joinHead, args...)
-	res, err := c.wait().Result()
+	c := s.c.Start(ctx, rdb.Call{Script: joinScript, Keys: keys, Args: args, Merge: true, Told: true, Header: len(h), Head: joinHead})
+	res, err := c.Wait().Result()
 	if err != nil {
-		return JoinResult{}, interpretError("join", err)
+		return JoinResult{}, rdb.Interpret("join", err)
 	}
 	v, ok := res.([]any)
 	if !ok {
 		// A refusal is its name alone.
 		code, _ := res.(string)
-		if err := joinRefusal(reply([]any{code})); err != nil {
+		if err := joinRefusal(rdb.ReplyOf([]any{code})); err != nil {
 			return JoinResult{}, err
 		}
 		return JoinResult{}, fmt.Errorf("join: unexpected reply %v", res)
 	}
-	r := reply(v)
+	r := rdb.ReplyOf(v)
 	if err := joinRefusal(r); err != nil {
 		return JoinResult{}, err
 	}
-	head := reply(c.shared)
-	t := ticket{seq: r.int(0), random: random, joinedAt: head.int(0), account: o.Account}
+	head := rdb.ReplyOf(c.Head())
+	t := ticket{seq: r.Int(0), random: random, joinedAt: head.Int(0), account: o.Account}
 	var out JoinResult
-	if code := r.int(1); code == -1 {
+	if code := r.Int(1); code == -1 {
 		out.State = Admitted
-		out.ActiveUntil = msToTime(r.int(2))
+		out.ActiveUntil = msToTime(r.Int(2))
 	} else {
 		out.State = Waiting
 		rank, poll := unpackWaiting(code)
-		out.Position = position(rank, poll, head.float(1), head.int(2), t.joinedAt, set)
+		out.Position = position(rank, poll, head.Float(1), head.Int(2), t.joinedAt, set)
 		if out.ETA != nil {
 			ms := out.ETA.Milliseconds()
 			t.joinETA = &ms
 		}
 	}
-	if err := errors.Join(r.err, head.err); err != nil {
+	if err := errors.Join(r.Err(), head.Err()); err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w (reply %v)", err, res)
 	}
 	out.Ticket, out.ID, out.Account = s.encode(event, t), t.id(), t.account
@@ -384,13 +378,13 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 		return s.statusSharded(ctx, event, t, set)
 	}
 	// Concurrent polls of the event share one script call (statusScript).
-	h := s.headersOf(event, set).status
+	hs := s.headersOf(event, set)
+	h := hs.status
 	id := t.id()
-	c := s.batch.startMergedHead(ctx, statusScript, keysOf(event).status, len(h), statusHead,
-		withHeader(h, id, t.slot())...)
-	res, err := c.wait().Result()
+	c := s.c.Start(ctx, rdb.Call{Script: statusScript, Keys: hs.statusKeys, Args: withHeader(h, id, t.slot()), Merge: true, Header: len(h), Head: statusHead})
+	res, err := c.Wait().Result()
 	if err != nil {
-		return Status{}, interpretError("status", err)
+		return Status{}, rdb.Interpret("status", err)
 	}
 	out := Status{ID: id, Account: t.account, JoinedAt: msToTime(t.joinedAt)}
 	if t.joinETA != nil {
@@ -401,12 +395,12 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 		// The common answers are a number (statusScript).
 		switch {
 		case code >= 0:
-			head := reply(c.shared)
+			head := rdb.ReplyOf(c.Head())
 			out.State = Waiting
 			rank, poll := unpackWaiting(code)
-			out.Position = position(rank, poll, head.float(1), head.int(2), head.int(0), set)
-			if head.err != nil {
-				return Status{}, fmt.Errorf("status: %w", head.err)
+			out.Position = position(rank, poll, head.Float(1), head.Int(2), head.Int(0), set)
+			if head.Err() != nil {
+				return Status{}, fmt.Errorf("status: %w", head.Err())
 			}
 		case code == -1:
 			out.State = Expired
@@ -420,19 +414,19 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 		return out, nil
 	}
 	v, _ := res.([]any)
-	r := reply(v)
-	switch r.str(0) {
+	r := rdb.ReplyOf(v)
+	switch r.Str(0) {
 	case "layout":
-		return Status{}, errLayout{int(r.int(1))}
+		return Status{}, errLayout{int(r.Int(1))}
 	case "admitted":
 		out.State = Admitted
-		out.ActiveUntil = msToTime(r.int(1))
-		out.FirstAdmission = r.int(2) == 1
+		out.ActiveUntil = msToTime(r.Int(1))
+		out.FirstAdmission = r.Int(2) == 1
 	default:
 		return Status{}, fmt.Errorf("status: unexpected reply %v", res)
 	}
-	if r.err != nil {
-		return Status{}, fmt.Errorf("status: %w", r.err)
+	if r.Err() != nil {
+		return Status{}, fmt.Errorf("status: %w", r.Err())
 	}
 	return out, nil
 }
@@ -467,10 +461,10 @@ func (s *Store) Leave(ctx context.Context, event, ticket string) error {
 	if err != nil {
 		return err
 	}
-	k := keysOf(event)
-	n, err := leaveScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.stats, k.inventory, k.holders}, t.id()).Int()
+	k := rdb.KeysOf(event)
+	n, err := s.c.Run(ctx, rdb.Call{Script: leaveScript, Keys: []string{k.Wait, k.Active, k.Stats, k.Inventory, k.Holders}, Args: []any{t.id()}}).Int()
 	if err != nil {
-		return interpretError("leave", err)
+		return rdb.Interpret("leave", err)
 	}
 	if n < 0 {
 		return s.leaveSharded(ctx, event, t, int(-n))
@@ -487,9 +481,9 @@ func (s *Store) Active(ctx context.Context, event, ticket string) (bool, error) 
 	if !idPattern.MatchString(ticket) {
 		return false, nil
 	}
-	exp, err := s.batch.run(ctx, activeScript, []string{keysOf(event).active}, ticket).Int64()
+	exp, err := s.c.Run(ctx, rdb.Call{Script: activeScript, Keys: []string{rdb.KeysOf(event).Active}, Args: []any{ticket}}).Int64()
 	if err != nil {
-		return false, interpretError("active", err)
+		return false, rdb.Interpret("active", err)
 	}
 	return exp > 0, nil
 }
@@ -503,10 +497,10 @@ func (s *Store) Extend(ctx context.Context, event, ticket string, until time.Tim
 	if !idPattern.MatchString(ticket) {
 		return time.Time{}, false, nil
 	}
-	k := keysOf(event)
-	exp, err := extendScript.Run(ctx, s.rdb, []string{k.active, k.seen, k.claims}, ticket, until.UnixMilli(), window.Milliseconds()).Int64()
+	k := rdb.KeysOf(event)
+	exp, err := s.c.Run(ctx, rdb.Call{Script: extendScript, Keys: []string{k.Active, k.Seen, k.Claims}, Args: []any{ticket, until.UnixMilli(), window.Milliseconds()}}).Int64()
 	if err != nil {
-		return time.Time{}, false, interpretError("extend", err)
+		return time.Time{}, false, rdb.Interpret("extend", err)
 	}
 	if exp == 0 {
 		return time.Time{}, false, nil
@@ -520,45 +514,45 @@ func (s *Store) Complete(ctx context.Context, event, ticket string) error {
 	if !idPattern.MatchString(ticket) {
 		return nil
 	}
-	k := keysOf(event)
-	if err := completeScript.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders, k.claims}, ticket).Err(); err != nil {
-		return interpretError("complete", err)
+	k := rdb.KeysOf(event)
+	if err := s.c.Run(ctx, rdb.Call{Script: completeScript, Keys: []string{k.Active, k.Inventory, k.Holders, k.Claims}, Args: []any{ticket}}).Err(); err != nil {
+		return rdb.Interpret("complete", err)
 	}
 	return nil
 }
 
 // Counts reads the waiting and active counts of event.
 func (s *Store) Counts(ctx context.Context, event string) (Counts, error) {
-	k := keysOf(event)
-	v, err := countsScript.Run(ctx, s.rdb, []string{k.wait, k.active, k.inventory, k.stats}).Slice()
+	k := rdb.KeysOf(event)
+	v, err := s.c.Run(ctx, rdb.Call{Script: countsScript, Keys: []string{k.Wait, k.Active, k.Inventory, k.Stats}}).Slice()
 	if err != nil {
-		return Counts{}, interpretError("counts", err)
+		return Counts{}, rdb.Interpret("counts", err)
 	}
-	r := reply(v)
-	c := Counts{Waiting: r.int(0), Active: r.int(1)}
+	r := rdb.ReplyOf(v)
+	c := Counts{Waiting: r.Int(0), Active: r.Int(1)}
 	if len(v) == 7 {
 		c.Inventory = inventoryOf(v[2:6])
-		if n := r.int(6); n > 1 {
+		if n := r.Int(6); n > 1 {
 			if c.Waiting, _, err = s.shardTotals(ctx, event, int(n)); err != nil {
 				return Counts{}, err
 			}
 		}
 	}
-	if r.err != nil {
-		return Counts{}, fmt.Errorf("counts: %w", r.err)
+	if r.Err() != nil {
+		return Counts{}, fmt.Errorf("counts: %w", r.Err())
 	}
 	return c, nil
 }
 
 // Stats reads the event's counters and measured rate.
 func (s *Store) Stats(ctx context.Context, event string) (Stats, error) {
-	v, err := s.rdb.HMGet(ctx, keysOf(event).stats, "joined", "admitted", "abandoned", "left", "rate", "shards").Result()
+	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Stats, "joined", "admitted", "abandoned", "left", "rate", "shards").Result()
 	if err != nil {
-		return Stats{}, interpretError("stats", err)
+		return Stats{}, rdb.Interpret("stats", err)
 	}
 	rate, _ := strconv.ParseFloat(fmt.Sprint(v[4]), 64)
-	st := Stats{Joined: num(v[0]), Admitted: num(v[1]), Abandoned: num(v[2]), Left: num(v[3]), Rate: rate}
-	if n := num(v[5]); n > 1 {
+	st := Stats{Joined: rdb.Num(v[0]), Admitted: rdb.Num(v[1]), Abandoned: rdb.Num(v[2]), Left: rdb.Num(v[3]), Rate: rate}
+	if n := rdb.Num(v[5]); n > 1 {
 		_, sh, err := s.shardTotals(ctx, event, int(n))
 		if err != nil {
 			return Stats{}, err
@@ -576,8 +570,8 @@ func (s *Store) PublishSettings(ctx context.Context, event string, set Settings)
 	if err != nil {
 		return fmt.Errorf("publish settings: %w", err)
 	}
-	if err := s.rdb.Set(ctx, keysOf(event).settings, b, 0).Err(); err != nil {
-		return interpretError("publish settings", err)
+	if err := s.c.Set(ctx, rdb.KeysOf(event).Settings, b, 0).Err(); err != nil {
+		return rdb.Interpret("publish settings", err)
 	}
 	return nil
 }
@@ -585,12 +579,12 @@ func (s *Store) PublishSettings(ctx context.Context, event string, set Settings)
 // Settings reads the settings in force for event; ErrNoSettings when no
 // admitter published any.
 func (s *Store) Settings(ctx context.Context, event string) (Settings, error) {
-	b, err := s.rdb.Get(ctx, keysOf(event).settings).Bytes()
+	b, err := s.c.Get(ctx, rdb.KeysOf(event).Settings).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return Settings{}, ErrNoSettings
 	}
 	if err != nil {
-		return Settings{}, interpretError("settings", err)
+		return Settings{}, rdb.Interpret("settings", err)
 	}
 	var set Settings
 	if err := json.Unmarshal(b, &set); err != nil {
@@ -625,24 +619,21 @@ func (s *Store) tick(ctx context.Context, event string, set Settings) (TickResul
 	if shardsOf(set) > 1 {
 		return s.tickSharded(ctx, event, set)
 	}
-	k := keysOf(event)
-	res, err := s.durably(ctx, tickScript, []string{k.wait, k.active, k.seen, k.stats, k.bucket, k.inventory, k.holders, k.lottery, k.report},
-		set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
-		set.MaxActive, set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch,
-	).Slice()
+	k := rdb.KeysOf(event)
+	res, err := s.c.Run(ctx, rdb.Call{Script: tickScript, Keys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Bucket, k.Inventory, k.Holders, k.Lottery, k.Report}, Args: []any{set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond), set.MaxActive, set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch}, Told: true}).Slice()
 	if err != nil {
-		return TickResult{}, interpretError("tick", err)
+		return TickResult{}, rdb.Interpret("tick", err)
 	}
-	r := reply(res)
-	if r.str(0) == "layout" {
-		return TickResult{}, errLayout{int(r.int(1))}
+	r := rdb.ReplyOf(res)
+	if r.Str(0) == "layout" {
+		return TickResult{}, errLayout{int(r.Int(1))}
 	}
 	out := TickResult{
-		Admitted: r.int(0), Abandoned: r.int(1), Expired: r.int(2),
-		Waiting: r.int(3), Active: r.int(4), Rate: r.float(5), Room: r.int(6),
+		Admitted: r.Int(0), Abandoned: r.Int(1), Expired: r.Int(2),
+		Waiting: r.Int(3), Active: r.Int(4), Rate: r.Float(5), Room: r.Int(6),
 	}
-	if r.err != nil {
-		return TickResult{}, fmt.Errorf("tick: %w", r.err)
+	if r.Err() != nil {
+		return TickResult{}, fmt.Errorf("tick: %w", r.Err())
 	}
 	return out, nil
 }
@@ -673,16 +664,10 @@ func newPlace() (random [16]byte, lottery string, err error) {
 	return random, strconv.FormatInt(-int64(binary.BigEndian.Uint64(b[16:])>>12)-1, 10), nil
 }
 
-// replyReader reads a script's array reply, remembering the first mismatch.
-type replyReader struct {
-	v   []any
-	err error
-}
-
 // joinRefusal is the error of a join script's answer that made no place
 // (the one-shard join's and the sharded line's global step alike), or nil.
-func joinRefusal(r *replyReader) error {
-	switch r.str(0) {
+func joinRefusal(r *rdb.Reply) error {
+	switch r.Str(0) {
 	case "closed":
 		return ErrClosed
 	case "not_open":
@@ -696,60 +681,9 @@ func joinRefusal(r *replyReader) error {
 	case "uncommitted":
 		return errUncommitted
 	case "layout":
-		return errLayout{int(r.int(1))}
+		return errLayout{int(r.Int(1))}
 	case "account":
-		return errAccountPlace{r.str(1)}
+		return errAccountPlace{r.Str(1)}
 	}
 	return nil
-}
-
-func reply(v []any) *replyReader { return &replyReader{v: v} }
-
-func (r *replyReader) at(i int) any {
-	if i >= len(r.v) {
-		if r.err == nil {
-			r.err = fmt.Errorf("reply %v has no element %d", r.v, i)
-		}
-		return nil
-	}
-	return r.v[i]
-}
-
-func (r *replyReader) str(i int) string {
-	s, _ := r.at(i).(string)
-	return s
-}
-
-func (r *replyReader) int(i int) int64 {
-	switch x := r.at(i).(type) {
-	case int64:
-		return x
-	case string:
-		n, err := strconv.ParseInt(x, 10, 64)
-		if err != nil && r.err == nil {
-			r.err = err
-		}
-		return n
-	}
-	if r.err == nil {
-		r.err = fmt.Errorf("reply element %d is %T", i, r.at(i))
-	}
-	return 0
-}
-
-func (r *replyReader) float(i int) float64 {
-	switch x := r.at(i).(type) {
-	case int64:
-		return float64(x)
-	case string:
-		f, err := strconv.ParseFloat(x, 64)
-		if err != nil && r.err == nil {
-			r.err = err
-		}
-		return f
-	}
-	if r.err == nil {
-		r.err = fmt.Errorf("reply element %d is %T", i, r.at(i))
-	}
-	return 0
 }

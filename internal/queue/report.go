@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // The sale's report (DESIGN.md "Transparency"): the figures that show a
@@ -81,10 +83,9 @@ return 1
 
 // recordLine runs reportLineScript after a tick.
 func (s *Store) recordLine(ctx context.Context, event string, set Settings, r TickResult) error {
-	k := keysOf(event)
-	err := reportLineScript.Run(ctx, s.rdb, []string{k.report, k.inventory},
-		r.Waiting, rateArg(set.AdmitPerSecond), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt)).Err()
-	return interpretError("report", err)
+	k := rdb.KeysOf(event)
+	err := s.c.Run(ctx, rdb.Call{Script: reportLineScript, Keys: []string{k.Report, k.Inventory}, Args: []any{r.Waiting, rateArg(set.AdmitPerSecond), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt)}}).Err()
+	return rdb.Interpret("report", err)
 }
 
 // recordWait adds a ticket's wait (from its join, or from opens_at for a
@@ -101,8 +102,8 @@ func (s *Store) recordWait(ctx context.Context, event string, st Status, set Set
 	if set.OpensAt != nil && from.Before(*set.OpensAt) {
 		from = *set.OpensAt
 	}
-	k := keysOf(event).report
-	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	k := rdb.KeysOf(event).Report
+	_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.HIncrBy(ctx, k, "w:"+strconv.FormatInt(bucketOf(now.Sub(from)), 10), 1)
 		if st.JoinETA != nil {
 			p.HIncrBy(ctx, k, "e:"+strconv.FormatInt(bucketOf(now.Sub(st.JoinedAt)-*st.JoinETA), 10), 1)
@@ -169,9 +170,9 @@ func (s *Store) Report(ctx context.Context, event string) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	h, err := s.rdb.HGetAll(ctx, keysOf(event).report).Result()
+	h, err := s.c.HGetAll(ctx, rdb.KeysOf(event).Report).Result()
 	if err != nil {
-		return Report{}, interpretError("report", err)
+		return Report{}, rdb.Interpret("report", err)
 	}
 	out := Report{Joined: st.Joined, Admitted: st.Admitted, Left: st.Left, Abandoned: st.Abandoned}
 	minutes := map[int64]*ReportMinute{}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -136,13 +137,14 @@ func joinManyOf(b *testing.B, s *queue.Store, ev string, set queue.Settings, n i
 // the rounds side by side). A poll writes nothing a fan is told of, so it
 // never waits.
 func BenchmarkDurableJoin(b *testing.B) {
-	_, rdb := testenv.ClusterWith(b, 1)
+	_, rc := testenv.ClusterWith(b, 1)
 	for round := range 3 {
 		for _, wait := range []int{0, 1} {
 			for _, shards := range []int{1, 3} {
 				b.Run(fmt.Sprintf("round=%d/wait=%d/shards=%d", round, wait, shards), func(b *testing.B) {
-					s := queue.NewStore(rdb, secret)
-					s.WaitReplicas(wait)
+					told := rdb.New(rc)
+					told.WaitReplicas(wait)
+					s := queue.New(told, secret)
 					set := open()
 					set.Shards = shards
 					ev := fmt.Sprintf("durable-%d-%d", wait, shards)

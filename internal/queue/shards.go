@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // One sale over several shards (DESIGN.md; docs/QUEUE.md). With
@@ -67,29 +69,9 @@ func relayout(set Settings, err error) (Settings, bool) {
 // shardsOf is the number of shards settings ask for (0 means 1).
 func shardsOf(set Settings) int { return max(set.Shards, 1) }
 
-// shardKeysFor returns the keys of every shard of event spread over k.
-func (s *Store) shardKeysFor(event string, k int) []shardKeys {
-	key := event + "/" + strconv.Itoa(k)
-	if v, ok := s.layouts.Load(key); ok {
-		return v.([]shardKeys)
-	}
-	out := make([]shardKeys, k)
-	for i := range out {
-		out[i] = shardKeysOf(shardTag(event, i, k))
-	}
-	s.layouts.Store(key, out)
-	return out
-}
-
 // ShardTags lists the hash tags of event's shards when spread over k (for
 // operators and tests: wr:{<tag>}:wait is shard i's line).
-func ShardTags(event string, k int) []string {
-	out := make([]string, k)
-	for i := range out {
-		out[i] = shardTag(event, i, k)
-	}
-	return out
-}
+func ShardTags(event string, k int) []string { return rdb.ShardTags(event, k) }
 
 // lotteryOf is the pre-queue score of a sharded event's ticket: a number
 // in [-2^52, -1] from the ticket's random part, below every post-opening
@@ -139,41 +121,37 @@ func (s *Store) joinGlobal(ctx context.Context, event string, set Settings, o Jo
 		return globalJoin{}, fmt.Errorf("join: %w", err)
 	}
 	p := o.Proof
-	k, n := keysOf(event), shardsOf(set)
-	keys := []string{k.stats, k.active, k.inventory, k.claims, k.lottery, k.entries, k.accounts}
+	k, n := rdb.KeysOf(event), shardsOf(set)
+	keys := []string{k.Stats, k.Active, k.Inventory, k.Claims, k.Lottery, k.Entries, k.Accounts}
 	proofGoes, proofID, proofExp := "", "", ""
 	if p != nil {
 		exp := p.ExpiresAt.UnixMilli()
 		minute := exp / 60_000
-		keys = append(keys, proofsKey(event, minute))
+		keys = append(keys, rdb.ProofsKey(event, minute))
 		proofGoes = strconv.FormatInt((minute+1)*60_000+1000, 10)
 		proofID, proofExp = p.ID, strconv.FormatInt(exp, 10)
 	}
-	res, err := s.startToldMerged(ctx, sJoinGlobal, keys, 8,
-		set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
-		rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), n, proofGoes,
-		b64.EncodeToString(random[:]), proofID, proofExp, o.Account, replace,
-	).wait().Slice()
+	res, err := s.c.Start(ctx, rdb.Call{Script: sJoinGlobal, Keys: keys, Args: []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond), set.AccessTTL.Milliseconds(), n, proofGoes, b64.EncodeToString(random[:]), proofID, proofExp, o.Account, replace}, Merge: true, Told: true, Header: 8}).Wait().Slice()
 	if err != nil {
-		return globalJoin{}, interpretError("join", err)
+		return globalJoin{}, rdb.Interpret("join", err)
 	}
-	r := reply(res)
+	r := rdb.ReplyOf(res)
 	if err := joinRefusal(r); err != nil {
 		return globalJoin{}, err
 	}
-	g := globalJoin{t: ticket{seq: r.int(1), random: random, joinedAt: r.int(2), account: o.Account}, random: random}
-	switch r.str(0) {
+	g := globalJoin{t: ticket{seq: r.Int(1), random: random, joinedAt: r.Int(2), account: o.Account}, random: random}
+	switch r.Str(0) {
 	case "admitted":
 		g.out.State = Admitted
-		g.out.ActiveUntil = msToTime(r.int(3))
+		g.out.ActiveUntil = msToTime(r.Int(3))
 		g.out.Ticket, g.out.ID, g.out.Account = s.encode(event, g.t), g.t.id(), g.t.account
 	case "place":
-		g.rate, g.avail, g.untilOpen = r.str(3), r.int(4), r.int(5)
+		g.rate, g.avail, g.untilOpen = r.Str(3), r.Int(4), r.Int(5)
 	default:
 		return globalJoin{}, fmt.Errorf("join: unexpected reply %v", res)
 	}
-	if r.err != nil {
-		return globalJoin{}, fmt.Errorf("join: %w", r.err)
+	if r.Err() != nil {
+		return globalJoin{}, fmt.Errorf("join: %w", r.Err())
 	}
 	return g, nil
 }
@@ -186,15 +164,14 @@ func (s *Store) joinShard(ctx context.Context, event string, set Settings, g glo
 	if g.untilOpen > 0 {
 		score = lotteryOf(g.random)
 	}
-	shards := s.shardKeysFor(event, n)
+	shards := rdb.ShardKeysFor(event, n)
 	own := int(t.seq % int64(n))
 	sk := shards[own]
-	place := s.startTold(ctx, sJoinShard, []string{sk.wait, sk.seen, sk.stats, sk.info},
-		t.id(), score, t.seq/int64(n), g.rate, g.untilOpen, set.AbandonAfter.Milliseconds(), mrand.Float64(), n, 0, t.joinedAt)
+	place := s.c.Start(ctx, rdb.Call{Script: sJoinShard, Keys: []string{sk.Wait, sk.Seen, sk.Stats, sk.Info}, Args: []any{t.id(), score, t.seq / int64(n), g.rate, g.untilOpen, set.AbandonAfter.Milliseconds(), mrand.Float64(), n, 0, t.joinedAt}, Told: true})
 	ahead := s.startBelow(ctx, shards, own, score)
-	v, err := place.wait().Slice()
+	v, err := place.Wait().Slice()
 	if err != nil {
-		return JoinResult{}, interpretError("join", err)
+		return JoinResult{}, rdb.Interpret("join", err)
 	}
 	others, err := waitBelow(ahead)
 	switch {
@@ -207,14 +184,14 @@ func (s *Store) joinShard(ctx context.Context, event string, set Settings, g glo
 		return JoinResult{}, fmt.Errorf("join: %w: the place reached its shard too late", ErrUnavailable)
 	}
 	if err != nil {
-		return JoinResult{}, interpretError("join", err)
+		return JoinResult{}, rdb.Interpret("join", err)
 	}
-	pr := reply(v)
+	pr := rdb.ReplyOf(v)
 	rf, _ := strconv.ParseFloat(g.rate, 64)
 	out := JoinResult{State: Waiting}
-	out.Position = position(pr.int(0)+others, pr.int(1), rf, g.avail, t.joinedAt, set)
-	if pr.err != nil {
-		return JoinResult{}, fmt.Errorf("join: %w", pr.err)
+	out.Position = position(pr.Int(0)+others, pr.Int(1), rf, g.avail, t.joinedAt, set)
+	if pr.Err() != nil {
+		return JoinResult{}, fmt.Errorf("join: %w", pr.Err())
 	}
 	if out.ETA != nil {
 		ms := out.ETA.Milliseconds()
@@ -226,21 +203,21 @@ func (s *Store) joinShard(ctx context.Context, event string, set Settings, g glo
 
 // startBelow starts, on every shard but own, the count of fans ahead of
 // score; waitBelow adds them up.
-func (s *Store) startBelow(ctx context.Context, shards []shardKeys, own int, score int64) []*call {
-	calls := make([]*call, 0, len(shards)-1)
+func (s *Store) startBelow(ctx context.Context, shards []rdb.ShardKeys, own int, score int64) []*rdb.Pending {
+	calls := make([]*rdb.Pending, 0, len(shards)-1)
 	for j, sk := range shards {
 		if j != own {
-			calls = append(calls, s.batch.startMerged(ctx, sBelow, []string{sk.wait, sk.moving}, 0, score))
+			calls = append(calls, s.c.Start(ctx, rdb.Call{Script: sBelow, Keys: []string{sk.Wait, sk.Moving}, Args: []any{score}, Merge: true, Header: 0}))
 		}
 	}
 	return calls
 }
 
-func waitBelow(calls []*call) (int64, error) {
+func waitBelow(calls []*rdb.Pending) (int64, error) {
 	var sum int64
 	var first error
 	for _, c := range calls {
-		n, err := c.wait().Int64()
+		n, err := c.Wait().Int64()
 		if err != nil && first == nil {
 			first = err
 		}
@@ -251,71 +228,69 @@ func waitBelow(calls []*call) (int64, error) {
 
 func (s *Store) statusSharded(ctx context.Context, event string, t ticket, set Settings) (Status, error) {
 	n := shardsOf(set)
-	shards := s.shardKeysFor(event, n)
+	shards := rdb.ShardKeysFor(event, n)
 	own := int(t.seq % int64(n))
 	sk := shards[own]
 	score := s.scoreOf(event, t, set)
-	poll := s.batch.start(ctx, sStatusShard, []string{sk.wait, sk.seen, sk.info, sk.moving},
-		t.id(), t.seq/int64(n), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt),
-		rateArg(set.AdmitPerSecond), set.AbandonAfter.Milliseconds(), mrand.Float64(), n)
+	poll := s.c.Start(ctx, rdb.Call{Script: sStatusShard, Keys: []string{sk.Wait, sk.Seen, sk.Info, sk.Moving}, Args: []any{t.id(), t.seq / int64(n), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond), set.AbandonAfter.Milliseconds(), mrand.Float64(), n}})
 	ahead := s.startBelow(ctx, shards, own, score)
-	res, err := poll.wait().Slice()
+	res, err := poll.Wait().Slice()
 	others, berr := waitBelow(ahead)
 	if err != nil {
-		return Status{}, interpretError("status", err)
+		return Status{}, rdb.Interpret("status", err)
 	}
 	out := Status{ID: t.id(), Account: t.account, JoinedAt: msToTime(t.joinedAt)}
-	r := reply(res)
-	switch r.str(0) {
+	r := rdb.ReplyOf(res)
+	switch r.Str(0) {
 	case "closed":
 		out.State = Closed
 	case "soldout":
 		out.State = SoldOut
 	case "waiting":
 		if berr != nil {
-			return Status{}, interpretError("status", berr)
+			return Status{}, rdb.Interpret("status", berr)
 		}
-		if got, err := strconv.ParseInt(r.str(6), 10, 64); err == nil && got != score {
+		if got, err := strconv.ParseInt(r.Str(6), 10, 64); err == nil && got != score {
 			// The ticket sorts elsewhere than its join time says (opens_at
 			// moved since, or the draw gave it its place and this Store
 			// does not know the seed yet): count again from where it
 			// really is.
 			s.learnKey(ctx, event)
 			if others, err = waitBelow(s.startBelow(ctx, shards, own, got)); err != nil {
-				return Status{}, interpretError("status", err)
+				return Status{}, rdb.Interpret("status", err)
 			}
 		}
 		out.State = Waiting
-		out.Position = position(r.int(2)+others, r.int(3), r.float(4), r.int(5), r.int(1), set)
+		out.Position = position(r.Int(2)+others, r.Int(3), r.Float(4), r.Int(5), r.Int(1), set)
 	case "gone", "moving":
-		k := keysOf(event)
-		v, err := s.batch.run(ctx, sStatusGlobal, []string{k.active, k.claims, k.stats}, t.id(), set.AccessTTL.Milliseconds()).Slice()
+		k := rdb.KeysOf(event)
+		v, err := s.c.Run(ctx, rdb.Call{Script: sStatusGlobal, Keys: []string{k.Active, k.Claims, k.Stats}, Args: []any{t.id(), set.AccessTTL.Milliseconds()}}).Slice()
 		if err != nil {
-			return Status{}, interpretError("status", err)
+			return Status{}, rdb.Interpret("status", err)
 		}
-		g := reply(v)
+		g := rdb.ReplyOf(v)
 		switch {
-		case g.str(0) == "layout":
-			return Status{}, errLayout{int(g.int(1))}
-		case g.str(0) == "admitted":
+		case g.Str(0) == "layout":
+			return Status{}, errLayout{int(g.Int(1))}
+		case g.Str(0) == "admitted":
 			out.State = Admitted
-			out.ActiveUntil = msToTime(g.int(2))
-			out.FirstAdmission = g.int(3) == 1
-		case r.str(0) == "moving":
+			out.ActiveUntil = msToTime(g.Int(2))
+			out.FirstAdmission = g.Int(3) == 1
+		case r.Str(0) == "moving":
 			// Being handed over right now (or put back): at the front.
 			out.State = Waiting
 			out.Position = position(0, time.Second.Milliseconds(), set.AdmitPerSecond, -1, time.Now().UnixMilli(), set)
 		default:
 			out.State = Expired
 		}
-		if g.err != nil {
-			return Status{}, fmt.Errorf("status: %w", g.err)
+		if g.Err() != nil {
+			return Status{}, fmt.Errorf("status: %w", g.Err())
 		}
 	default:
 		return Status{}, fmt.Errorf("status: unexpected reply %v", res)
 	}
-	if r.err != nil {
-		return Status{}, fmt.Errorf("status: %w", r.err)
+	if r.Err() != nil {
+		return Status{}, fmt.Errorf("status: %w", r.Err())
 	}
 	if t.joinETA != nil {
 		d := time.Duration(*t.joinETA) * time.Millisecond
@@ -325,51 +300,45 @@ func (s *Store) statusSharded(ctx context.Context, event string, t ticket, set S
 }
 
 func (s *Store) leaveSharded(ctx context.Context, event string, t ticket, n int) error {
-	sk := s.shardKeysFor(event, n)[int(t.seq%int64(n))]
-	left, err := sLeaveShard.Run(ctx, s.rdb, []string{sk.wait, sk.stats}, t.id()).Int()
+	sk := rdb.ShardKeysFor(event, n)[int(t.seq%int64(n))]
+	left, err := s.c.Run(ctx, rdb.Call{Script: sLeaveShard, Keys: []string{sk.Wait, sk.Stats}, Args: []any{t.id()}}).Int()
 	if err != nil {
-		return interpretError("leave", err)
+		return rdb.Interpret("leave", err)
 	}
 	if left == 1 {
 		return nil
 	}
-	k := keysOf(event)
-	err = completeScript.Run(ctx, s.rdb, []string{k.active, k.inventory, k.holders, k.claims}, t.id()).Err()
-	return interpretError("leave", err)
+	k := rdb.KeysOf(event)
+	err = s.c.Run(ctx, rdb.Call{Script: completeScript, Keys: []string{k.Active, k.Inventory, k.Holders, k.Claims}, Args: []any{t.id()}}).Err()
+	return rdb.Interpret("leave", err)
 }
 
 // shardTotals adds up the shards' waiting fans (in line or being handed
 // over) and their counters.
 func (s *Store) shardTotals(ctx context.Context, event string, n int) (waiting int64, st Stats, err error) {
-	shards := s.shardKeysFor(event, n)
+	shards := rdb.ShardKeysFor(event, n)
 	type cmds struct {
 		wait, moving *redis.IntCmd
 		stats        *redis.SliceCmd
 	}
 	cs := make([]cmds, n)
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, sk := range shards {
-			cs[i] = cmds{p.ZCard(ctx, sk.wait), p.ZCard(ctx, sk.moving), p.HMGet(ctx, sk.stats, "joined", "left", "abandoned")}
+			cs[i] = cmds{p.ZCard(ctx, sk.Wait), p.ZCard(ctx, sk.Moving), p.HMGet(ctx, sk.Stats, "joined", "left", "abandoned")}
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, Stats{}, interpretError("shards", err)
+		return 0, Stats{}, rdb.Interpret("shards", err)
 	}
 	for _, c := range cs {
 		waiting += c.wait.Val() + c.moving.Val()
 		v := c.stats.Val()
-		st.Joined += num(v[0])
-		st.Left += num(v[1])
-		st.Abandoned += num(v[2])
+		st.Joined += rdb.Num(v[0])
+		st.Left += rdb.Num(v[1])
+		st.Abandoned += rdb.Num(v[2])
 	}
 	return waiting, st, nil
-}
-
-func num(x any) int64 {
-	s, _ := x.(string)
-	n, _ := strconv.ParseInt(s, 10, 64)
-	return n
 }
 
 // newOwner names this Store's replica for the sharded tick's lease.
@@ -390,44 +359,41 @@ type head struct {
 // described with their scripts in scripts_sharded.go).
 func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (TickResult, error) {
 	n := shardsOf(set)
-	k := keysOf(event)
-	shards := s.shardKeysFor(event, n)
+	k := rdb.KeysOf(event)
+	shards := rdb.ShardKeysFor(event, n)
 	lease := max(3*s.tickEvery(), time.Second)
-	res, err := sTickBegin.Run(ctx, s.rdb, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.lease, k.tick, k.lottery},
-		s.owner, lease.Milliseconds(), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond),
-		set.MaxActive, passthroughBatch, n,
-	).Slice()
+	res, err := s.c.Run(ctx, rdb.Call{Script: sTickBegin, Keys: []string{k.Stats, k.Active, k.Bucket, k.Inventory, k.Holders, k.Claims, k.Lease, k.Tick, k.Lottery}, Args: []any{s.owner, lease.Milliseconds(), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond), set.MaxActive, passthroughBatch, n}}).Slice()
 	if err != nil {
-		return TickResult{}, interpretError("tick", err)
+		return TickResult{}, rdb.Interpret("tick", err)
 	}
-	r := reply(res)
-	switch r.str(0) {
+	r := rdb.ReplyOf(res)
+	switch r.Str(0) {
 	case "layout":
-		return TickResult{}, errLayout{int(r.int(1))}
+		return TickResult{}, errLayout{int(r.Int(1))}
 	case "busy":
 		return TickResult{Busy: true, Room: -1}, nil
 	}
-	epoch, budget, watermark := r.int(1), r.int(2), r.int(5)
+	epoch, budget, watermark := r.Int(1), r.Int(2), r.Int(5)
 	// The lease goes back at the tick's end: by the accept, or here when
 	// the tick hands nobody over (a tick that dies keeps it till it lapses).
 	leaseGone := budget == 0 // the begin gave it back already
 	defer func() {
 		if !leaseGone {
-			_ = sTickRelease.Run(context.WithoutCancel(ctx), s.rdb, []string{k.lease}, s.owner).Err()
+			_ = s.c.Run(context.WithoutCancel(ctx), rdb.Call{Script: sTickRelease, Keys: []string{k.Lease}, Args: []any{s.owner}}).Err()
 		}
 	}()
-	out := TickResult{Expired: r.int(3), Active: r.int(4), Room: r.int(9)}
-	rate, avail, soldout, queueing := r.str(6), r.int(7), r.int(8), r.int(11)
+	out := TickResult{Expired: r.Int(3), Active: r.Int(4), Room: r.Int(9)}
+	rate, avail, soldout, queueing := r.Str(6), r.Int(7), r.Int(8), r.Int(11)
 	// The draw's bound: a number while the draw is applied, "" else.
 	through := float64(0)
-	_, unbounded := r.at(12).(string)
+	_, unbounded := r.At(12).(string)
 	bounded := !unbounded
 	if bounded {
-		through = r.float(12)
+		through = r.Float(12)
 	}
 	out.Rate, _ = strconv.ParseFloat(rate, 64)
-	if r.err != nil {
-		return TickResult{}, fmt.Errorf("tick: %w", r.err)
+	if r.Err() != nil {
+		return TickResult{}, fmt.Errorf("tick: %w", r.Err())
 	}
 
 	// 2. every shard: note the epoch, copy the figures, read the front.
@@ -435,8 +401,7 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 	if err := eachShard(n, func(i int) error {
 		sk := shards[i]
 		for range 2 {
-			v, err := sTickPrepare.Run(ctx, s.rdb, []string{sk.wait, sk.seen, sk.stats, sk.info, sk.moving, sk.fence},
-				epoch, budget, maxSkip, n, rate, avail, soldout).Slice()
+			v, err := s.c.Run(ctx, rdb.Call{Script: sTickPrepare, Keys: []string{sk.Wait, sk.Seen, sk.Stats, sk.Info, sk.Moving, sk.Fence}, Args: []any{epoch, budget, maxSkip, n, rate, avail, soldout}}).Slice()
 			if err != nil {
 				return err
 			}
@@ -458,18 +423,18 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 	}
 	var heads []head
 	for i, v := range fronts {
-		p := reply(v)
-		out.Waiting += p.int(1)
-		out.Abandoned += p.int(2)
+		p := rdb.ReplyOf(v)
+		out.Waiting += p.Int(1)
+		out.Abandoned += p.Int(2)
 		for j := 3; j+1 < len(v); j += 2 {
-			sc, err := strconv.ParseFloat(p.str(j+1), 64)
+			sc, err := strconv.ParseFloat(p.Str(j+1), 64)
 			if err != nil {
 				return TickResult{}, fmt.Errorf("tick: score %v: %w", v[j+1], err)
 			}
-			heads = append(heads, head{member: p.str(j), score: sc, shard: i})
+			heads = append(heads, head{member: p.Str(j), score: sc, shard: i})
 		}
-		if p.err != nil {
-			return TickResult{}, fmt.Errorf("tick: %w", p.err)
+		if p.Err() != nil {
+			return TickResult{}, fmt.Errorf("tick: %w", p.Err())
 		}
 	}
 
@@ -510,7 +475,7 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 			return nil
 		}
 		sk := shards[i]
-		v, err := s.durably(ctx, sTickTake, []string{sk.wait, sk.seen, sk.moving, sk.fence}, append([]any{epoch, n}, take[i]...)...).Slice()
+		v, err := s.c.Run(ctx, rdb.Call{Script: sTickTake, Keys: []string{sk.Wait, sk.Seen, sk.Moving, sk.Fence}, Args: append([]any{epoch, n}, take[i]...), Told: true}).Slice()
 		if err != nil {
 			return err
 		}
@@ -542,18 +507,18 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 	out.Waiting -= moved
 	args[5] = out.Waiting
 	leaseGone = true // the accept gives it back, or a newer tick has it
-	v, err := s.durably(ctx, sTickAccept, []string{k.stats, k.active, k.bucket, k.inventory, k.holders, k.claims, k.tick, outcomeKey(event, epoch), k.lease, k.report, k.lottery}, args...).Slice()
+	v, err := s.c.Run(ctx, rdb.Call{Script: sTickAccept, Keys: []string{k.Stats, k.Active, k.Bucket, k.Inventory, k.Holders, k.Claims, k.Tick, rdb.OutcomeKey(event, epoch), k.Lease, k.Report, k.Lottery}, Args: args, Told: true}).Slice()
 	if err != nil {
 		return tickAborted(out, err)
 	}
 	if len(v) == 1 && v[0] == "fenced" {
 		return tickAborted(out, errFenced)
 	}
-	a := reply(v)
-	codes := a.str(0)
-	out.Active, out.Rate = a.int(1), a.float(2)
-	if a.err != nil || len(codes) != int(moved) {
-		return TickResult{}, fmt.Errorf("tick: accept replied %v (%v)", v, a.err)
+	a := rdb.ReplyOf(v)
+	codes := a.Str(0)
+	out.Active, out.Rate = a.Int(1), a.Float(2)
+	if a.Err() != nil || len(codes) != int(moved) {
+		return TickResult{}, fmt.Errorf("tick: accept replied %v (%v)", v, a.Err())
 	}
 	if err := s.fault("accept"); err != nil {
 		return out, err
@@ -581,11 +546,11 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 			return nil
 		}
 		sk := shards[i]
-		return sTickDone.Run(ctx, s.rdb, []string{sk.wait, sk.moving, sk.stats, sk.fence}, append([]any{epoch, per[i]}, members[i]...)...).Err()
+		return s.c.Run(ctx, rdb.Call{Script: sTickDone, Keys: []string{sk.Wait, sk.Moving, sk.Stats, sk.Fence}, Args: append([]any{epoch, per[i]}, members[i]...)}).Err()
 	})
 	if err != nil {
 		// Admitted all the same; the next tick finishes the handover.
-		return out, interpretError("tick", err)
+		return out, rdb.Interpret("tick", err)
 	}
 	return out, nil
 }
@@ -593,7 +558,7 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 // finishHandover finishes a dead tick's handover on one shard: every fan
 // it had moved is let in (it was: the dead tick's accept recorded it),
 // dropped as abandoned, or put back at its place.
-func (s *Store) finishHandover(ctx context.Context, event string, sk shardKeys, v []any) error {
+func (s *Store) finishHandover(ctx context.Context, event string, sk rdb.ShardKeys, v []any) error {
 	epoch, _ := v[0].(string)
 	e, err := strconv.ParseInt(epoch, 10, 64)
 	if err != nil {
@@ -606,7 +571,7 @@ func (s *Store) finishHandover(ctx context.Context, event string, sk shardKeys, 
 	}
 	var codes strings.Builder
 	if len(members) > 0 {
-		got, err := s.rdb.HMGet(ctx, outcomeKey(event, e), members...).Result()
+		got, err := s.c.HMGet(ctx, rdb.OutcomeKey(event, e), members...).Result()
 		if err != nil {
 			return err
 		}
@@ -622,7 +587,7 @@ func (s *Store) finishHandover(ctx context.Context, event string, sk shardKeys, 
 	for _, m := range members {
 		args = append(args, m)
 	}
-	return sTickDone.Run(ctx, s.rdb, []string{sk.wait, sk.moving, sk.stats, sk.fence}, args...).Err()
+	return s.c.Run(ctx, rdb.Call{Script: sTickDone, Keys: []string{sk.Wait, sk.Moving, sk.Stats, sk.Fence}, Args: args}).Err()
 }
 
 // fault is the tests' way to make a sharded tick die after a step (a
@@ -645,7 +610,7 @@ func tickAborted(out TickResult, err error) (TickResult, error) {
 		out.Busy = true
 		return out, nil
 	}
-	return out, interpretError("tick", err)
+	return out, rdb.Interpret("tick", err)
 }
 
 // eachShard runs f for every shard at once and returns the first error.

@@ -1,4 +1,4 @@
-package queue
+package rdb
 
 import (
 	"context"
@@ -12,20 +12,20 @@ import (
 func TestMergeGroups(t *testing.T) {
 	ctx := context.Background()
 	keys := []string{"wr:{e}:wait"}
-	mk := func(header ...any) *call {
-		return &call{ctx: ctx, script: statusScript, keys: keys, args: append(header, "item"), merge: true, header: len(header)}
+	mk := func(header ...any) *Pending {
+		return &Pending{ctx: ctx, script: testScript, keys: keys, args: append(header, "item"), merge: true, header: len(header)}
 	}
 	a, b, c := mk("queue", int64(5)), mk("queue", int64(5)), mk("queue", int64(6))
 	d, e := mk([]byte("x")), mk([]byte("x"))
-	out := merge([]*call{a, b, c, d, e})
+	out := merge([]*Pending{a, b, c, d, e})
 	if len(out) != 4 {
 		t.Fatalf("%d calls sent; want 4 (a+b, c, d, e)", len(out))
 	}
-	if len(out[0].items) != 2 || out[0].call == a || len(out[0].args) != 4 {
+	if len(out[0].items) != 2 || out[0].Pending == a || len(out[0].args) != 4 {
 		t.Errorf("a and b: %d items, args %v; want one call of its own carrying both", len(out[0].items), out[0].args)
 	}
-	for i, alone := range []*call{c, d, e} {
-		if m := out[i+1]; m.call != alone || len(m.items) != 1 {
+	for i, alone := range []*Pending{c, d, e} {
+		if m := out[i+1]; m.Pending != alone || len(m.items) != 1 {
 			t.Errorf("call %d: not sent as it is", i+1)
 		}
 	}
@@ -36,15 +36,15 @@ func TestMergeGroups(t *testing.T) {
 // never another item's answer.
 func TestSplitHead(t *testing.T) {
 	ctx := context.Background()
-	mk := func() *call {
-		return &call{ctx: ctx, script: statusScript, args: []any{"h", "item"}, merge: true, header: 1, head: 2, done: make(chan struct{})}
+	mk := func() *Pending {
+		return &Pending{ctx: ctx, script: testScript, args: []any{"h", "item"}, merge: true, header: 1, head: 2, done: make(chan struct{})}
 	}
 	a, b := mk(), mk()
-	m := merge([]*call{a, b})[0]
+	m := merge([]*Pending{a, b})[0]
 	m.cmd = redis.NewCmd(ctx)
 	m.cmd.SetVal([]any{"now", "rate", int64(7), int64(8)})
 	m.split()
-	for i, c := range []*call{a, b} {
+	for i, c := range []*Pending{a, b} {
 		<-c.done
 		if v, err := c.cmd.Result(); err != nil || v != int64(7+i) || len(c.shared) != 2 || c.shared[0] != "now" {
 			t.Errorf("item %d: %v, %v, head %v; want %d and [now rate]", i, v, err, c.shared, 7+i)
@@ -52,7 +52,7 @@ func TestSplitHead(t *testing.T) {
 	}
 
 	lone := mk()
-	m = merge([]*call{lone})[0]
+	m = merge([]*Pending{lone})[0]
 	m.cmd = redis.NewCmd(ctx)
 	m.cmd.SetVal([]any{"now", "rate", int64(9)})
 	m.split()
@@ -61,13 +61,15 @@ func TestSplitHead(t *testing.T) {
 	}
 
 	a, b = mk(), mk()
-	m = merge([]*call{a, b})[0]
+	m = merge([]*Pending{a, b})[0]
 	m.cmd = redis.NewCmd(ctx)
 	m.cmd.SetVal([]any{"now", "rate", int64(7)}) // one element short
 	m.split()
-	for i, c := range []*call{a, b} {
+	for i, c := range []*Pending{a, b} {
 		if err := c.cmd.Err(); err == nil {
 			t.Errorf("item %d of a short reply: no error", i)
 		}
 	}
 }
+
+var testScript = redis.NewScript(`return 1`)

@@ -1,4 +1,4 @@
-package queue
+package rdb
 
 import (
 	"context"
@@ -16,13 +16,14 @@ import (
 
 // ErrUnavailable: Redis cannot serve right now (down, restarting, loading,
 // a cluster failing over, the network to it cut). The caller answers 503
-// and the client retries; every error of the Store that is one wraps it.
-var ErrUnavailable = errors.New("queue: redis unavailable")
+// and the client retries; every error of this package that is one wraps
+// it (Interpret).
+var ErrUnavailable = errors.New("redis unavailable")
 
-// rediser is what the Store needs of a go-redis client: a single node
+// Cmdable is what waitroom needs of a go-redis client: a single node
 // (*redis.Client) and a Cluster (*redis.ClusterClient) both satisfy it, so
-// every script runs unchanged on either.
-type rediser interface {
+// every script and command runs unchanged on either.
+type Cmdable interface {
 	redis.Scripter
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 	Get(ctx context.Context, key string) *redis.StringCmd
@@ -38,6 +39,17 @@ type rediser interface {
 	Ping(ctx context.Context) *redis.StatusCmd
 }
 
+// Client is waitroom's Redis: plain commands and pipelines (Cmdable), and
+// every script run one way (Start, Run): through a small pool of senders
+// that pipeline the calls of concurrent requests, merge the mergeable ones,
+// and wait for replicas where a fan is told of the writes (batch.go,
+// durable.go).
+type Client struct {
+	Cmdable
+	batch *batcher
+	close func() error
+}
+
 // poolSize is the connections per Redis node: go-redis's default (10 per
 // CPU) makes a busy gateway's requests queue for a connection; a redis://
 // URL's pool_size= still wins.
@@ -45,29 +57,46 @@ const poolSize = 128
 
 // Open connects to Redis as config redis.url names it: a redis:// (or
 // rediss://) URL is a single node; a comma-separated list of host:port seeds
-// is a Redis Cluster. service labels the Redis metrics of this process;
-// ticketSecret is the HMAC key of tickets (config auth.ticket_secret).
-// Close the Store when done.
-func Open(url, service string, ticketSecret []byte) (*Store, error) {
+// is a Redis Cluster. service labels the Redis metrics of this process.
+// Close the Client when done.
+func Open(url, service string) (*Client, error) {
 	c, err := newClient(url)
 	if err != nil {
 		return nil, err
 	}
 	c.AddHook(metricsHook{service: service})
-	s := NewStore(c, ticketSecret)
-	s.close = c.Close
-	return s, nil
+	out := New(c)
+	out.close = c.Close
+	return out, nil
+}
+
+// New is a Client over c, which the caller owns (tests; processes Open).
+func New(c Cmdable) *Client {
+	return &Client{Cmdable: c, batch: newBatcher(c)}
+}
+
+// Close closes the client Open made (a no-op for New's).
+func (c *Client) Close() error {
+	if c.close == nil {
+		return nil
+	}
+	return c.close()
+}
+
+// Ping reports whether Redis answers (readiness).
+func (c *Client) Ping(ctx context.Context) error {
+	return Interpret("ping", c.Cmdable.Ping(ctx).Err())
 }
 
 func newClient(url string) (redis.UniversalClient, error) {
 	url = strings.TrimSpace(url)
 	if url == "" {
-		return nil, fmt.Errorf("queue: empty redis url")
+		return nil, fmt.Errorf("rdb: empty redis url")
 	}
 	if strings.Contains(url, "://") {
 		opt, err := redis.ParseURL(url)
 		if err != nil {
-			return nil, fmt.Errorf("queue: redis url: %w", err)
+			return nil, fmt.Errorf("rdb: redis url: %w", err)
 		}
 		if !strings.Contains(url, "pool_size=") {
 			opt.PoolSize = poolSize
@@ -81,7 +110,7 @@ func newClient(url string) (redis.UniversalClient, error) {
 		}
 	}
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("queue: redis url %q names no cluster seed", url)
+		return nil, fmt.Errorf("rdb: redis url %q names no cluster seed", url)
 	}
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: poolSize})
 	c.AddHook(reloadHook{c})
@@ -128,10 +157,10 @@ func (h reloadHook) check(ctx context.Context, err error) {
 	}
 }
 
-// interpretError is the one place Redis errors are translated: an outage
+// Interpret is the one place Redis errors are translated: an outage
 // becomes ErrUnavailable (with the cause kept in the text), anything else is
-// returned as it is, a bug to log.
-func interpretError(op string, err error) error {
+// returned as it is, a bug to log; op names what failed.
+func Interpret(op string, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package queue
+package rdb
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 // "Redis fails over"). Redis replicates asynchronously: a master that dies
 // may take with it writes it had acknowledged, and the replica promoted in
 // its place never had them. With WaitReplicas(n), the writes a fan is told
-// of (a join's place, an admission, the claim of a place) are answered only
-// once n replicas of their master have them: each pipeline of such calls to
+// of (Call.Told: a join's place, an admission, the claim of a place) are
+// answered only once n replicas of their master have them: each pipeline of such calls to
 // one master ends with WAIT n on the same connection, which waits for every
 // write before it. A WAIT that times out fails its calls with
 // ErrUnavailable: the fan is told to retry, and what was written stays
@@ -30,10 +30,6 @@ import (
 // waitTimeout bounds a WAIT: a replica that lags longer than this fails
 // the write (503) rather than holding the fan.
 const waitTimeout = time.Second
-
-// WaitReplicas makes the Store's durable writes wait for n replicas (0:
-// none, the default). Call it before use.
-func (s *Store) WaitReplicas(n int) { s.batch.replicas = n }
 
 func splitDurable(sends []merged) (plain, durable []merged) {
 	for _, m := range sends {
@@ -53,7 +49,7 @@ func (b *batcher) execDurable(ctx context.Context, sends []merged) {
 	for _, m := range sends {
 		node, err := b.masterFor(ctx, m.keys[0])
 		if err != nil {
-			m.cmd = errCmd(ctx, interpretError("durable write", err))
+			m.cmd = errCmd(ctx, Interpret("durable write", err))
 			answer([]merged{m})
 			continue
 		}
@@ -188,32 +184,5 @@ func (b *batcher) masterFor(ctx context.Context, key string) (*redis.Client, err
 	case *redis.Client:
 		return c, nil
 	}
-	return nil, fmt.Errorf("queue: durable writes need a *redis.Client or a *redis.ClusterClient, not %T", b.rdb)
-}
-
-// startTold starts a call whose writes a fan is told of: durable when
-// WaitReplicas is set (batched as any other call).
-func (s *Store) startTold(ctx context.Context, script *redis.Script, keys []string, args ...any) *call {
-	return s.batch.submit(&call{ctx: ctx, script: script, keys: keys, args: args, durable: s.batch.replicas > 0, done: make(chan struct{})})
-}
-
-// startToldMerged is startTold for a mergeable call (batcher.startMerged).
-func (s *Store) startToldMerged(ctx context.Context, script *redis.Script, keys []string, header int, args ...any) *call {
-	return s.startToldMergedHead(ctx, script, keys, header, 0, args...)
-}
-
-// startToldMergedHead is startToldMerged for a script whose reply begins
-// with head shared elements (call.head).
-func (s *Store) startToldMergedHead(ctx context.Context, script *redis.Script, keys []string, header, head int, args ...any) *call {
-	return s.batch.submit(&call{ctx: ctx, script: script, keys: keys, args: args, merge: true, header: header, head: head, durable: s.batch.replicas > 0, done: make(chan struct{})})
-}
-
-// durably runs script as a durable call (see WaitReplicas): through the
-// batcher when writes are to wait for replicas, straight otherwise.
-func (s *Store) durably(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	if s.batch.replicas == 0 {
-		return script.Run(ctx, s.rdb, keys, args...)
-	}
-	c := &call{ctx: ctx, script: script, keys: keys, args: args, durable: true, done: make(chan struct{})}
-	return s.batch.submit(c).wait()
+	return nil, fmt.Errorf("rdb: durable writes need a *redis.Client or a *redis.ClusterClient, not %T", b.rdb)
 }

@@ -1,4 +1,4 @@
-package queue
+package rdb
 
 import (
 	"context"
@@ -18,18 +18,45 @@ import (
 // wait. Each script still runs atomically on its own; only the transport is
 // shared.
 type batcher struct {
-	rdb  rediser
-	in   chan *call
+	rdb  Cmdable
+	in   chan *Pending
 	once sync.Once
 
-	// replicas > 0: a durable call is answered only once that many
-	// replicas of its master have it (WAIT, see durable.go).
+	// replicas > 0: a told call is answered only once that many replicas
+	// of its master have it (WAIT, see durable.go).
 	replicas int
 	links    replicaLinks
 }
 
-// call is one script call waiting for its pipeline.
-type call struct {
+// Call is one run of a script.
+type Call struct {
+	Script *redis.Script
+	Keys   []string
+	Args   []any
+
+	// Merge marks a mergeable call: Args are Header shared arguments, then
+	// one item's own. Concurrent calls with the same script, keys and
+	// header are sent as one script call carrying all their items (the
+	// script loops over them and replies with one element per item), so
+	// many small requests of one event cost Redis one command, not one
+	// each. The call's reply is its item's element.
+	Merge  bool
+	Header int
+	// Head: a merged script's reply begins with this many elements that
+	// every item shares (what the script read once for all), then has one
+	// element per item; the call gets its own as its reply, and the head
+	// from Pending.Head.
+	Head int
+
+	// Told: a fan is told of the call's writes, so with WaitReplicas(n) it
+	// is answered only once n replicas of its master have them.
+	Told bool
+}
+
+// Pending is a call on its way: several started together go out in the
+// same round trip (to different shards: at once), each waited for with
+// Wait.
+type Pending struct {
 	ctx    context.Context
 	script *redis.Script
 	keys   []string
@@ -37,21 +64,12 @@ type call struct {
 	cmd    *redis.Cmd
 	done   chan struct{}
 
-	// merge marks a mergeable call (startMerged): args are header shared
-	// arguments, then one item; calls of one batch with the same script,
-	// keys and header go to Redis as one script call with all their items,
-	// whose reply has one element per item.
 	merge  bool
 	header int
-	// head: a merged script's reply begins with this many elements that
-	// every item shares (what the script read once for all), then has
-	// one element per item; the call gets its own as its reply, and the
-	// head in shared.
 	head   int
 	shared []any
 
-	// durable: with batcher.replicas > 0, the call's writes are on that
-	// many replicas before it is answered (a fan is told of them).
+	// durable: told, with batcher.replicas > 0.
 	durable bool
 }
 
@@ -60,41 +78,29 @@ const (
 	maxBatch = 128 // calls in one pipeline
 )
 
-func newBatcher(rdb rediser) *batcher {
-	return &batcher{rdb: rdb, in: make(chan *call, senders*maxBatch)}
+func newBatcher(rdb Cmdable) *batcher {
+	return &batcher{rdb: rdb, in: make(chan *Pending, senders*maxBatch)}
 }
 
-// run runs script through the next pipeline and returns its reply, as
+// Start hands the call to the next pipeline and returns at once.
+func (c *Client) Start(ctx context.Context, call Call) *Pending {
+	b := c.batch
+	return b.submit(&Pending{ctx: ctx, script: call.Script, keys: call.Keys, args: call.Args,
+		merge: call.Merge, header: call.Header, head: call.Head, durable: call.Told && b.replicas > 0,
+		done: make(chan struct{})})
+}
+
+// Run runs the call through the next pipeline and returns its reply, as
 // script.Run would.
-func (b *batcher) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	return b.start(ctx, script, keys, args...).wait()
+func (c *Client) Run(ctx context.Context, call Call) *redis.Cmd {
+	return c.Start(ctx, call).Wait()
 }
 
-// start hands the call to the next pipeline and returns at once: several
-// calls started together go out in the same round trip (to different
-// shards: at once), and each is waited for with wait.
-func (b *batcher) start(ctx context.Context, script *redis.Script, keys []string, args ...any) *call {
-	return b.submit(&call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})})
-}
+// WaitReplicas makes told calls wait for n replicas (0: none, the
+// default). Call it before use.
+func (c *Client) WaitReplicas(n int) { c.batch.replicas = n }
 
-// startMerged starts a mergeable call: args are header shared arguments
-// followed by one item's own. Concurrent calls with the same script, keys
-// and header are sent as one call carrying all their items (the script
-// loops over them and replies with one element per item), so many small
-// requests to one shard cost Redis one command, not one each: the sharded
-// line's cross-shard counts and its global join step (shards.go). The
-// call's reply is its item's element.
-func (b *batcher) startMerged(ctx context.Context, script *redis.Script, keys []string, header int, args ...any) *call {
-	return b.startMergedHead(ctx, script, keys, header, 0, args...)
-}
-
-// startMergedHead is startMerged for a script whose reply begins with head
-// shared elements (call.head).
-func (b *batcher) startMergedHead(ctx context.Context, script *redis.Script, keys []string, header, head int, args ...any) *call {
-	return b.submit(&call{ctx: ctx, script: script, keys: keys, args: args, merge: true, header: header, head: head, done: make(chan struct{})})
-}
-
-func (b *batcher) submit(c *call) *call {
+func (b *batcher) submit(c *Pending) *Pending {
 	b.once.Do(func() {
 		for i := 0; i < senders; i++ {
 			go b.send()
@@ -117,8 +123,8 @@ func (b *batcher) submit(c *call) *call {
 	return c
 }
 
-// wait returns the call's reply, or the error of its context ending first.
-func (c *call) wait() *redis.Cmd {
+// Wait returns the call's reply, or the error of its context ending first.
+func (c *Pending) Wait() *redis.Cmd {
 	select {
 	case <-c.done:
 		return c.cmd
@@ -130,9 +136,12 @@ func (c *call) wait() *redis.Cmd {
 	}
 }
 
-// send is one sender: it lives as long as the process, as the Store does.
+// Head is the merged reply's head (Call.Head), once Wait returned.
+func (c *Pending) Head() []any { return c.shared }
+
+// send is one sender: it lives as long as the process, as the Client does.
 func (b *batcher) send() {
-	batch := make([]*call, 0, maxBatch)
+	batch := make([]*Pending, 0, maxBatch)
 	last := 0 // calls in the previous batch
 	for c := range b.in {
 		batch = append(batch[:0], c)
@@ -158,7 +167,7 @@ func (b *batcher) send() {
 	}
 }
 
-func (b *batcher) exec(batch []*call) {
+func (b *batcher) exec(batch []*Pending) {
 	// The pipeline's context: calls whose callers gave up are still sent
 	// (cheap, harmless), so one impatient caller cannot fail the others.
 	ctx := context.WithoutCancel(batch[0].ctx)
@@ -209,31 +218,31 @@ func answer(sends []merged) {
 // merged is a call as sent: a plain call, or (items set) the mergeable
 // calls it carries for one script, keys and header.
 type merged struct {
-	*call
-	items []*call
+	*Pending
+	items []*Pending
 }
 
 // merge groups the batch's mergeable calls; plain calls go as they are.
-func merge(batch []*call) []merged {
+func merge(batch []*Pending) []merged {
 	out := make([]merged, 0, len(batch))
 	for _, c := range batch {
 		if !c.merge {
-			out = append(out, merged{call: c})
+			out = append(out, merged{Pending: c})
 			continue
 		}
 		if i := groupOf(out, c); i >= 0 {
 			m := &out[i]
-			if m.call == m.items[0] {
+			if m.Pending == m.items[0] {
 				// A second item: the call sent becomes one of its own.
-				first := m.call
-				m.call = &call{ctx: first.ctx, script: first.script, keys: first.keys, args: append([]any(nil), first.args...), durable: first.durable, head: first.head}
+				first := m.Pending
+				m.Pending = &Pending{ctx: first.ctx, script: first.script, keys: first.keys, args: append([]any(nil), first.args...), durable: first.durable, head: first.head}
 			}
 			m.args = append(m.args, c.args[c.header:]...)
 			m.items = append(m.items, c)
 			continue
 		}
 		// Alone so far, the call goes as it is (a script of one item).
-		out = append(out, merged{call: c, items: []*call{c}})
+		out = append(out, merged{Pending: c, items: []*Pending{c}})
 	}
 	return out
 }
@@ -242,7 +251,7 @@ func merge(batch []*call) []merged {
 // calls merge when script, keys, header and durability are the same. A
 // batch holds few groups (one per event and script, mostly), so a scan
 // costs less than building a key per call.
-func groupOf(out []merged, c *call) int {
+func groupOf(out []merged, c *Pending) int {
 	for i := range out {
 		m := &out[i]
 		if len(m.items) > 0 && sameGroup(m.items[0], c) {
@@ -252,7 +261,7 @@ func groupOf(out []merged, c *call) int {
 	return -1
 }
 
-func sameGroup(a, b *call) bool {
+func sameGroup(a, b *Pending) bool {
 	if a.script != b.script || a.durable != b.durable || a.header != b.header || a.head != b.head || len(a.keys) != len(b.keys) {
 		return false
 	}
@@ -287,7 +296,7 @@ func (m merged) split() {
 	if err == nil && len(v) != head+len(m.items) {
 		err = fmt.Errorf("merged reply has %d elements for %d items and a head of %d", len(v), len(m.items), head)
 	}
-	if c := m.items[0]; len(m.items) == 1 && c == m.call {
+	if c := m.items[0]; len(m.items) == 1 && c == m.Pending {
 		// Sent as it is: its reply is unwrapped in place.
 		if err == nil {
 			c.shared = v[:head:head]

@@ -1,0 +1,182 @@
+package rdb
+
+import (
+	"strconv"
+	"sync"
+)
+
+// Keys are the Redis keys of one event. Every one carries the event's hash
+// tag {<event>}, so a script touching several of them stays on one Cluster
+// slot. wait and active are fixed by the contract (operators read them with
+// redis-cli); the rest are ours.
+type Keys struct {
+	Wait     string // ZSET member = ticket id, score = place in line
+	Active   string // ZSET member = ticket id, score = access expiry (ms)
+	Seen     string // string: u32 per sequence number (abandon deadline, see scripts.go)
+	Stats    string // HASH seq, joined, admitted, abandoned, left, rate, rate_ts, rate_cfg
+	Bucket   string // HASH tokens, ts: the admission token bucket
+	Settings string // JSON Settings published by the admitter
+
+	// The operators' (operators.go).
+	Overrides string // HASH field (mode, admitPerSecond, maxActive) → JSON Override
+	Adaptive  string // HASH factor, at (ms): the adaptive admitter's share of the rate
+
+	// The inventory the booking core publishes (inventory.go).
+	Inventory string // HASH available, held, pending, engaged, updatedAt (the contract's name)
+	Places    string // HASH hold id → "<ticket> <places> <reserved at ms>"
+	Holders   string // HASH ticket id → live holds
+	Ended     string // HASH hold id → "<r|b> <places> <told at ms>": holds given back or booked lately
+	Payments  string // HASH payment id → opened at ms
+
+	// accounts: HASH account id → "<ticket id> <joined at ms> <ETA told ms + 1, 0 = none, ? = not yet known>",
+	// the account's place (accounts.go).
+	Accounts string
+
+	// A sharded event's global keys (shards.go); a one-shard event has none.
+	Claims string // HASH ticket id → claim time (unix s; 1 = admitted, unclaimed)
+	Lease  string // STRING the admitter replica ticking the event, with an expiry
+	Tick   string // HASH epoch (the tick's fencing number), mark (the sequence at the last tick)
+
+	// The committed lottery and the sale's report (lottery.go, report.go).
+	Lottery string // HASH commitment, seed, committedAt, frozen, opensAt, prequeueOpensAt, entries, digest, drawn, last
+	Entries string // LIST the ticket ids placed in the pre-queue, in the order placed (the draw's entries)
+	Ranks   string // string: u32 per sequence number (BITFIELD #seq), an entry's rank in the draw (1 = first)
+	Drawing string // STRING the admitter drawing now, with an expiry (one draw at a time)
+	Report  string // HASH the sale's figures per minute and its wait histograms
+}
+
+// ShardKeys are the keys of one shard of a sharded event, under the
+// shard's own hash tag (slots.go): everything a waiting fan touches.
+type ShardKeys struct {
+	Wait   string // ZSET as the one-shard wait: member = ticket id, score = place
+	Seen   string // string: u32 per ticket, at seq div K (the abandon deadline)
+	Stats  string // HASH joined, left, abandoned (this shard's share)
+	Info   string // HASH rate, available, soldout: the tick's copy of the global figures
+	Moving string // ZSET the tickets one tick is handing to the active set, with their scores
+	Fence  string // HASH epoch (the newest tick seen), moving (the tick moving owns)
+}
+
+func shardKeysOf(tag string) ShardKeys {
+	p := "wr:{" + tag + "}:"
+	return ShardKeys{Wait: p + "wait", Seen: p + "seen", Stats: p + "stats", Info: p + "info", Moving: p + "moving", Fence: p + "fence"}
+}
+
+// ShardKeysFor returns the keys of every shard of event spread over k
+// (built once per event and layout, and kept).
+func ShardKeysFor(event string, k int) []ShardKeys {
+	key := event + "/" + strconv.Itoa(k)
+	if v, ok := layoutCache.Load(key); ok {
+		return v.([]ShardKeys)
+	}
+	out := make([]ShardKeys, k)
+	for i := range out {
+		out[i] = shardKeysOf(shardTag(event, i, k))
+	}
+	layoutCache.Store(key, out)
+	return out
+}
+
+var layoutCache sync.Map // "<event>/<k>" → []ShardKeys
+
+// ShardTags lists the hash tags of event's shards when spread over k (for
+// operators and tests: wr:{<tag>}:wait is shard i's line).
+func ShardTags(event string, k int) []string {
+	out := make([]string, k)
+	for i := range out {
+		out[i] = shardTag(event, i, k)
+	}
+	return out
+}
+
+// OutcomeKey records what one tick's handover decided for each ticket
+// (shards.go: how a tick that died halfway is finished).
+func OutcomeKey(event string, epoch int64) string {
+	return "wr:{" + event + "}:outcome:" + strconv.FormatInt(epoch, 10)
+}
+
+// KeysOf and the functions below are the one place key names are built.
+//
+// An event's keys are built once and kept (a request of the line would
+// otherwise build some fifteen strings for the two or three it sends); the
+// events are the config's, so the cache stays small.
+func KeysOf(event string) Keys {
+	if k, ok := keyCache.Load(event); ok {
+		return *k.(*Keys)
+	}
+	k := buildKeys(event)
+	keyCache.Store(event, &k)
+	return k
+}
+
+var keyCache sync.Map // event → *Keys
+
+func buildKeys(event string) Keys {
+	p := "wr:{" + event + "}:"
+	k := Keys{
+		Wait:     p + "wait",
+		Active:   p + "active",
+		Seen:     p + "seen",
+		Stats:    p + "stats",
+		Bucket:   p + "bucket",
+		Settings: p + "settings",
+
+		Overrides: p + "overrides",
+		Adaptive:  p + "adaptive",
+
+		Inventory: p + "inventory",
+		Places:    p + "places",
+		Holders:   p + "holders",
+		Ended:     p + "ended",
+		Payments:  p + "payments",
+		Accounts:  p + "accounts",
+
+		Claims: p + "claims",
+		Lease:  p + "lease",
+		Tick:   p + "tick",
+
+		Lottery: p + "lottery",
+		Entries: p + "lottery:entries",
+		Ranks:   p + "lottery:ranks",
+		Drawing: p + "lottery:drawing",
+		Report:  p + "report",
+	}
+	return k
+}
+
+// RankedKey is part i of the draw's entries in rank order: rankedPart
+// ticket ids, each followed by "\n" (the last part may be shorter), so the
+// published list streams part by part (lottery.go).
+func RankedKey(event string, i int) string {
+	return "wr:{" + event + "}:lottery:ranked:" + strconv.Itoa(i)
+}
+
+// ProofsKey is the set of join proofs spent (their challenges' ids) whose
+// challenges expire in one unix minute: one key per event and minute, never
+// one per challenge, and each is dropped a second after its minute ends
+// (see Store.JoinProved), so no spent proof outlives its challenge by more
+// than a minute.
+func ProofsKey(event string, minute int64) string {
+	return "wr:{" + event + "}:proofs:" + strconv.FormatInt(minute, 10)
+}
+
+// JoinLimitKey counts one address's joins in one calendar minute (unix
+// minute), shared by every gateway replica. Its own hash tag: an address is
+// not an event.
+func JoinLimitKey(addr string, minute int64) string {
+	return "wr:joinlimit:{" + addr + "}:" + strconv.FormatInt(minute, 10)
+}
+
+// The operators' keys that belong to no event, each under a tag of its
+// own: the audit trail (a STREAM at, event, change, source, capped), the
+// marks that let a change be audited once by many replicas, and the booking
+// core's health summaries (HASH replica → JSON BookingHealth).
+const (
+	AuditKey         = "wr:{admin}:audit"
+	BookingHealthKey = "wr:{booking}:health"
+)
+
+func AuditOnceKey(once string) string { return "wr:{admin}:once:" + once }
+
+// BookingStream is the Redis stream confirmed bookings are published to
+// (DESIGN.md: booking-events, one entry per booking, keyed by bookingId).
+const BookingStream = "booking-events"
