@@ -20,6 +20,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -51,7 +52,7 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	redis.WaitReplicas(cfg.Redis.WaitReplicas)
 	defer redis.Close()
 	store := queue.New(redis, []byte(cfg.Auth.TicketSecret))
-	adm := admission.New(store, cfg, cfgPath, log)
+	adm := admission.New(store, operators.New(redis), cfg, cfgPath, log)
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())

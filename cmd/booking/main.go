@@ -27,6 +27,7 @@ import (
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/booking/postgres"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
@@ -144,7 +145,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	mux.Handle("GET /metrics", metrics.Handler())
 	// The health summary the adaptive admitter reads: the API's own
 	// latency and errors, published to Redis every second.
-	health := booking.NewHealth(line, log, nil)
+	health := booking.NewHealth(operators.New(redis), log, nil)
 	// Every pass is checked against the line too, as the gate checks it: a
 	// ticket that left or was revoked takes nothing on this port either.
 	api := booking.NewHandler(svc, booking.PassAuth(verifier), line, store.Ping, log).WithAdminToken(cfg.Auth.AdminToken)

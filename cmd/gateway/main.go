@@ -18,6 +18,7 @@ import (
 	"github.com/waitroom/waitroom/internal/account"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
@@ -64,6 +65,7 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 		Config:     cfg,
 		ConfigPath: cfgPath,
 		Line:       line,
+		Operators:  operators.New(redis),
 		Signer:     pass.NewSigner(key),
 		Accounts:   accounts,
 		Log:        log,

@@ -19,11 +19,12 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
-// Store is what the admitter needs of the queue.
-type Store interface {
+// Line is what the admitter needs of the line.
+type Line interface {
 	PublishSettings(ctx context.Context, event string, set queue.Settings) error
 	Tick(ctx context.Context, event string, set queue.Settings) (queue.TickResult, error)
 	// Opening is what the event's lottery froze of its times.
@@ -31,21 +32,25 @@ type Store interface {
 	// TickEvery tells the store the tick interval (a sharded event's tick
 	// lease is a few of them).
 	TickEvery(d time.Duration)
+}
 
-	// The operators' state (operators.go).
-	Overrides(ctx context.Context, event string) (map[string]queue.Override, error)
-	DropOverride(ctx context.Context, event, field string, o queue.Override) (bool, error)
+// Operators is what the admitter needs of the operators' state
+// (operators.go).
+type Operators interface {
+	Overrides(ctx context.Context, event string) (map[string]operators.Override, error)
+	DropOverride(ctx context.Context, event, field string, o operators.Override) (bool, error)
 	Adapt(ctx context.Context, event string, struggling int, interval time.Duration, step, floor float64) (now, was float64, err error)
-	BookingHealthOf(ctx context.Context, since time.Time) ([]queue.BookingHealth, error)
-	Audit(ctx context.Context, e queue.AuditEntry) error
-	AuditOnce(ctx context.Context, once string, ttl time.Duration, e queue.AuditEntry) error
+	BookingHealthOf(ctx context.Context, since time.Time) ([]operators.BookingHealth, error)
+	Audit(ctx context.Context, e operators.AuditEntry) error
+	AuditOnce(ctx context.Context, once string, ttl time.Duration, e operators.AuditEntry) error
 }
 
 // Admitter ticks every configured event.
 type Admitter struct {
-	store Store
-	log   *slog.Logger
-	cfg   *config.Live // re-read from its file on change
+	line Line
+	ops  Operators
+	log  *slog.Logger
+	cfg  *config.Live // re-read from its file on change
 
 	// layouts: event → the shards its line really has, as the last tick
 	// found (a config asking another layout for a line with state is kept
@@ -55,8 +60,8 @@ type Admitter struct {
 }
 
 // New returns an admitter serving cfg, which was loaded from path.
-func New(store Store, cfg *config.Config, path string, log *slog.Logger) *Admitter {
-	return &Admitter{store: store, log: log, cfg: config.NewLive(path, cfg)}
+func New(line Line, ops Operators, cfg *config.Config, path string, log *slog.Logger) *Admitter {
+	return &Admitter{line: line, ops: ops, log: log, cfg: config.NewLive(path, cfg)}
 }
 
 // Config is the config in force.
@@ -99,7 +104,7 @@ func nextRound(cfg *config.Config, now time.Time) time.Duration {
 // An event's error is logged and counted; it never stops the others.
 func (a *Admitter) TickAll(ctx context.Context) {
 	cfg := a.Config()
-	a.store.TickEvery(cfg.Admitter.Tick.D())
+	a.line.TickEvery(cfg.Admitter.Tick.D())
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, max(cfg.Admitter.Tick.D(), time.Second))
 	defer cancel()
@@ -152,10 +157,10 @@ func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event
 	}
 	admitRateConfigured.WithLabelValues(ev.ID).Set(configured)
 	maxActiveGauge.WithLabelValues(ev.ID).Set(float64(set.MaxActive))
-	if err := a.store.PublishSettings(ctx, ev.ID, set); err != nil {
+	if err := a.line.PublishSettings(ctx, ev.ID, set); err != nil {
 		return err
 	}
-	r, err := a.store.Tick(ctx, ev.ID, set)
+	r, err := a.line.Tick(ctx, ev.ID, set)
 	// A sharded tick may fail after letting fans in (the handover's last
 	// step): what it did is counted all the same.
 	admittedTotal.WithLabelValues(ev.ID).Add(float64(r.Admitted))
@@ -181,7 +186,7 @@ func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event
 // prequeue_opens_at changes nothing of the line (DESIGN.md, "Once drawn,
 // always drawn"). Such a reload is told to the audit as ignored, once.
 func (a *Admitter) pinOpening(ctx context.Context, ev config.Event, set queue.Settings) (queue.Settings, error) {
-	o, err := a.store.Opening(ctx, ev.ID)
+	o, err := a.line.Opening(ctx, ev.ID)
 	if err != nil || !o.Frozen {
 		return set, err
 	}
@@ -189,8 +194,8 @@ func (a *Admitter) pinOpening(ctx context.Context, ev config.Event, set queue.Se
 		change := fmt.Sprintf("%s opens_at %s prequeue_opens_at %s ignored: the lottery's entries froze with opens_at %s",
 			ev.ID, timeText(set.OpensAt), timeText(set.PrequeueOpensAt), timeText(o.OpensAt))
 		sum := sha256.Sum256([]byte(change))
-		e := queue.AuditEntry{Event: ev.ID, Change: change, Source: SourceConfig}
-		if err := a.store.AuditOnce(ctx, "pinned:"+hex.EncodeToString(sum[:12]), pinnedOnce, e); err != nil {
+		e := operators.AuditEntry{Event: ev.ID, Change: change, Source: SourceConfig}
+		if err := a.ops.AuditOnce(ctx, "pinned:"+hex.EncodeToString(sum[:12]), pinnedOnce, e); err != nil {
 			a.log.Warn("audit", "change", change, "err", err)
 		}
 	}
@@ -247,8 +252,8 @@ func (a *Admitter) auditReload(changes []string) {
 			event = ""
 		}
 		sum := sha256.Sum256([]byte(c))
-		e := queue.AuditEntry{Event: event, Change: c, Source: SourceConfig}
-		if err := a.store.AuditOnce(ctx, "reload:"+hex.EncodeToString(sum[:12]), reloadOnce, e); err != nil {
+		e := operators.AuditEntry{Event: event, Change: c, Source: SourceConfig}
+		if err := a.ops.AuditOnce(ctx, "reload:"+hex.EncodeToString(sum[:12]), reloadOnce, e); err != nil {
 			a.log.Warn("audit", "change", c, "err", err)
 		}
 	}

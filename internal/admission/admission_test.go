@@ -17,8 +17,10 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -56,6 +58,7 @@ func (s *syncBuffer) String() string {
 type env struct {
 	dir, path string
 	store     *queue.Store
+	ops       *operators.Store
 	rdb       redis.UniversalClient
 	adm       *admission.Admitter
 	logs      *syncBuffer
@@ -101,7 +104,8 @@ func setupOn(t *testing.T, b backend, yaml string) *env {
 	e.rdb = b.client(t)
 	e.store = queue.NewStore(e.rdb, []byte(cfg.Auth.TicketSecret))
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
-	e.adm = admission.New(e.store, cfg, e.path, log)
+	e.ops = operators.New(rdb.New(e.rdb))
+	e.adm = admission.New(e.store, e.ops, cfg, e.path, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -229,9 +233,9 @@ func TestReloadConfigMapSwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rdb := testenv.Redis(t)
-	store := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
-	adm := admission.New(store, cfg, path, slog.New(slog.NewJSONHandler(&syncBuffer{}, nil)))
+	_, rc := testenv.Redis(t)
+	store := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
+	adm := admission.New(store, operators.New(rdb.New(rc)), cfg, path, slog.New(slog.NewJSONHandler(&syncBuffer{}, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); adm.Watch(ctx, nil) }()

@@ -14,7 +14,9 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -26,7 +28,7 @@ import (
 // nobody lost.
 func TestReplicasAcrossShards(t *testing.T) {
 	t.Parallel()
-	c, rdb := testenv.Cluster(t)
+	c, rc := testenv.Cluster(t)
 	ctx := context.Background()
 	const (
 		rate      = 20
@@ -48,13 +50,13 @@ events:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if masters := mastersOf(t, rdb, events); len(masters) < 2 {
+	if masters := mastersOf(t, rc, events); len(masters) < 2 {
 		t.Fatalf("events on masters %v; want at least 2 (the test must span shards)", masters)
 	} else {
 		t.Logf("events per master: %v", masters)
 	}
 
-	store := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
+	store := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
 	joined := map[string]map[string]bool{}
 	for _, ev := range cfg.Events {
 		set := admission.SettingsFor(ev)
@@ -74,7 +76,7 @@ events:
 	for range 3 {
 		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 		defer client.Close()
-		adm := admission.New(queue.NewStore(client, []byte(cfg.Auth.TicketSecret)), cfg, "",
+		adm := admission.New(queue.NewStore(client, []byte(cfg.Auth.TicketSecret)), operators.New(rdb.New(client)), cfg, "",
 			slog.New(slog.NewJSONHandler(&syncBuffer{}, nil)))
 		wg.Add(1)
 		go func() { defer wg.Done(); adm.Run(runCtx) }()
@@ -104,7 +106,7 @@ events:
 		out := map[string]point{}
 		for _, ev := range events {
 			var adm, ts *redis.StringCmd
-			if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			if _, err := rc.TxPipelined(ctx, func(p redis.Pipeliner) error {
 				adm = p.HGet(ctx, "wr:{"+ev+"}:stats", "admitted")
 				ts = p.HGet(ctx, "wr:{"+ev+"}:bucket", "ts")
 				return nil
@@ -136,8 +138,8 @@ events:
 		t.Errorf("capped event: %d active sampled; want ≤ %d", m, cappedCap)
 	}
 	for _, ev := range cfg.Events {
-		active := rdb.ZRange(ctx, "wr:{"+ev.ID+"}:active", 0, -1).Val()
-		waiting := rdb.ZRange(ctx, "wr:{"+ev.ID+"}:wait", 0, -1).Val()
+		active := rc.ZRange(ctx, "wr:{"+ev.ID+"}:active", 0, -1).Val()
+		waiting := rc.ZRange(ctx, "wr:{"+ev.ID+"}:wait", 0, -1).Val()
 		st, err := store.Stats(ctx, ev.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -175,16 +177,16 @@ func masterAddr(sh redis.ClusterShard) string {
 }
 
 // mastersOf maps each master's address to the events whose slot it serves.
-func mastersOf(t *testing.T, rdb *redis.ClusterClient, events []string) map[string][]string {
+func mastersOf(t *testing.T, rc *redis.ClusterClient, events []string) map[string][]string {
 	t.Helper()
 	ctx := context.Background()
-	shards, err := rdb.ClusterShards(ctx).Result()
+	shards, err := rc.ClusterShards(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string][]string{}
 	for _, ev := range events {
-		slot, err := rdb.ClusterKeySlot(ctx, "wr:{"+ev+"}:wait").Result()
+		slot, err := rc.ClusterKeySlot(ctx, "wr:{"+ev+"}:wait").Result()
 		if err != nil {
 			t.Fatal(err)
 		}

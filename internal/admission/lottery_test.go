@@ -54,7 +54,7 @@ func TestOnceDrawnAlwaysDrawn(t *testing.T) {
 	if _, err := e.store.TicketDraw(ctx, "premiere", r.Ticket); err != queue.ErrNotInLottery {
 		t.Errorf("the join's draw: %v; want ErrNotInLottery (FIFO after the draw)", err)
 	}
-	entries, err := e.store.AuditLog(ctx, 20)
+	entries, err := e.ops.AuditLog(ctx, 20)
 	if err != nil {
 		t.Fatal(err)
 	}

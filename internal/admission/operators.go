@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -18,7 +19,7 @@ const (
 )
 
 // Fields are the settings an operator may override, in the API's names.
-var Fields = []string{queue.FieldMode, queue.FieldAdmitPerSecond, queue.FieldMaxActive}
+var Fields = []string{operators.FieldMode, operators.FieldAdmitPerSecond, operators.FieldMaxActive}
 
 // ConfigValues are the values the config in force gives the overridable
 // settings of ev, as an override's Base records them: an override made
@@ -26,9 +27,9 @@ var Fields = []string{queue.FieldMode, queue.FieldAdmitPerSecond, queue.FieldMax
 func ConfigValues(ev config.Event) map[string]string {
 	set := SettingsFor(ev)
 	return map[string]string{
-		queue.FieldMode:           set.Mode,
-		queue.FieldAdmitPerSecond: FormatRate(set.AdmitPerSecond),
-		queue.FieldMaxActive:      strconv.Itoa(set.MaxActive),
+		operators.FieldMode:           set.Mode,
+		operators.FieldAdmitPerSecond: FormatRate(set.AdmitPerSecond),
+		operators.FieldMaxActive:      strconv.Itoa(set.MaxActive),
 	}
 }
 
@@ -41,7 +42,7 @@ func FormatRate(r float64) string { return strconv.FormatFloat(r, 'g', 7, 64) }
 // says where each overridable setting comes from. An override whose Base is
 // not the config's value any more is skipped: the config wins (the
 // admitter drops it, see Admitter.overlay).
-func Overlay(ev config.Event, set queue.Settings, ovs map[string]queue.Override) queue.Settings {
+func Overlay(ev config.Event, set queue.Settings, ovs map[string]operators.Override) queue.Settings {
 	cur := ConfigValues(ev)
 	set.Sources = map[string]string{}
 	for _, f := range Fields {
@@ -51,15 +52,15 @@ func Overlay(ev config.Event, set queue.Settings, ovs map[string]queue.Override)
 			continue
 		}
 		switch f {
-		case queue.FieldMode:
+		case operators.FieldMode:
 			set.Mode = o.Value
-		case queue.FieldAdmitPerSecond:
+		case operators.FieldAdmitPerSecond:
 			v, err := strconv.ParseFloat(o.Value, 64)
 			if err != nil || !(v > 0) {
 				continue
 			}
 			set.AdmitPerSecond = v
-		case queue.FieldMaxActive:
+		case operators.FieldMaxActive:
 			v, err := strconv.Atoi(o.Value)
 			if err != nil || v < 1 {
 				continue
@@ -75,7 +76,7 @@ func Overlay(ev config.Event, set queue.Settings, ovs map[string]queue.Override)
 // the config file overtook (its key was edited since) is dropped here, by
 // exactly one replica, which tells the audit.
 func (a *Admitter) overlay(ctx context.Context, ev config.Event, set queue.Settings) (queue.Settings, error) {
-	ovs, err := a.store.Overrides(ctx, ev.ID)
+	ovs, err := a.ops.Overrides(ctx, ev.ID)
 	if err != nil {
 		return set, err
 	}
@@ -84,7 +85,7 @@ func (a *Admitter) overlay(ctx context.Context, ev config.Event, set queue.Setti
 		if o.Base == cur[f] {
 			continue
 		}
-		dropped, err := a.store.DropOverride(ctx, ev.ID, f, o)
+		dropped, err := a.ops.DropOverride(ctx, ev.ID, f, o)
 		if err != nil {
 			return set, err
 		}
@@ -96,7 +97,7 @@ func (a *Admitter) overlay(ctx context.Context, ev config.Event, set queue.Setti
 }
 
 func (a *Admitter) audit(ctx context.Context, event, change, source string) {
-	if err := a.store.Audit(ctx, queue.AuditEntry{Event: event, Change: change, Source: source}); err != nil {
+	if err := a.ops.Audit(ctx, operators.AuditEntry{Event: event, Change: change, Source: source}); err != nil {
 		a.log.Warn("audit", "event", event, "change", change, "err", err)
 	}
 }
@@ -119,7 +120,7 @@ const minRequests = 20
 // health reads the booking core's summaries and judges them against the
 // thresholds: the worst replica's hold p99, the 5xx share of all.
 func (a *Admitter) health(ctx context.Context, th config.Adaptive) signal {
-	hs, err := a.store.BookingHealthOf(ctx, time.Now().Add(-freshHealth))
+	hs, err := a.ops.BookingHealthOf(ctx, time.Now().Add(-freshHealth))
 	if err != nil {
 		a.log.Warn("booking health", "err", err)
 		return signal{struggling: -1}
@@ -147,7 +148,7 @@ func (a *Admitter) health(ctx context.Context, th config.Adaptive) signal {
 // adapt moves ev's adaptive factor one step on sig and applies it to set's
 // rate; the replica that moved it tells the audit why.
 func (a *Admitter) adapt(ctx context.Context, ev config.Event, set queue.Settings, th config.Adaptive, sig signal) (queue.Settings, error) {
-	f, was, err := a.store.Adapt(ctx, ev.ID, sig.struggling, th.Interval.D(), th.Step, th.Floor)
+	f, was, err := a.ops.Adapt(ctx, ev.ID, sig.struggling, th.Interval.D(), th.Step, th.Floor)
 	if err != nil {
 		return set, err
 	}

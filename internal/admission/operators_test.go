@@ -11,7 +11,9 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // runAdmitter runs another admitter replica on e's Redis and config file
@@ -22,7 +24,7 @@ func (e *env) runAdmitter(t *testing.T) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := admission.New(queue.NewStore(e.rdb, []byte(cfg.Auth.TicketSecret)), cfg, e.path, slog.New(slog.NewJSONHandler(e.logs, nil)))
+	adm := admission.New(queue.NewStore(e.rdb, []byte(cfg.Auth.TicketSecret)), operators.New(rdb.New(e.rdb)), cfg, e.path, slog.New(slog.NewJSONHandler(e.logs, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -39,25 +41,25 @@ func (e *env) override(t *testing.T, event string, values map[string]string) {
 	cfg, _ := config.Load(e.path)
 	ev, _ := cfg.Event(event)
 	base := admission.ConfigValues(*ev)
-	set := map[string]queue.Override{}
+	set := map[string]operators.Override{}
 	for f, v := range values {
-		set[f] = queue.Override{Value: v, Base: base[f], At: time.Now()}
+		set[f] = operators.Override{Value: v, Base: base[f], At: time.Now()}
 	}
-	if err := e.store.SetOverrides(context.Background(), event, set, nil); err != nil {
+	if err := e.ops.SetOverrides(context.Background(), event, set, nil); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (e *env) auditOf(t *testing.T) []queue.AuditEntry {
+func (e *env) auditOf(t *testing.T) []operators.AuditEntry {
 	t.Helper()
-	got, err := e.store.AuditLog(context.Background(), 100)
+	got, err := e.ops.AuditLog(context.Background(), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return got
 }
 
-func count(entries []queue.AuditEntry, source, substr string) int {
+func count(entries []operators.AuditEntry, source, substr string) int {
 	n := 0
 	for _, e := range entries {
 		if e.Source == source && strings.Contains(e.Change, substr) {
@@ -76,7 +78,7 @@ func TestOverridesAcrossReplicas(t *testing.T) {
 		yaml := yamlConfig(eventYAML("premiere", "10") + eventYAML("other", "10"))
 		e := setupOn(t, b, yaml)
 		stopSecond := e.runAdmitter(t)
-		e.override(t, "premiere", map[string]string{queue.FieldAdmitPerSecond: "3", queue.FieldMode: "paused"})
+		e.override(t, "premiere", map[string]string{operators.FieldAdmitPerSecond: "3", operators.FieldMode: "paused"})
 		e.oneTickLater(t)
 		set := e.published(t, "premiere")
 		if set.AdmitPerSecond != 3 || set.Mode != "paused" || set.MaxActive != 5 {
@@ -113,8 +115,8 @@ func TestOverridesAcrossReplicas(t *testing.T) {
 		if s.Mode != "paused" || s.Sources["admitPerSecond"] != "config" || s.Sources["mode"] != "api" {
 			t.Errorf("after the edit: %+v; want rate from config, mode still the API's paused", s)
 		}
-		ovs, _ := e.store.Overrides(context.Background(), "premiere")
-		if _, ok := ovs[queue.FieldAdmitPerSecond]; ok || len(ovs) != 1 {
+		ovs, _ := e.ops.Overrides(context.Background(), "premiere")
+		if _, ok := ovs[operators.FieldAdmitPerSecond]; ok || len(ovs) != 1 {
 			t.Errorf("overrides after the edit: %+v; want mode alone", ovs)
 		}
 		audit := e.auditOf(t)
@@ -162,8 +164,8 @@ events:
 	ctx := context.Background()
 	publish := func(p99 time.Duration, at time.Time) {
 		t.Helper()
-		h := queue.BookingHealth{Replica: "b1", HoldP99: p99, Holds: 50, Requests: 100, At: at}
-		if err := e.store.PublishBookingHealth(ctx, h); err != nil {
+		h := operators.BookingHealth{Replica: "b1", HoldP99: p99, Holds: 50, Requests: 100, At: at}
+		if err := e.ops.PublishBookingHealth(ctx, h); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,13 +10,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/operators"
 )
 
-// HealthLine is where the booking core publishes its health summary
-// (*queue.Store): the adaptive admitter reads it (docs/OPERATIONS.md).
-type HealthLine interface {
-	PublishBookingHealth(ctx context.Context, h queue.BookingHealth) error
+// HealthPublisher is where the booking core publishes its health summary
+// (*operators.Store): the adaptive admitter reads it (docs/OPERATIONS.md).
+type HealthPublisher interface {
+	PublishBookingHealth(ctx context.Context, h operators.BookingHealth) error
 	RemoveBookingHealth(ctx context.Context, replica string) error
 }
 
@@ -35,7 +35,7 @@ const holdRoute = "POST /api/v1/booking/showtimes/{id}/holds"
 // the share of 5xx answers) over its last 10 s, and publishes them once a
 // second for the admitter (admission.adaptive).
 type Health struct {
-	line    HealthLine
+	line    HealthPublisher
 	log     *slog.Logger
 	replica string
 	now     func() time.Time
@@ -51,7 +51,7 @@ type healthSlot struct {
 }
 
 // NewHealth returns a Health publishing to line; now nil = time.Now.
-func NewHealth(line HealthLine, log *slog.Logger, now func() time.Time) *Health {
+func NewHealth(line HealthPublisher, log *slog.Logger, now func() time.Time) *Health {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	if now == nil {
@@ -92,10 +92,10 @@ func (h *Health) observe(route string, code int, d time.Duration) {
 }
 
 // Summary is the last 10 s as the admitter reads it.
-func (h *Health) Summary() queue.BookingHealth {
+func (h *Health) Summary() operators.BookingHealth {
 	now := h.now()
 	from := now.Unix() - healthWindow + 1
-	out := queue.BookingHealth{Replica: h.replica, At: now}
+	out := operators.BookingHealth{Replica: h.replica, At: now}
 	var holds []time.Duration
 	h.mu.Lock()
 	for _, s := range h.slots {

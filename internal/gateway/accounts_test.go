@@ -17,8 +17,10 @@ import (
 	"github.com/waitroom/waitroom/internal/account"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -52,7 +54,7 @@ func setupAccounts(t *testing.T) *accountEnv {
 	if err := os.WriteFile(path, pemBytes, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rs, rdb := testenv.Redis(t)
+	rs, rc := testenv.Redis(t)
 	up := newUpstream(t)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(accountsYAML, path, up.URL)), nil)
 	if err != nil {
@@ -63,12 +65,12 @@ func setupAccounts(t *testing.T) *accountEnv {
 		t.Fatal(err)
 	}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	line := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
-	srv, err := gateway.New(gateway.Options{Config: cfg, Line: line, Signer: pass.NewSigner(priv), Accounts: account.NewVerifier(keys, nil)})
+	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
+	srv, err := gateway.New(gateway.Options{Config: cfg, Line: line, Operators: operators.New(rdb.New(rc)), Signer: pass.NewSigner(priv), Accounts: account.NewVerifier(keys, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &accountEnv{env: &env{t: t, redis: rs, srv: srv, line: line, rdb: rdb, cfg: cfg, priv: priv, upstream: up}, site: site}
+	return &accountEnv{env: &env{t: t, redis: rs, srv: srv, line: line, rdb: rc, cfg: cfg, priv: priv, upstream: up}, site: site}
 }
 
 func (e *accountEnv) token(acct string) string {

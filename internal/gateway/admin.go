@@ -19,6 +19,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -189,19 +190,19 @@ func patchOf(body []byte) (set map[string]string, clear []string, err error) {
 			continue
 		}
 		switch f {
-		case queue.FieldMode:
+		case operators.FieldMode:
 			var m string
 			if json.Unmarshal(v, &m) != nil || (m != queue.ModeQueue && m != queue.ModePassthrough && m != queue.ModePaused && m != queue.ModeClosed) {
 				return nil, nil, invalidField(f, "must be queue, passthrough, paused or closed")
 			}
 			set[f] = m
-		case queue.FieldAdmitPerSecond:
+		case operators.FieldAdmitPerSecond:
 			var r float64
 			if json.Unmarshal(v, &r) != nil || !(r > 0) || r > 1e6 || math.IsInf(r, 0) {
 				return nil, nil, invalidField(f, "must be a number > 0 and <= 1000000")
 			}
 			set[f] = admission.FormatRate(r)
-		case queue.FieldMaxActive:
+		case operators.FieldMaxActive:
 			var n float64
 			if json.Unmarshal(v, &n) != nil || n != math.Trunc(n) || n < 1 || n > maxActiveLimit {
 				return nil, nil, invalidField(f, "must be an integer >= 1 and <= %d", maxActiveLimit)
@@ -233,11 +234,11 @@ func (s *Server) adminPatch(c *fiber.Ctx) error {
 	before := s.settingsFor(ev)
 	base := admission.ConfigValues(*ev)
 	now := s.now().UTC()
-	ovs := map[string]queue.Override{}
+	ovs := map[string]operators.Override{}
 	for f, v := range values {
-		ovs[f] = queue.Override{Value: v, Base: base[f], At: now}
+		ovs[f] = operators.Override{Value: v, Base: base[f], At: now}
 	}
-	if err := s.line.SetOverrides(ctx, ev.ID, ovs, clear); err != nil {
+	if err := s.ops.SetOverrides(ctx, ev.ID, ovs, clear); err != nil {
 		return err
 	}
 	for _, f := range sortedFields(values, clear) {
@@ -246,12 +247,12 @@ func (s *Server) adminPatch(c *fiber.Ctx) error {
 			to = base[f] + " (the config's)"
 		}
 		change := fmt.Sprintf("%s %s -> %s", f, valueOf(before, f), to)
-		if err := s.line.Audit(ctx, queue.AuditEntry{Event: ev.ID, Change: change, Source: admission.SourceAPI}); err != nil {
+		if err := s.ops.Audit(ctx, operators.AuditEntry{Event: ev.ID, Change: change, Source: admission.SourceAPI}); err != nil {
 			s.log.Warn("audit", "event", ev.ID, "change", change, "err", err)
 		}
 	}
 	s.log.Info("operator override", "event", ev.ID, "set", values, "cleared", clear)
-	all, err := s.line.Overrides(ctx, ev.ID)
+	all, err := s.ops.Overrides(ctx, ev.ID)
 	if err != nil {
 		return err
 	}
@@ -284,9 +285,9 @@ func sortedFields(values map[string]string, clear []string) []string {
 
 func valueOf(set queue.Settings, f string) string {
 	switch f {
-	case queue.FieldMode:
+	case operators.FieldMode:
 		return set.Mode
-	case queue.FieldAdmitPerSecond:
+	case operators.FieldAdmitPerSecond:
 		return admission.FormatRate(set.AdmitPerSecond)
 	}
 	return strconv.Itoa(set.MaxActive)
@@ -312,7 +313,7 @@ func (s *Server) adminRevoke(c *fiber.Ctx) error {
 		return err
 	}
 	change := "ticket " + id + " revoked"
-	if err := s.line.Audit(c.UserContext(), queue.AuditEntry{Event: ev.ID, Change: change, Source: admission.SourceAPI}); err != nil {
+	if err := s.ops.Audit(c.UserContext(), operators.AuditEntry{Event: ev.ID, Change: change, Source: admission.SourceAPI}); err != nil {
 		s.log.Warn("audit", "event", ev.ID, "change", change, "err", err)
 	}
 	s.log.Info("ticket revoked", "event", ev.ID, "ticket", id)
@@ -332,12 +333,12 @@ func (s *Server) adminAudit(c *fiber.Ctx) error {
 		}
 		limit = n
 	}
-	entries, err := s.line.AuditLog(c.UserContext(), limit)
+	entries, err := s.ops.AuditLog(c.UserContext(), limit)
 	if err != nil {
 		return err
 	}
 	if entries == nil {
-		entries = []queue.AuditEntry{}
+		entries = []operators.AuditEntry{}
 	}
 	return c.JSON(fiber.Map{"entries": entries})
 }

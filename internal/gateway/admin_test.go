@@ -10,7 +10,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/gateway"
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/operators"
 )
 
 const adminToken = "operator-token-0123456789"
@@ -67,10 +67,10 @@ func TestAdminAuth(t *testing.T) {
 			})
 		}
 	}
-	if ovs, _ := e.line.Overrides(context.Background(), "premiere"); len(ovs) != 0 {
+	if ovs, _ := e.ops.Overrides(context.Background(), "premiere"); len(ovs) != 0 {
 		t.Errorf("refused requests left overrides %v", ovs)
 	}
-	if log, _ := e.line.AuditLog(context.Background(), 10); len(log) != 0 {
+	if log, _ := e.ops.AuditLog(context.Background(), 10); len(log) != 0 {
 		t.Errorf("refused requests left audit entries %v", log)
 	}
 	for _, r := range adminRoutes {
@@ -125,10 +125,10 @@ func TestAdminPatchValidation(t *testing.T) {
 	if got := e.admin(http.MethodPatch, "/api/v1/admin/events/nope", `{"mode":"paused"}`); got.code != 404 || got.body["error"] != "unknown_event" {
 		t.Errorf("unknown event: %d %s", got.code, got.raw)
 	}
-	if ovs, _ := e.line.Overrides(context.Background(), "premiere"); len(ovs) != 0 {
+	if ovs, _ := e.ops.Overrides(context.Background(), "premiere"); len(ovs) != 0 {
 		t.Errorf("bad requests left overrides %v", ovs)
 	}
-	if log, _ := e.line.AuditLog(context.Background(), 10); len(log) != 0 {
+	if log, _ := e.ops.AuditLog(context.Background(), 10); len(log) != 0 {
 		t.Errorf("bad requests left audit entries %v", log)
 	}
 	for _, q := range []string{"0", "-1", "x", "1001"} {
@@ -151,9 +151,9 @@ func TestAdminPatch(t *testing.T) {
 	if src := fmt.Sprint(got.body["sources"]); src != "map[admitPerSecond:api maxActive:api mode:api]" {
 		t.Errorf("sources %s", src)
 	}
-	ovs, err := e.line.Overrides(ctx, "premiere")
-	if err != nil || ovs[queue.FieldAdmitPerSecond].Value != "12.5" || ovs[queue.FieldAdmitPerSecond].Base != "100" ||
-		ovs[queue.FieldMaxActive].Value != "40" || ovs[queue.FieldMode].Base != "queue" {
+	ovs, err := e.ops.Overrides(ctx, "premiere")
+	if err != nil || ovs[operators.FieldAdmitPerSecond].Value != "12.5" || ovs[operators.FieldAdmitPerSecond].Base != "100" ||
+		ovs[operators.FieldMaxActive].Value != "40" || ovs[operators.FieldMode].Base != "queue" {
 		t.Fatalf("overrides in Redis %+v, %v", ovs, err)
 	}
 	list := e.admin(http.MethodGet, "/api/v1/admin/events", "")
@@ -178,7 +178,7 @@ func TestAdminPatch(t *testing.T) {
 	if back.code != 200 || back.body["admitPerSecond"] != 100.0 || back.body["mode"] != "paused" {
 		t.Errorf("null rate: %d %s; want the config's 100, still paused", back.code, back.raw)
 	}
-	log, _ := e.line.AuditLog(ctx, 10)
+	log, _ := e.ops.AuditLog(ctx, 10)
 	var changes []string
 	for _, a := range log {
 		if a.Source != admission.SourceAPI || a.Event != "premiere" {
@@ -239,7 +239,7 @@ func TestAdminRevoke(t *testing.T) {
 	if got := e.admin(http.MethodDelete, "/api/v1/admin/events/nope/tickets/"+id, ""); got.code != 404 || got.body["error"] != "unknown_event" {
 		t.Errorf("revoke of an unknown event: %d %s", got.code, got.raw)
 	}
-	log, _ := e.line.AuditLog(ctx, 10)
+	log, _ := e.ops.AuditLog(ctx, 10)
 	if len(log) != 2 || log[1].Change != "ticket "+id+" revoked" || log[1].Source != "api" {
 		t.Errorf("audit %+v; want the two revocations", log)
 	}

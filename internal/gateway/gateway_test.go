@@ -26,8 +26,10 @@ import (
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -57,6 +59,7 @@ type env struct {
 	redis    *localsvc.Redis
 	srv      *gateway.Server
 	line     *queue.Store
+	ops      *operators.Store
 	rdb      redis.UniversalClient
 	cfg      *config.Config
 	priv     ed25519.PrivateKey
@@ -106,7 +109,7 @@ func setup(t *testing.T, joinsPerIP int) *env { t.Helper(); return setupWith(t, 
 // payment secret); opts edit the gateway's options.
 func setupWith(t *testing.T, joinsPerIP int, gatewayKeys, bookingKeys string, opts ...func(*gateway.Options)) *env {
 	t.Helper()
-	rs, rdb := testenv.Redis(t)
+	rs, rc := testenv.Redis(t)
 	up := newUpstream(t)
 	if bookingKeys == "" {
 		bookingKeys = `payment: {secret: "gateway-test-payment-secret-0123456789"}`
@@ -116,8 +119,9 @@ func setupWith(t *testing.T, joinsPerIP int, gatewayKeys, bookingKeys string, op
 		t.Fatal(err)
 	}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	line := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
-	o := gateway.Options{Config: cfg, Line: line, Signer: pass.NewSigner(priv)}
+	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
+	ops := operators.New(rdb.New(rc))
+	o := gateway.Options{Config: cfg, Line: line, Operators: ops, Signer: pass.NewSigner(priv)}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -125,7 +129,7 @@ func setupWith(t *testing.T, joinsPerIP int, gatewayKeys, bookingKeys string, op
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, redis: rs, srv: srv, line: line, rdb: rdb, cfg: cfg, priv: priv, upstream: up}
+	return &env{t: t, redis: rs, srv: srv, line: line, ops: ops, rdb: rc, cfg: cfg, priv: priv, upstream: up}
 }
 
 type resp struct {

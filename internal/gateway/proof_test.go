@@ -23,9 +23,11 @@ import (
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/proof"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -66,7 +68,7 @@ type proofEnv struct {
 // bits, its config in a file (for reloads) and its clock in the test's hand.
 func setupProof(t testing.TB, joinsPerIP, bits int) *proofEnv {
 	t.Helper()
-	rs, rdb := testenv.Redis(t)
+	rs, rc := testenv.Redis(t)
 	src := fmt.Sprintf(proofYAML, joinsPerIP, bits)
 	path := filepath.Join(t.TempDir(), "waitroom.yaml")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
@@ -80,13 +82,13 @@ func setupProof(t testing.TB, joinsPerIP, bits int) *proofEnv {
 	// not turn mid-test.
 	clk := &clock{at: time.Now()}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	line := queue.NewStore(rdb, []byte(cfg.Auth.TicketSecret))
-	srv, err := gateway.New(gateway.Options{Config: cfg, ConfigPath: path, Line: line, Signer: pass.NewSigner(priv), Now: clk.now})
+	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
+	srv, err := gateway.New(gateway.Options{Config: cfg, ConfigPath: path, Line: line, Operators: operators.New(rdb.New(rc)), Signer: pass.NewSigner(priv), Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	return &proofEnv{env: &env{t: t, redis: rs, srv: srv, line: line, rdb: rdb, cfg: cfg, priv: priv}, clock: clk, path: path}
+	return &proofEnv{env: &env{t: t, redis: rs, srv: srv, line: line, rdb: rc, cfg: cfg, priv: priv}, clock: clk, path: path}
 }
 
 // challenge asks event for a new place without a proof and returns the

@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/internal/account"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
@@ -29,10 +31,43 @@ import (
 // maxBody bounds every request body, proxied ones included.
 const maxBody = 64 << 10
 
+// Line is what the gateway needs of the line (package queue).
+type Line interface {
+	Ping(ctx context.Context) error
+	CheckTicket(event, ticket string) error
+	TicketAccount(event, ticket string) (string, error)
+	AllowJoin(ctx context.Context, addr netip.Addr, limit int, now time.Time) (time.Duration, error)
+	UndoJoin(ctx context.Context, addr netip.Addr, now time.Time) error
+	JoinWith(ctx context.Context, event string, set queue.Settings, o queue.JoinOptions) (queue.JoinResult, error)
+	AccountPlace(ctx context.Context, event, account string, set queue.Settings) (string, queue.Status, error)
+	Status(ctx context.Context, event, ticket string, set queue.Settings) (queue.Status, error)
+	Leave(ctx context.Context, event, ticket string) error
+	Revoke(ctx context.Context, event, id string) error
+	Active(ctx context.Context, event, ticket string) (bool, error)
+	Extend(ctx context.Context, event, ticket string, until time.Time, window time.Duration) (time.Time, bool, error)
+	Settings(ctx context.Context, event string) (queue.Settings, error)
+	Counts(ctx context.Context, event string) (queue.Counts, error)
+	Stats(ctx context.Context, event string) (queue.Stats, error)
+	Report(ctx context.Context, event string) (queue.Report, error)
+	Lottery(ctx context.Context, event string, set queue.Settings) (queue.Lottery, error)
+	TicketDraw(ctx context.Context, event, ticket string) (queue.TicketDraw, error)
+	LotteryEntries(ctx context.Context, event string, w io.Writer) error
+}
+
+// Operators is what the operators' API needs of their state (package
+// operators).
+type Operators interface {
+	SetOverrides(ctx context.Context, event string, set map[string]operators.Override, clear []string) error
+	Overrides(ctx context.Context, event string) (map[string]operators.Override, error)
+	Audit(ctx context.Context, e operators.AuditEntry) error
+	AuditLog(ctx context.Context, limit int) ([]operators.AuditEntry, error)
+}
+
 // Server is the gateway. Build it with New and serve App().
 type Server struct {
 	cfg      *config.Live // re-read from its file on change
-	line     *queue.Store
+	line     Line
+	ops      Operators
 	proofs   *proof.Keeper // the join challenges (proof.go)
 	signer   *pass.Signer
 	verifier *pass.Verifier
@@ -57,8 +92,10 @@ type Options struct {
 	Config *config.Config
 	// ConfigPath is the file Reload re-reads ("" = no reloads).
 	ConfigPath string
-	Line       *queue.Store
-	Signer     *pass.Signer
+	Line       Line
+	// Operators is the operators' state (overrides, the audit).
+	Operators Operators
+	Signer    *pass.Signer
 	// Accounts verifies the origin site's account tokens (nil = no
 	// accounts).
 	Accounts *account.Verifier
@@ -69,7 +106,7 @@ type Options struct {
 // New builds the gateway and its routes.
 func New(o Options) (*Server, error) {
 	s := &Server{
-		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, signer: o.Signer, accounts: o.Accounts, log: o.Log, now: o.Now,
+		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, ops: o.Operators, signer: o.Signer, accounts: o.Accounts, log: o.Log, now: o.Now,
 		settings: map[string]queue.Settings{},
 		history:  newHistory(historyEvery, historySpan),
 		proofs:   proof.NewKeeper([]byte(o.Config.Auth.TicketSecret)),

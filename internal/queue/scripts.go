@@ -1,6 +1,10 @@
 package queue
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/rdb"
+)
 
 // The Lua scripts of the line. Each is one redis.NewScript; every key it
 // touches is passed in KEYS and carries the event's {tag}; "now" is always
@@ -26,12 +30,7 @@ import "github.com/redis/go-redis/v9"
 // Redis truncates Lua numbers in replies to integers.
 
 // prelude holds the helpers every script shares.
-const prelude = `
-local function clock()
-  local t = redis.call('TIME')
-  local s = tonumber(t[1])
-  return s * 1000 + math.floor(tonumber(t[2]) / 1000), s
-end
+const prelude = rdb.Prelude + `
 
 -- base36 of a positive integer, as Go's strconv.FormatInt(n, 36): the
 -- digits' bytes, lowest first, made one string (a string per digit made
@@ -89,12 +88,6 @@ local function deadline(now, poll, abandon)
   return d
 end
 
--- int: an integer as the decimal string a command takes. A Lua number
--- given to redis.call is formatted by Redis with %.17g and one joined by
--- '..' with %.14g: the floating-point path of printf, the costliest step
--- of a hot script's per-fan work (docs/EDGE.md, fourth round); '%d' is
--- printf's integer path. Exact up to 2^53.
-local function int(n) return string.format('%d', n) end
 
 -- the admission rate ETAs are computed from: the one the admitter measured,
 -- or the configured one until it measured any.

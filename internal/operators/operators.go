@@ -1,9 +1,13 @@
-package queue
+// Package operators keeps in Redis what the operators' API and the
+// adaptive admitter decide: an event's overrides (under the event's tag, so
+// every admitter and gateway sees them and they survive restarts), its
+// adaptive factor, the audit trail, and the booking core's health summary
+// that the adaptive admitter reads (docs/OPERATIONS.md).
+package operators
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -13,10 +17,11 @@ import (
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
-// What the operators' API and the adaptive admitter keep in Redis: an
-// event's overrides (under the event's tag, so every admitter and gateway
-// sees them and they survive restarts), its adaptive factor, the audit
-// trail, and the booking core's health summary (docs/OPERATIONS.md).
+// Store is the operators' state, over waitroom's Redis.
+type Store struct{ c *rdb.Client }
+
+// New returns the operators' state over c.
+func New(c *rdb.Client) *Store { return &Store{c: c} }
 
 // Override is one setting an operator put in force through the API. Base
 // is the config's value when it was set: once the config in force has
@@ -112,7 +117,7 @@ return redis.call('HDEL', KEYS[1], ARGV[1])
 // struggling < 0 (no signal). It returns the factor in force afterwards and
 // the one before.
 func (s *Store) Adapt(ctx context.Context, event string, struggling int, interval time.Duration, step, floor float64) (now, was float64, err error) {
-	v, err := s.c.Run(ctx, rdb.Call{Script: adaptScript, Keys: []string{rdb.KeysOf(event).Adaptive}, Args: []any{struggling, interval.Milliseconds(), rateArg(step), rateArg(floor)}}).Slice()
+	v, err := s.c.Run(ctx, rdb.Call{Script: adaptScript, Keys: []string{rdb.KeysOf(event).Adaptive}, Args: []any{struggling, interval.Milliseconds(), strconv.FormatFloat(step, 'g', -1, 64), strconv.FormatFloat(floor, 'g', -1, 64)}}).Slice()
 	if err != nil {
 		return 1, 1, rdb.Interpret("adapt", err)
 	}
@@ -142,7 +147,7 @@ func (s *Store) AdaptiveFactor(ctx context.Context, event string) (float64, erro
 // KEYS: 1 adaptive (HASH factor, at ms)
 // ARGV: 1 struggling (1, 0, or -1 = unknown), 2 interval ms, 3 step, 4 floor
 // Returns {factor now, factor before} as strings.
-var adaptScript = redis.NewScript(prelude + `
+var adaptScript = redis.NewScript(rdb.Prelude + `
 local now = clock()
 local v = redis.call('HMGET', KEYS[1], 'factor', 'at')
 local f, at = tonumber(v[1]) or 1, tonumber(v[2]) or 0
@@ -199,7 +204,7 @@ func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
 	for _, m := range msgs {
 		e := AuditEntry{Event: fmt.Sprint(m.Values["event"]), Change: fmt.Sprint(m.Values["change"]), Source: fmt.Sprint(m.Values["source"])}
 		if ms, err := strconv.ParseInt(fmt.Sprint(m.Values["at"]), 10, 64); err == nil {
-			e.At = msToTime(ms).UTC()
+			e.At = time.UnixMilli(ms).UTC()
 		}
 		out = append(out, e)
 	}
@@ -211,7 +216,7 @@ func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
 // KEYS: 1 the audit stream, 2 the once key (= KEYS[1]: no once key)
 // ARGV: 1 max length, 2 event, 3 change, 4 source, 5 the once key's ttl ms
 // Returns 1 if appended, 0 if the once key was there.
-var auditScript = redis.NewScript(prelude + `
+var auditScript = redis.NewScript(rdb.Prelude + `
 if KEYS[2] ~= KEYS[1] then
   if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[5]) then return 0 end
 end
@@ -285,43 +290,3 @@ for i = 1, #all, 2 do
 end
 return 1
 `)
-
-// ErrUnknownTicket: the ticket is neither waiting nor active.
-var ErrUnknownTicket = errors.New("queue: ticket neither waiting nor active")
-
-// Revoke takes the ticket with id (the access JWT's sub) out of the line or
-// out of its active place at once, as its leaving would: its pass stops
-// working at the gate at the next request. ErrInvalidTicket for a
-// malformed id (no Redis call), ErrUnknownTicket when it was in neither.
-func (s *Store) Revoke(ctx context.Context, event, id string) error {
-	if !idPattern.MatchString(id) {
-		return ErrInvalidTicket
-	}
-	k := rdb.KeysOf(event)
-	n, err := s.c.Run(ctx, rdb.Call{Script: leaveScript, Keys: []string{k.Wait, k.Active, k.Stats, k.Inventory, k.Holders}, Args: []any{id}}).Int()
-	if err != nil {
-		return rdb.Interpret("revoke", err)
-	}
-	if n < 0 {
-		seq, ok := seqOf(id)
-		if !ok {
-			return ErrInvalidTicket
-		}
-		sk := rdb.ShardKeysFor(event, -n)[int(seq%int64(-n))]
-		left, err := s.c.Run(ctx, rdb.Call{Script: sLeaveShard, Keys: []string{sk.Wait, sk.Stats}, Args: []any{id}}).Int()
-		if err != nil {
-			return rdb.Interpret("revoke", err)
-		}
-		if left == 1 {
-			return nil
-		}
-		n, err = s.c.Run(ctx, rdb.Call{Script: completeScript, Keys: []string{k.Active, k.Inventory, k.Holders, k.Claims}, Args: []any{id}}).Int()
-		if err != nil {
-			return rdb.Interpret("revoke", err)
-		}
-	}
-	if n == 0 {
-		return ErrUnknownTicket
-	}
-	return nil
-}
