@@ -56,7 +56,7 @@ func TestFilesExist(t *testing.T) {
 		indexTmpl, roomTmpl, bookTmpl, moveTmpl, "templates/base.html", "templates/leave.html", "templates/notfound.html",
 		"i18n/en.json", "i18n/ja.json", "i18n/ko.json", "i18n.js", "eta.js",
 		"app.css", "api.js", "ui.js", "index.js", "room.js", "book.js", "timer.js", "favicon.svg",
-		"places.js", "pass.js", "seatmap.js", "checkout.js",
+		"places.js", "pass.js", "seatmap.js", "checkout.js", "line.js", "roomview.js",
 	} {
 		t.Run(name, func(t *testing.T) {
 			body, ok := files[name]

@@ -1,0 +1,380 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/waitroom/waitroom/internal/gateway/web"
+)
+
+// lineHarness drives the waiting room's state machine (/static/line.js) on
+// its own, in a blank page: a fake API answers each request from the
+// case's script (a request with nothing scripted never gets an answer, so
+// the line waits there for ever), a fake store keeps the ticket, a fake
+// waiter does not wait and records how long it was asked to, and the proof
+// is "worked out" at once as <challenge>:42. drive(c) resolves once the
+// line published c.until (or after 2 s) and a moment more, with every
+// change as "change status next.action [notice]".
+const lineHarness = `window.drive = async (c) => {
+  const { Line } = await import('/static/line.js');
+  const { NetworkError } = await import('/static/api.js');
+  const now = Date.parse('2030-01-01T00:00:00Z');
+  const info = c.info || { req: 'GET /api/v1/events/ev', status: 200, data: { name: 'Ev', state: 'open' } };
+  const queues = {};
+  for (const a of [info, ...(c.answers || [])]) (queues[a.req] ||= []).push(a);
+  const requests = [];
+  const api = async (method, path, { headers = {} } = {}) => {
+    const req = method + ' ' + path;
+    requests.push(Object.keys(headers).length ? req + ' ' + JSON.stringify(headers) : req);
+    const a = (queues[req] || []).shift();
+    if (!a) return new Promise(() => {});
+    if (a.offline) throw new NetworkError('offline');
+    if (a.data && a.data.opensInMs) a.data.opensAt = new Date(now + a.data.opensInMs).toISOString();
+    return { status: a.status, ok: a.status >= 200 && a.status < 300, data: a.data || {}, headers: new Headers(a.headers || {}) };
+  };
+  const kept = new Map();
+  const slot = (kind) => ({
+    get: (e) => kept.get(kind + ':' + e) ?? null,
+    set: (e, v) => kept.set(kind + ':' + e, v),
+    clear: (e) => kept.delete(kind + ':' + e),
+  });
+  const store = { ticket: slot('ticket'), access: slot('access') };
+  if (c.kept) store.ticket.set('ev', c.kept);
+  const sleeps = [];
+  const waiter = {
+    sleep: async (ms) => {
+      sleeps.push(ms);
+      if (c.goneWhileAsleep) store.ticket.clear('ev');
+    },
+    wake() {},
+  };
+  const proof = { canSolve: () => !c.noWorker, solve: async (challenge) => ({ header: challenge + ':42' }) };
+  const line = new Line({ event: 'ev', api, store, waiter, proof, now: () => now, later: (fn) => setTimeout(fn, 0) });
+  const trace = [];
+  const unfrozen = [];
+  const done = new Promise((resolve) => {
+    line.subscribe((s, prev) => {
+      for (const [name, v] of Object.entries({ snapshot: s, place: s.place, info: s.info, next: s.next })) {
+        if (v && !Object.isFrozen(v)) unfrozen.push(s.change + ': ' + name);
+      }
+      if (prev.seq + 1 !== s.seq) unfrozen.push(s.change + ': seq ' + prev.seq + ' then ' + s.seq);
+      trace.push([s.change, s.status, s.next && s.next.action, s.notice].filter(Boolean).join(' '));
+      if (s.change === c.leaveOn) line.leave();
+      if (s.change === c.until) resolve();
+    });
+  });
+  line.start({ status: c.page || 'none', from: NaN, moved: Boolean(c.moved) });
+  await Promise.race([done, new Promise((r) => setTimeout(r, 2000))]);
+  await new Promise((r) => setTimeout(r, 50));
+  const last = line.snapshot;
+  return { trace, requests, sleeps, kept: Object.fromEntries(kept), unfrozen, infoState: last.info ? last.info.state : '', place: last.place };
+};`
+
+// lineAnswer is one scripted answer of the fake API: to Req ("METHOD path"),
+// Status with Data, or no answer at all (Offline: a NetworkError).
+type lineAnswer struct {
+	Req     string            `json:"req"`
+	Status  int               `json:"status,omitempty"`
+	Data    map[string]any    `json:"data,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Offline bool              `json:"offline,omitempty"`
+}
+
+// lineCase is what drive() takes: the page's #status and data-moved, the
+// ticket kept before, the answers, and when to stop watching.
+type lineCase struct {
+	Page            string         `json:"page,omitempty"`
+	Moved           bool           `json:"moved,omitempty"`
+	Kept            map[string]any `json:"kept,omitempty"`
+	NoWorker        bool           `json:"noWorker,omitempty"`
+	GoneWhileAsleep bool           `json:"goneWhileAsleep,omitempty"`
+	LeaveOn         string         `json:"leaveOn,omitempty"`
+	Until           string         `json:"until"`
+	Info            *lineAnswer    `json:"info,omitempty"`
+	Answers         []lineAnswer   `json:"answers"`
+}
+
+type lineRun struct {
+	Trace     []string       `json:"trace"`
+	Requests  []string       `json:"requests"`
+	Sleeps    []float64      `json:"sleeps"`
+	Kept      map[string]any `json:"kept"`
+	Unfrozen  []string       `json:"unfrozen"`
+	InfoState string         `json:"infoState"`
+	Place     map[string]any `json:"place"`
+}
+
+const (
+	lineInfo = "GET /api/v1/events/ev"
+	lineJoin = "POST /api/v1/events/ev/tickets"
+	linePoll = "GET /api/v1/events/ev/tickets/T1"
+)
+
+func waitingAt(req string, status, pos int, pollMs int) lineAnswer {
+	return lineAnswer{Req: req, Status: status, Data: map[string]any{
+		"ticket": "T1", "status": "waiting", "position": pos, "ahead": pos - 1, "etaSeconds": 60 * pos, "pollAfterMs": pollMs,
+	}}
+}
+
+func joinAnswer(status int, data map[string]any) lineAnswer {
+	return lineAnswer{Req: lineJoin, Status: status, Data: data}
+}
+
+// TestBrowserLine is a unit test of the waiting room's state machine
+// (line.js), with no server: each case scripts the gateway's answers and
+// checks every change the line published (its status and what it does
+// next), the requests it made, how long it waited, and what it kept. Every
+// snapshot must be frozen and numbered in order.
+func TestBrowserLine(t *testing.T) {
+	srv := httptest.NewServer(lineSite())
+	t.Cleanup(srv.Close)
+	tab := tab(t, browser(t))
+	run(t, tab, 15*time.Second, "open a blank page", chromedp.Navigate(srv.URL), chromedp.Evaluate(lineHarness, nil))
+
+	joined := waitingAt(lineJoin, 201, 5, 1500)
+	keptT1 := map[string]any{"ticket:ev": map[string]any{"ticket": "T1", "start": 5.0}}
+	// joining: the changes of a page with no place, up to its first join.
+	joining := func(more ...string) []string {
+		return append([]string{"joining joining", "info joining", "trying joining join"}, more...)
+	}
+	tests := []struct {
+		name     string
+		c        lineCase
+		trace    []string
+		requests []string
+		sleeps   [][2]float64 // each wait's bounds, in ms (jitter)
+		kept     map[string]any
+	}{
+		{
+			name: "a proof, a place, next, the turn, on to booking",
+			c: lineCase{Until: "book", Answers: []lineAnswer{
+				joinAnswer(428, map[string]any{"error": "proof_required", "challenge": "c1", "bits": 4}),
+				joined,
+				waitingAt(linePoll, 200, 1, 100),
+				{Req: linePoll, Status: 200, Data: map[string]any{"status": "admitted", "accessToken": "A", "expiresAt": "2030-01-01T00:05:00Z"}},
+			}},
+			trace: joining("checking checking prove", "proved checking join",
+				"place waiting poll", "place next poll", "admitted admitted book", "book admitted stop"),
+			requests: []string{lineInfo, lineJoin, lineJoin + ` {"X-Waitroom-Proof":"c1:42"}`, linePoll, linePoll},
+			sleeps:   [][2]float64{{1500, 1500}, {500, 500}}, // pollAfterMs, then 100 raised to the floor
+			kept: map[string]any{
+				"ticket:ev": map[string]any{"ticket": "T1", "start": 5.0},
+				"access:ev": map[string]any{"token": "A", "expiresAt": "2030-01-01T00:05:00Z"},
+			},
+		},
+		{
+			name: "a page with a place resumes it with the kept ticket",
+			c: lineCase{Page: "waiting", Kept: map[string]any{"ticket": "T1", "start": 40}, Until: "place", Answers: []lineAnswer{
+				waitingAt(lineJoin, 200, 30, 2000),
+			}},
+			trace:    []string{"info waiting", "trying waiting join", "place waiting poll"},
+			requests: []string{lineInfo, lineJoin + ` {"X-Waitroom-Ticket":"T1"}`, linePoll},
+			sleeps:   [][2]float64{{2000, 2000}},
+			kept:     map[string]any{"ticket:ev": map[string]any{"ticket": "T1", "start": 40.0}},
+		},
+		{
+			name: "a move of this site drops the kept ticket",
+			c: lineCase{Page: "waiting", Moved: true, Kept: map[string]any{"ticket": "T0", "start": 9}, Until: "place", Answers: []lineAnswer{
+				waitingAt(lineJoin, 200, 3, 2000),
+			}},
+			trace:    []string{"info waiting", "trying waiting join", "place waiting poll"},
+			requests: []string{lineInfo, lineJoin, linePoll},
+			sleeps:   [][2]float64{{2000, 2000}},
+			kept:     map[string]any{"ticket:ev": map[string]any{"ticket": "T1", "start": 3.0}},
+		},
+		{
+			name:     "a page left without JavaScript stays left",
+			c:        lineCase{Page: "left", Until: "left"},
+			trace:    []string{"left left stop"},
+			kept:     map[string]any{},
+			requests: []string{},
+		},
+		{
+			name:     "an unknown event",
+			c:        lineCase{Until: "fatal", Info: &lineAnswer{Req: lineInfo, Status: 404}},
+			trace:    []string{"joining joining", "info joining", "fatal unknown-event stop"},
+			requests: []string{lineInfo},
+			kept:     map[string]any{},
+		},
+		{
+			name: "the room opens in 10 s: it joins then",
+			c: lineCase{Until: "place", Answers: []lineAnswer{
+				joinAnswer(403, map[string]any{"error": "not_open", "opensInMs": 10000}),
+				joined,
+			}},
+			trace:    joining("not-open not-open join", "place waiting poll"),
+			requests: []string{lineInfo, lineJoin, lineJoin, linePoll},
+			sleeps:   [][2]float64{{10000, 13000}, {1500, 1500}},
+			kept:     keptT1,
+		},
+		{
+			name: "busy: it waits Retry-After, then joins",
+			c: lineCase{Until: "place", Answers: []lineAnswer{
+				{Req: lineJoin, Status: 429, Data: map[string]any{"error": "rate_limited"}, Headers: map[string]string{"Retry-After": "2"}},
+				joined,
+			}},
+			trace:    joining("notice joining join busyJoin", "place waiting poll"),
+			requests: []string{lineInfo, lineJoin, lineJoin, linePoll},
+			sleeps:   [][2]float64{{2000, 2400}, {1500, 1500}},
+			kept:     keptT1,
+		},
+		{
+			name:     "sold out at the join",
+			c:        lineCase{Until: "soldout", Answers: []lineAnswer{joinAnswer(409, map[string]any{"error": "sold_out"})}},
+			trace:    joining("soldout soldout stop"),
+			requests: []string{lineInfo, lineJoin},
+			kept:     map[string]any{},
+		},
+		{
+			name:     "closed at the join",
+			c:        lineCase{Until: "closed", Answers: []lineAnswer{joinAnswer(409, map[string]any{"error": "event_closed"})}},
+			trace:    joining("closed closed stop"),
+			requests: []string{lineInfo, lineJoin},
+			kept:     map[string]any{},
+		},
+		{
+			name:     "an account is needed: nothing to retry",
+			c:        lineCase{Until: "notice", Answers: []lineAnswer{joinAnswer(401, map[string]any{"error": "invalid_account"})}},
+			trace:    joining("notice joining stop invalid_account"),
+			requests: []string{lineInfo, lineJoin},
+			kept:     map[string]any{},
+		},
+		{
+			name:     "a browser without workers cannot pay the proof",
+			c:        lineCase{NoWorker: true, Until: "no-worker", Answers: []lineAnswer{joinAnswer(428, map[string]any{"challenge": "c1", "bits": 4})}},
+			trace:    joining("no-worker no-worker stop"),
+			requests: []string{lineInfo, lineJoin},
+			kept:     map[string]any{},
+		},
+		{
+			name: "a kept ticket the gateway refuses is forgotten",
+			c: lineCase{Kept: map[string]any{"ticket": "bad", "start": 2}, Until: "place", Answers: []lineAnswer{
+				joinAnswer(400, map[string]any{"error": "invalid_ticket"}),
+				joined,
+			}},
+			trace:    joining("forget joining join", "place waiting poll"),
+			requests: []string{lineInfo, lineJoin + ` {"X-Waitroom-Ticket":"bad"}`, lineJoin, linePoll},
+			sleeps:   [][2]float64{{1500, 1500}},
+			kept:     keptT1,
+		},
+		{
+			name: "no answer twice, then back",
+			c: lineCase{Until: "back", Answers: []lineAnswer{
+				{Req: lineJoin, Offline: true}, {Req: lineJoin, Offline: true}, joined,
+			}},
+			trace: joining("offline joining join", "trying joining join",
+				"offline joining join", "trying joining join", "place waiting poll", "back waiting poll"),
+			requests: []string{lineInfo, lineJoin, lineJoin, lineJoin, linePoll},
+			sleeps:   [][2]float64{{500, 1000}, {1000, 2000}, {1500, 1500}},
+			kept:     keptT1,
+		},
+		{
+			name: "the place expired",
+			c: lineCase{Until: "expired", Answers: []lineAnswer{
+				joined, {Req: linePoll, Status: 410, Data: map[string]any{"status": "expired"}},
+			}},
+			trace:    joining("place waiting poll", "expired expired stop"),
+			requests: []string{lineInfo, lineJoin, linePoll},
+			sleeps:   [][2]float64{{1500, 1500}},
+			kept:     map[string]any{},
+		},
+		{
+			name: "sold out while waiting",
+			c: lineCase{Until: "soldout", Answers: []lineAnswer{
+				joined, {Req: linePoll, Status: 200, Data: map[string]any{"status": "soldout"}},
+			}},
+			trace:    joining("place waiting poll", "soldout soldout stop"),
+			requests: []string{lineInfo, lineJoin, linePoll},
+			sleeps:   [][2]float64{{1500, 1500}},
+			kept:     keptT1,
+		},
+		{
+			name:     "the fan left in another tab",
+			c:        lineCase{GoneWhileAsleep: true, Until: "left", Answers: []lineAnswer{joined}},
+			trace:    joining("place waiting poll", "left left stop"),
+			requests: []string{lineInfo, lineJoin},
+			sleeps:   [][2]float64{{1500, 1500}},
+			kept:     map[string]any{},
+		},
+		{
+			name:     "leaving gives the place back",
+			c:        lineCase{LeaveOn: "place", Until: "left", Answers: []lineAnswer{joined, {Req: "DELETE /api/v1/events/ev/tickets/T1", Status: 204}}},
+			trace:    joining("place waiting poll", "left left stop"),
+			requests: []string{lineInfo, lineJoin, "DELETE /api/v1/events/ev/tickets/T1"}, // no poll after
+			kept:     map[string]any{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := driveLine(t, tab, tt.c)
+			if !reflect.DeepEqual(got.Trace, tt.trace) {
+				t.Errorf("changes:\n  got  %s\n  want %s", strings.Join(got.Trace, " | "), strings.Join(tt.trace, " | "))
+			}
+			if len(got.Requests) != len(tt.requests) || (len(got.Requests) > 0 && !reflect.DeepEqual(got.Requests, tt.requests)) {
+				t.Errorf("requests:\n  got  %q\n  want %q", got.Requests, tt.requests)
+			}
+			if len(got.Sleeps) != len(tt.sleeps) {
+				t.Errorf("waits = %v; want %d within %v", got.Sleeps, len(tt.sleeps), tt.sleeps)
+			} else {
+				for i, ms := range got.Sleeps {
+					if ms < tt.sleeps[i][0] || ms > tt.sleeps[i][1] {
+						t.Errorf("wait %d = %v ms; want within %v", i, ms, tt.sleeps[i])
+					}
+				}
+			}
+			if !reflect.DeepEqual(got.Kept, tt.kept) {
+				t.Errorf("kept = %v; want %v", got.Kept, tt.kept)
+			}
+			if len(got.Unfrozen) > 0 {
+				t.Errorf("snapshots not immutable or out of order: %v", got.Unfrozen)
+			}
+		})
+	}
+
+	// What the snapshots carry for the page to draw: the place as the line
+	// told it (ahead from the position when absent; the progress from the
+	// place kept at join), and the event's state once it ended.
+	t.Run("the place and the event's state", func(t *testing.T) {
+		got := driveLine(t, tab, lineCase{Kept: map[string]any{"ticket": "T1", "start": 40}, Until: "soldout", Answers: []lineAnswer{
+			{Req: lineJoin, Status: 200, Data: map[string]any{"ticket": "T1", "status": "waiting", "position": 30, "etaSeconds": 120, "pollAfterMs": 1000, "available": 7}},
+			{Req: linePoll, Status: 200, Data: map[string]any{"status": "soldout"}},
+		}})
+		want := map[string]any{"position": 30.0, "ahead": 29.0, "eta": 120.0, "available": 7.0, "start": 40.0}
+		if !reflect.DeepEqual(got.Place, want) || got.InfoState != "soldout" {
+			t.Errorf("place %v, event state %q; want %v, soldout", got.Place, got.InfoState, want)
+		}
+	})
+}
+
+// driveLine runs one case through the harness.
+func driveLine(t *testing.T, tab context.Context, c lineCase) lineRun {
+	t.Helper()
+	spec, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got lineRun
+	run(t, tab, 10*time.Second, "drive the line", chromedp.Evaluate(`drive(`+string(spec)+`)`, &got,
+		func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	return got
+}
+
+// lineSite serves the fans' static files and a blank page to load them in.
+func lineSite() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/static/", http.StripPrefix("/static/", http.FileServer(http.FS(web.FS()))))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(`<!doctype html><html lang="en"><title>line.js</title></html>`))
+	})
+	return mux
+}
