@@ -22,7 +22,7 @@ func TestLateShardStepMakesNoSecondPlace(t *testing.T) {
 	set := Settings{Mode: "queue", AdmitPerSecond: 5, MaxActive: 10, AccessTTL: time.Minute, AbandonAfter: time.Minute, Shards: 3}
 	const event, account = "late", "acct-1"
 
-	first, err := s.joinGlobal(ctx, event, set, JoinOptions{Account: account}, "")
+	first, err := s.joinBegin(ctx, event, set, JoinOptions{Account: account}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestLateShardStepMakesNoSecondPlace(t *testing.T) {
 	if second.Resumed || second.ID == first.t.id() {
 		t.Fatalf("the second join resumed %s; want a new place (the first is on no shard)", second.ID)
 	}
-	_, err = s.joinShard(ctx, event, set, first)
+	_, err = s.joinEnd(ctx, event, set, first)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Errorf("the late second step: %v; want ErrUnavailable, no place", err)
 	}

@@ -89,10 +89,10 @@ func testDrawKeyMixesTheEntries(t *testing.T, e env) {
 	ctx := context.Background()
 	set := e.open()
 	set.MaxActive = 0
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(800*time.Millisecond)
+	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	fans := joinMany(t, e.store, set, 60)
 	must(t, e.store.Leave(ctx, event, fans[0].Ticket))
-	time.Sleep(time.Until(*set.OpensAt))
+	set.OpensAt = at(0) // brought forward: the entries freeze at the next tick
 	l := drawNow(t, e, set)
 
 	seed, err := hex.DecodeString(l.Seed)
@@ -147,9 +147,9 @@ func TestSeedHiddenUntilDrawn(t *testing.T) { onEachLayout(t, testSeedHiddenUnti
 func testSeedHiddenUntilDrawn(t *testing.T, e env) {
 	ctx := context.Background()
 	set := e.open()
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(300*time.Millisecond)
+	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	f := join(t, e.store, set)
-	time.Sleep(time.Until(*set.OpensAt) + 50*time.Millisecond)
+	set.OpensAt = at(-time.Millisecond) // opened, and no admitter ticked since
 	l, err := e.store.Lottery(ctx, event, set)
 	must(t, err)
 	if l.Seed != "" || l.Drawn || l.EntriesDigest != "" {
@@ -178,9 +178,9 @@ func testJoinAfterTheDrawIsFIFO(t *testing.T, e env) {
 	ctx := context.Background()
 	set := e.open()
 	set.AdmitPerSecond, set.MaxActive = 1e6, 0
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(500*time.Millisecond)
+	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	fans := joinMany(t, e.store, set, 30)
-	time.Sleep(time.Until(*set.OpensAt))
+	set.OpensAt = at(0)
 	drawNow(t, e, set)
 
 	later := set
@@ -277,7 +277,7 @@ func testInsiderWhoKnowsTheSeedGainsNothing(t *testing.T, e env) {
 	ctx := context.Background()
 	set := e.open()
 	set.MaxActive = 0
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(3*time.Second)
+	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	honest := joinMany(t, e.store, set, 200)
 	seed, err := hex.DecodeString(e.rdb.HGet(ctx, "wr:{"+event+"}:lottery", "seed").Val())
 	if err != nil || len(seed) != 32 {
@@ -291,7 +291,7 @@ func testInsiderWhoKnowsTheSeedGainsNothing(t *testing.T, e env) {
 	for _, f := range ground[40:] {
 		must(t, e.store.Leave(ctx, event, f.Ticket))
 	}
-	time.Sleep(time.Until(*set.OpensAt))
+	set.OpensAt = at(0)
 	l := drawNow(t, e, set)
 	mean := func(fans []queue.JoinResult) float64 {
 		var sum float64

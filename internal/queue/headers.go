@@ -18,18 +18,23 @@ type headerKey struct {
 	prequeue, opens, closes int64 // unix ms; noTime when not set
 	rate                    float64
 	ttl, abandon            time.Duration
+	shards                  int
 }
 
 const noTime = -1 << 63
 
 // headers are one event's shared script arguments, for one headerKey, and
-// the hot scripts' KEYS.
+// the KEYS of the scripts of the event's tag that take them.
 type headers struct {
-	key    headerKey
-	status []any // statusScript's ARGV 1–6
-	join   []any // joinScript's ARGV 1–7
+	key         headerKey
+	status      []any // statusScript's ARGV 1–6
+	statusShard []any // statusShardScript's ARGV 1–6
+	join        []any // joinScript's ARGV 1–7
+	joinGlobal  []any // joinGlobalScript's ARGV 1–7
 
-	statusKeys, joinKeys []string // statusScript's and joinScript's KEYS (never modified)
+	// statusScript's, joinScript's and joinGlobalScript's KEYS (never
+	// modified: a proof's set is appended to a copy).
+	statusKeys, joinKeys, joinGlobalKeys []string
 }
 
 func headerKeyOf(set Settings) headerKey {
@@ -40,7 +45,7 @@ func headerKeyOf(set Settings) headerKey {
 		return t.UnixMilli()
 	}
 	return headerKey{mode: set.Mode, prequeue: ms(set.PrequeueOpensAt), opens: ms(set.OpensAt), closes: ms(set.ClosesAt),
-		rate: set.AdmitPerSecond, ttl: set.AccessTTL, abandon: set.AbandonAfter}
+		rate: set.AdmitPerSecond, ttl: set.AccessTTL, abandon: set.AbandonAfter, shards: shardsOf(set)}
 }
 
 // headersOf returns event's headers for set, built on first use and again
@@ -53,13 +58,18 @@ func (s *Store) headersOf(event string, set Settings) *headers {
 	rate := rateArg(set.AdmitPerSecond)
 	k := rdb.KeysOf(event)
 	h := &headers{
-		key:        key,
-		statusKeys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory},
-		joinKeys:   []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Lottery, k.Entries, k.Accounts},
+		key:            key,
+		statusKeys:     []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Claims},
+		joinKeys:       []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Lottery, k.Entries, k.Accounts, k.Claims},
+		joinGlobalKeys: []string{k.Stats, k.Active, k.Inventory, k.Claims, k.Lottery, k.Entries, k.Accounts},
 		status: []any{set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rate,
 			set.AbandonAfter.Milliseconds(), set.AccessTTL.Milliseconds()},
+		statusShard: []any{set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rate,
+			set.AbandonAfter.Milliseconds(), shardsOf(set)},
 		join: []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
 			rate, set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds()},
+		joinGlobal: []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
+			rate, set.AccessTTL.Milliseconds(), shardsOf(set)},
 	}
 	s.headers.Store(event, h)
 	return h

@@ -538,7 +538,7 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, sh
 	defer func() {
 		if err != nil {
 			// Another admitter (or this one) may take it up at once.
-			_ = s.c.Run(context.WithoutCancel(ctx), rdb.Call{Script: sTickRelease, Keys: []string{k.Drawing}, Args: []any{s.owner}}).Err()
+			_ = s.c.Run(context.WithoutCancel(ctx), rdb.Call{Script: releaseScript, Keys: []string{k.Drawing}, Args: []any{s.owner}}).Err()
 		}
 	}()
 	ids, err := s.readEntries(ctx, k.Entries, n)
@@ -797,33 +797,14 @@ func (w drawWriter) ranksOf(ctx context.Context, i int) error {
 	return err
 }
 
-// placeDrawn places a pre-queue join that reached its shard after the draw
-// began, at its draw's score, and counts the fans ahead of it elsewhere.
-func (s *Store) placeDrawn(ctx context.Context, event string, set Settings, t ticket, rate string, untilOpen int64) ([]any, int64, error) {
+// drawKey reads the key of event's draw from the seed and the digest (a
+// draw that began has written the digest).
+func (s *Store) drawKey(ctx context.Context, event string) ([]byte, error) {
 	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Lottery, "seed", "digest").Result()
 	if err != nil {
-		return nil, 0, rdb.Interpret("join", err)
+		return nil, rdb.Interpret("lottery", err)
 	}
 	seed, _ := v[0].(string)
 	digest, _ := v[1].(string)
-	key, err := keyOf(seed, digest)
-	if err != nil {
-		return nil, 0, fmt.Errorf("join: %w", err)
-	}
-	n := shardsOf(set)
-	shards := rdb.ShardKeysFor(event, n)
-	own := int(t.seq % int64(n))
-	sk := shards[own]
-	score := drawScore(key, t.id())
-	place := s.c.Start(ctx, rdb.Call{Script: sJoinShard, Keys: []string{sk.Wait, sk.Seen, sk.Stats, sk.Info}, Args: []any{t.id(), score, t.seq / int64(n), rate, untilOpen, set.AbandonAfter.Milliseconds(), 0.5, n, 1, t.joinedAt}, Told: true})
-	ahead := s.startBelow(ctx, shards, own, score)
-	res, err := place.Wait().Slice()
-	if err != nil {
-		return nil, 0, rdb.Interpret("join", err)
-	}
-	others, err := waitBelow(ahead)
-	if err != nil {
-		return nil, 0, rdb.Interpret("join", err)
-	}
-	return res, others, nil
+	return keyOf(seed, digest)
 }

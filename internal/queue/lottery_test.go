@@ -115,7 +115,7 @@ func testLotteryDrawIsReproducible(t *testing.T, e env) {
 	ctx := context.Background()
 	pre := e.open()
 	pre.AdmitPerSecond, pre.MaxActive = 1e6, 1<<30
-	pre.PrequeueOpensAt, pre.OpensAt = at(-time.Minute), at(1500*time.Millisecond)
+	pre.PrequeueOpensAt, pre.OpensAt = at(-time.Minute), at(time.Hour)
 	if _, err := e.store.Lottery(ctx, event, pre); !errors.Is(err, queue.ErrNoLottery) {
 		t.Fatalf("lottery before anyone: %v; want ErrNoLottery", err)
 	}
@@ -129,7 +129,7 @@ func testLotteryDrawIsReproducible(t *testing.T, e env) {
 		must(t, e.store.Leave(ctx, event, f.Ticket))
 		left[f.ID] = true
 	}
-	time.Sleep(time.Until(*pre.OpensAt))
+	pre.OpensAt = at(0) // brought forward once everyone is in
 	set := pre
 	set.MaxActive = 0
 	late := joinMany(t, e.store, set, 5)

@@ -6,9 +6,10 @@ import (
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
-// The Lua scripts of the line. Each is one redis.NewScript; every key it
-// touches is passed in KEYS and carries the event's {tag}; "now" is always
-// Redis TIME, so every gateway and admitter replica shares one clock.
+// The Lua scripts of the line, each a composition of the library's
+// fragments (lua.go). Every key a script touches is passed in KEYS and
+// carries one hash tag: the event's, or one shard's; "now" is always Redis
+// TIME, so every gateway and admitter replica shares one clock.
 //
 // Two encodings keep a waiting fan at about 130 bytes of Redis:
 //
@@ -16,293 +17,214 @@ import (
 //     facts a fan needs later (join time, the ETA told at join) live in the
 //     signed ticket, not in Redis;
 //   - the "seen" key is a string used as an array of u32 indexed by the
-//     ticket's sequence number (BITFIELD u32 #seq): 4 bytes per fan. A slot
-//     holds the fan's abandon deadline in unix seconds while it waits
-//     (last poll + pollAfter told + abandon_after, rounded up), then 1 once the
-//     ticket is admitted, then the time (unix s) its fan claimed the place
-//     (first saw the admission): the gateway observes the wait time exactly
-//     once per ticket, and an access window can never be stretched past
-//     claim + access_ttl + hold_ttl (extendScript). 0 in an active ticket's
-//     slot is a place claimed before claim times were kept.
+//     ticket's sequence number (BITFIELD u32 #seq; #(seq div K) on a line of
+//     K shards): 4 bytes per fan, the abandon deadline in unix seconds while
+//     it waits (last poll + pollAfter told + abandon_after, rounded up).
+//
+// Once admitted, a fan's claim lives in the event's claims (1: admitted,
+// unclaimed; then the claim time, unix s), as long as its active place.
 //
 // Numbers that must not lose precision (the lottery score) are passed to
 // Redis as the strings Go formatted; floats are returned as strings because
 // Redis truncates Lua numbers in replies to integers.
 
-// prelude holds the helpers every script shares.
-const prelude = rdb.Prelude + `
-
--- base36 of a positive integer, as Go's strconv.FormatInt(n, 36): the
--- digits' bytes, lowest first, made one string (a string per digit made
--- this the join's costliest line).
-local function b36(n)
-  local d, i = {}, 0
-  repeat
-    local r = n % 36
-    i = i + 1
-    if r < 10 then d[i] = 48 + r else d[i] = 87 + r end
-    n = (n - r) / 36
-  until n == 0
-  return string.reverse(string.char(unpack(d)))
-end
-
--- pollAfter (ms) for a fan with ahead fans in front of it. See docs/QUEUE.md:
--- base = ahead / (4 × rate) seconds (about four polls over the wait), but
--- never more than ahead / 250 s, so that a line that speeds up past the
--- measured rate (a cap that stops binding, fans ahead who left) still finds
--- its fans awake: up to 166.67 fans/s (250 / 1.5, the jitter) nobody sleeps
--- past their turn. At least the time left before opening, clamped to
--- [1 s, 40 s], times a jitter of 1 + u/2 (u in [0,1)) so the bounds are
--- [1 s, 60 s). q is poll_per(rate): the scripts that answer many fans take
--- it once.
-local function poll_per(rate)
-  if rate == nil or rate < 0.01 then rate = 0.01 end
-  local q = 1 / (4 * rate)
-  if q > 1 / 250 then q = 1 / 250 end
-  return q
-end
-
-local function poll_after_per(ahead, q, until_open, u)
-  local base = ahead * q
-  if until_open > 0 and until_open / 1000 > base then base = until_open / 1000 end
-  if base < 1 then base = 1 elseif base > 40 then base = 40 end
-  return math.floor(base * (1 + 0.5 * u) * 1000)
-end
-
-local function poll_after(ahead, rate, until_open, u)
-  return poll_after_per(ahead, poll_per(rate), until_open, u)
-end
-
--- a jitter u in [0,1) for the fan n (its rank or sequence number) at now
--- (ms): fans polled or joined together get different ones, and one fan a
--- different one at each poll. The hot scripts take it here rather than
--- from the caller: an argument less per fan.
-local function jitter(n, now)
-  return ((n * 7919 + now) % 1000) / 1000
-end
-
--- the abandon deadline (unix s, rounded up so a fan is never dropped early)
-local function deadline(now, poll, abandon)
-  local d = math.floor((now + poll + abandon + 999) / 1000)
-  if d > 4294967295 then d = 4294967295 end
-  return d
-end
-
-
--- the admission rate ETAs are computed from: the one the admitter measured,
--- or the configured one until it measured any.
-local function rate_for_eta(stats, configured)
-  local r = redis.call('HGET', stats, 'rate')
-  if r then return r end
-  return configured
-end
-
--- claim: the first look at an admitted ticket (a status poll, or a join
--- that resumes it) claims the place: its access window then runs its full
--- access_ttl from now, and its seen slot holds the claim time (unix s, so
--- always > 1) from which the window's ceiling is counted (extendScript).
--- The tick left slot = 1 (admitted, unclaimed). Returns the expiry in force
--- and 1 if this look claimed the place, else 0.
-local function claim(active, seen, id, slot, now, now_s, exp, ttl)
-  if redis.call('BITFIELD', seen, 'GET', 'u32', slot)[1] ~= 1 then return exp, 0 end
-  redis.call('BITFIELD', seen, 'SET', 'u32', slot, now_s)
-  local full = now + ttl
-  if full > exp then
-    exp = full
-    redis.call('ZADD', active, 'XX', exp, id)
-  end
-  return exp, 1
-end
-
-local function seq_of(member)
-  local p = string.match(member, '^([0-9a-z]+)%.')
-  if p then return tonumber(p, 36) end
-  return nil
-end
-`
-
-// joinScript gives fans new places in the line (a fan who carries a live
-// ticket is resumed by statusScript instead, so that a join can never turn
-// a dead ticket into a place for free: see Store.Join). It takes the joins
-// of one event that a pipeline carries together (batcher.startMerged), one
-// after the other, each answered as if alone: what they share (the clock,
-// the layout, the rate, the inventory, the lottery's commitment) is read
-// once, the counters, the sequence and the abandon deadlines are written
-// once, and a new place after opening costs its ZADD alone: its score, the
-// next sequence number, is above every score in the line when the line's
-// last place is below the call's first number (one ZREVRANGE per call, at
-// the tail of the skiplist), so its rank is the places counted before it.
-// A pre-queue place (a random score) and a line whose tail is not below
-// (never seen; checked, not assumed) take a ZRANK each.
+// The join (joinLua, placeLua). A fan who carries a live ticket is resumed
+// by the status script instead, so that a join can never turn a dead
+// ticket into a place for free (Store.Join). A join that pays with a proof
+// of work spends it in the same script and round trip as the place it
+// buys: once a join would hand out a place, the proof's id is added to the
+// spent set of its expiry minute, and a proof already there, or expired by
+// Redis TIME, buys nothing; refusing by TIME as well as by the gateway's
+// clock lets the set go a second after its minute (no proof can be spent
+// once its set is gone). Joins with proofs of one expiry minute share a
+// call (the set is a key); joins without proofs share another.
 //
-// A join that pays with a proof of work (Store.JoinProved) spends it here,
-// in the same script and round trip as the place it buys: once a join would
-// hand out a place, the proof's id is added to the spent set of its expiry
-// minute, and a proof already there, or expired by Redis TIME, buys nothing.
-// Refusing by TIME as well as by the gateway's clock is what lets the set go
-// a second after its minute: whatever any gateway's clock says, no proof can
-// be spent once its set is gone. Joins with proofs of one expiry minute
-// share a call (the set is a key); joins without proofs share another.
-//
-// A pre-queue place is given only once the event's lottery is committed
-// (lottery.go): the script answers {"uncommitted"} and takes nothing until
-// then, and records every pre-queue place among the draw's entries. Once
-// the entries froze (at opens_at), no join is a pre-queue place again,
-// whatever opens_at the caller brings: it is after opening, FIFO.
-//
-// A join for an account first looks for the account's place: if it is
-// still waiting or active, the join makes nothing and answers {"account",
-// <its accounts entry>} (the caller resumes it), before any proof is spent;
-// otherwise the new place becomes the account's, in the same script: one
-// place per account, whatever the race (two joins of one account in one
-// call: the second finds the first's place).
+// A join for an account first looks for the account's place: if it may
+// still be live, the join makes nothing and answers {"account", entry}
+// (the caller resumes it), before any proof is spent; otherwise the new
+// place becomes the account's, in the same script: one place per account,
+// whatever the race (two joins of one account in one call: the second
+// finds the first's place). On one shard "may be live" is: waiting or
+// active. On many, the event's tag sees no wait: active, or not the place
+// the caller found dead (it asks the place's status and comes back with
+// the id of a dead one), or made less than accountGraceMs ago (its shard's
+// phase may not have run yet).
+
+// joinScript gives fans new places on a line of one shard, both phases in
+// one script, for the joins of one event that a pipeline carries together.
 //
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory, 6 lottery,
-// 7 lottery entries, 8 accounts, 9 (with proofs only) the spent proofs of
-// their expiry minute
+// 7 lottery entries, 8 accounts, 9 claims, 10 (with proofs only) the
+// spent proofs of their expiry minute
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
-// 7 abandon_after ms; then per join: the random part of the new id
-// (base64url), a lottery score (a negative integer, as a string), the
-// account id or "", and with proofs: the proof's id, its expiry ms, when
-// its set goes (unix ms)
+// 7 abandon_after ms, 8 when the proofs' set goes (unix ms) or ""; then per
+// join: the random part of the new id (base64url), its lottery number (a
+// negative integer), the account id or "", the proof's id or "", its expiry
+// ms or ""
 // Returns the head {now ms, rate, available or -1}, then one element per
 // join, each one of
 //
-//	{seq, rank × 65536 + pollAfter ms} (waiting; rank 0 = next)
-//	{seq, -1, active expiry ms} (admitted)
+//	rank × 65536 + pollAfter ms, then seq: {code, seq} (waiting; rank 0 = next)
+//	{-1, seq, active expiry ms} (admitted: passthrough)
 //	"closed" | "not_open" | "sold_out" | "reused" | "stale" | "uncommitted"
-//	{"account", entry} (the account's live place)
+//	{"account", entry} (the account's place)
 //	{"layout", k} (a sharded event)
-var joinScript = redis.NewScript(prelude + invPrelude + `
+var joinScript = redis.NewScript(prelude + invPrelude + layoutPrelude + joinLua + placeLua + `
 local now, now_s = clock()
-local per = 3
-if KEYS[9] then per = 6 end
-local n = (#ARGV - 7) / per
+local n = (#ARGV - 8) / 5
 local out = {now, '', -1}
 local function all(v)
   for i = 1, n do out[i + 3] = v end
   return out
 end
-local st = redis.call('HMGET', KEYS[4], 'shards', 'rate', 'seq')
-local k = tonumber(st[1])
-if k and k > 1 then return all({'layout', k}) end
-local mode = ARGV[1]
-local pre, opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if mode == 'closed' or (closes and now >= closes) then return all('closed') end
-if (pre and now < pre) or (not pre and opens and now < opens) then return all('not_open') end
-local known, avail, held, pending = inv_read(KEYS[5])
-local soldout = inv_sold(known, avail, held, pending)
-if known then out[3] = avail end
-local until_open = 0
-if opens and now < opens then until_open = opens - now end
-local uncommitted = false
-if until_open > 0 then
-  local lot = redis.call('HMGET', KEYS[6], 'commitment', 'frozen')
-  if lot[2] then
-    until_open = 0 -- the draw's entries froze: this place is after opening, whatever opens_at says now
+local k = sharded(KEYS[4])
+if k then return all({'layout', k}) end
+local refused, js = join_state(KEYS[4], KEYS[5], KEYS[6], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), now)
+if refused then return all(refused) end
+js.rate = js.rate or ARGV[5]
+out[2], out[3] = js.rate, js.avail
+local keys = {stats = KEYS[4], active = KEYS[2], claims = KEYS[9], accounts = KEYS[8], entries = KEYS[7], spent = KEYS[10]}
+local function live(id)
+  local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
+  return redis.call('ZSCORE', KEYS[1], id) or (exp and exp > now)
+end
+local ttl = tonumber(ARGV[6])
+local p = placer(KEYS[1], KEYS[3], 1, poll_per(tonumber(js.rate)), tonumber(ARGV[7]), now)
+for i = 1, n do
+  local a = 9 + 5 * (i - 1)
+  local answer, seq, id = join_one(js, keys, now, ARGV[a], ARGV[a + 2], live, ARGV[a + 3], ARGV[a + 4])
+  if answer then
+    out[i + 3] = answer
+  elseif js.passthrough then
+    out[i + 3] = {-1, seq, join_admit(js, keys, id, now, now_s, ttl)}
   else
-    uncommitted = not lot[1]
+    local score = seq
+    if js.until_open > 0 then score = tonumber(ARGV[a + 1]) end
+    out[i + 3] = {place(p, id, score, seq, string.format('#%d', seq), js.until_open), seq}
   end
 end
-local passthrough = mode == 'passthrough' and until_open == 0
-local ttl, abandon = tonumber(ARGV[6]), tonumber(ARGV[7])
-local r = st[2] or ARGV[5] -- rate_for_eta
-out[2] = r
-local q = poll_per(tonumber(r))
-local seq0 = tonumber(st[3]) or 0
-local joined, admitted, sets, spent = 0, 0, {}, nil
--- tail: the rank the next place after opening gets, when every score in
--- the line is below the call's first sequence number (nil: ZRANK it).
-local tail
-if until_open == 0 and not passthrough then
-  local last = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  if not last[2] or tonumber(last[2]) <= seq0 then tail = redis.call('ZCARD', KEYS[1]) end
-end
-
-local function one(a)
-  local acct = ARGV[a + 3]
-  if acct ~= '' then
-    local v = redis.call('HGET', KEYS[8], acct)
-    if v then
-      local had = string.match(v, '^(%S+)')
-      local exp = tonumber(redis.call('ZSCORE', KEYS[2], had))
-      if redis.call('ZSCORE', KEYS[1], had) or (exp and exp > now) then return {'account', v} end
-    end
-  end
-  if soldout then return 'sold_out' end
-  if uncommitted then return 'uncommitted' end
-  if KEYS[9] then
-    if now >= tonumber(ARGV[a + 5]) then return 'stale' end
-    if redis.call('SADD', KEYS[9], ARGV[a + 4]) == 0 then return 'reused' end
-    spent = ARGV[a + 6]
-  end
-  joined = joined + 1
-  local seq = seq0 + joined
-  local id = b36(seq) .. '.' .. ARGV[a + 1]
-  if acct ~= '' then redis.call('HSET', KEYS[8], acct, id .. ' ' .. now .. ' ?') end
-  local j = #sets
-  if passthrough then
-    -- Let in at once, and claimed at once: the fan holds its pass now.
-    local exp = now + ttl
-    redis.call('ZADD', KEYS[2], exp, id)
-    admitted = admitted + 1
-    sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', string.format('#%d', seq), now_s
-    return {seq, -1, exp}
-  end
-  local rank
-  if until_open > 0 then
-    redis.call('ZADD', KEYS[1], ARGV[a + 2], id)
-    redis.call('RPUSH', KEYS[7], id)
-    rank = redis.call('ZRANK', KEYS[1], id)
-  else
-    redis.call('ZADD', KEYS[1], int(seq), id)
-    if tail then
-      rank, tail = tail, tail + 1
-    else
-      rank = redis.call('ZRANK', KEYS[1], id)
-    end
-  end
-  local poll = poll_after_per(rank, q, until_open, jitter(seq, now))
-  sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', string.format('#%d', seq), int(deadline(now, poll, abandon))
-  return {seq, rank * 65536 + poll}
-end
-
-for i = 1, n do out[i + 3] = one(7 + per * (i - 1)) end
-if joined > 0 then
-  redis.call('HINCRBY', KEYS[4], 'seq', joined)
-  redis.call('HINCRBY', KEYS[4], 'joined', joined)
-end
-if admitted > 0 then redis.call('HINCRBY', KEYS[4], 'admitted', admitted) end
-if #sets > 0 then redis.call('BITFIELD', KEYS[3], unpack(sets)) end
-if spent then redis.call('PEXPIREAT', KEYS[9], spent) end
+join_done(js, keys, ARGV[8])
+placed(p, KEYS[4])
 return out
 `)
 
-// statusScript reports where tickets stand and records that their fans are
-// still there (a new abandon deadline). It answers the polls of one event
-// that a pipeline carries together (batcher.startMerged): what every poll
-// shares (the clock, the layout, the measured rate, the inventory) is read
-// once per call and answered once, at the head of the reply; a waiting
-// ticket costs one ZRANK and one number in the reply, and the new deadlines
-// of all go in one BITFIELD. Each ticket's answer is the one it would get
-// alone. (Inside Redis, a script's Lua around its commands costs more than
-// the commands: every table, every number turned into an argument, every
-// element of a reply. This one keeps them few; docs/EDGE.md, third round.)
+// joinGlobalScript is a join's phase on the event's tag, on a line of
+// many shards, for the joins of one event a pipeline carries together: the
+// refusals, the account, the proof, the sequence number; passthrough lets
+// the fan in then and there. The place is made on its shard next
+// (joinShardScript).
 //
-// The first poll (or resuming join) that finds a ticket admitted claims
-// the place (claim in the prelude): the access window, which the tick opened
-// only until the fan's abandon deadline, now runs its full access_ttl from
-// this moment.
+// KEYS: 1 stats, 2 active, 3 inventory, 4 claims, 5 lottery, 6 lottery
+// entries, 7 accounts, 8 (with proofs only) the spent proofs of their
+// expiry minute
+// ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
+// 4 closes_at ms or "", 5 configured rate, 6 access_ttl ms, 7 shards,
+// 8 when the proofs' set goes (unix ms) or ""; then per join: the random
+// part of the id, the account id or "", the id of the account's place the
+// caller found dead or "", the proof's id or "", its expiry ms or ""
+// Returns the head {now ms, rate, available or -1}, then per join one of
 //
-// A waiting ticket of an event sold out is told so (its fan stops
-// waiting); an admitted one is still admitted (its page says so).
+//	{-2, seq, ms until opening} (to be placed on its shard)
+//	{-1, seq, active expiry ms} (admitted: passthrough)
+//	a refusal, {"account", entry}, {"layout", k} as joinScript's
+var joinGlobalScript = redis.NewScript(prelude + invPrelude + layoutPrelude + joinLua + `
+local now, now_s = clock()
+local n = (#ARGV - 8) / 5
+local out = {now, '', -1}
+local function all(v)
+  for i = 1, n do out[i + 3] = v end
+  return out
+end
+local k = layout(KEYS[1], tonumber(ARGV[7]))
+if k ~= tonumber(ARGV[7]) then return all({'layout', k}) end
+local refused, js = join_state(KEYS[1], KEYS[3], KEYS[5], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), now)
+if refused then return all(refused) end
+js.rate = js.rate or ARGV[5]
+out[2], out[3] = js.rate, js.avail
+local keys = {stats = KEYS[1], active = KEYS[2], claims = KEYS[4], accounts = KEYS[7], entries = KEYS[6], spent = KEYS[8]}
+local ttl = tonumber(ARGV[6])
+for i = 1, n do
+  local a = 9 + 5 * (i - 1)
+  local replace = ARGV[a + 2]
+  local function live(id, joined)
+    local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
+    return (exp and exp > now) or id ~= replace or now - joined < ` + accountGraceMs + `
+  end
+  local answer, seq, id = join_one(js, keys, now, ARGV[a], ARGV[a + 1], live, ARGV[a + 3], ARGV[a + 4])
+  if answer then
+    out[i + 3] = answer
+  elseif js.passthrough then
+    out[i + 3] = {-1, seq, join_admit(js, keys, id, now, now_s, ttl)}
+  else
+    out[i + 3] = {-2, seq, js.until_open}
+  end
+end
+join_done(js, keys, ARGV[8])
+return out
+`)
+
+// joinShardScript is a join's phase on its shard, for the places of one
+// shard that a pipeline carries together. The poll interval is computed
+// from the fans ahead on this shard times the shards (their share of the
+// line); the exact position is added up by the caller from every shard.
 //
-// A ticket is in wait or in active, never in both (the tick and the join
-// move it atomically): the wait set is looked at first because most polls
-// are of waiting fans.
+// A pre-queue place that arrives once the draw has begun on this shard
+// (lottery.go: the draw marks every shard first) is refused with "redraw":
+// its score must be its draw's, which the caller then knows. A place that
+// arrives more than lateShardMs after its first phase is refused with
+// "late" and never made: until accountGraceMs after the first phase a join
+// of the same account takes the place for one on its way and makes none,
+// and after it may replace it; so a place must be on its shard, or never
+// be, by then (the margin is for the clocks of a cluster's masters, which
+// this compares).
 //
-// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory
+// KEYS: 1 wait, 2 seen, 3 stats, 4 info
+// ARGV: 1 rate, 2 abandon_after ms, 3 shards; then per place: its ticket
+// id, score, seen slot, ms until opening, 1 if the score is the ticket's
+// draw (else 0), the first phase's time (ms)
+// Returns per place rank × 65536 + pollAfter ms (rank on this shard) |
+// "redraw" | "late".
+var joinShardScript = redis.NewScript(prelude + placeLua + `
+local now = clock()
+local k = tonumber(ARGV[3])
+local drawn = redis.call('HGET', KEYS[4], 'drawn')
+local p = placer(KEYS[1], KEYS[2], k, poll_per(tonumber(ARGV[1])), tonumber(ARGV[2]), now)
+local out = {}
+for i = 1, (#ARGV - 3) / 6 do
+  local a = 4 + 6 * (i - 1)
+  local score = tonumber(ARGV[a + 1])
+  if now - tonumber(ARGV[a + 5]) > ` + lateShardMs + ` then
+    out[i] = 'late'
+  elseif ARGV[a + 4] ~= '1' and score < 0 and drawn then
+    out[i] = 'redraw'
+  else
+    out[i] = place(p, ARGV[a], score, seq_of(ARGV[a]), ARGV[a + 2], tonumber(ARGV[a + 3]))
+  end
+end
+placed(p, KEYS[3])
+return out
+`)
+
+// The poll (pollLua, claimLua). It records that the fan is still there (a
+// new abandon deadline) and says where it stands; the first poll (or
+// resuming join) that finds a ticket admitted claims the place. A waiting
+// ticket of an event sold out is told so (its fan stops waiting); an
+// admitted one is still admitted (its page says so). A ticket is in wait
+// or in active, never in both (the tick and the join move it atomically):
+// wait is looked at first because most polls are of waiting fans.
+//
+// Inside Redis, a script's Lua around its commands costs more than the
+// commands: every table, every number turned into an argument, every
+// element of a reply. The poll keeps them few (docs/EDGE.md, third round):
+// what the polls of a call share is read once and answered once, at the
+// head of the reply, a waiting fan costs one ZRANK and one number, and the
+// new deadlines of all go in one BITFIELD.
+
+// statusScript answers the polls of one event on a line of one shard,
+// both phases in one script, that a pipeline carries together.
+//
+// KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory, 6 claims
 // ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 configured
 // rate, 5 abandon_after ms, 6 access_ttl ms; then per ticket: its id, its
 // seen slot ("#" and its seq)
@@ -313,11 +235,10 @@ return out
 //	-1 (expired) | -2 (closed) | -3 (soldout)
 //	{"admitted", expiry ms, first 0|1}
 //	{"layout", k} (a sharded event)
-var statusScript = redis.NewScript(prelude + invPrelude + `
+var statusScript = redis.NewScript(prelude + invPrelude + claimLua + pollLua + `
 local now, now_s = clock()
 local n = (#ARGV - 6) / 2
 local out = {now, '', -1}
--- The layout and the measured rate in one read.
 local st = redis.call('HMGET', KEYS[4], 'shards', 'rate')
 local k = tonumber(st[1])
 if k and k > 1 then
@@ -330,11 +251,9 @@ local until_open = 0
 if opens and now < opens then until_open = opens - now end
 local r = st[2] or ARGV[4] -- rate_for_eta
 out[2] = r
-local q = poll_per(tonumber(r))
-local abandon, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
-local inv -- the inventory, read once when a waiting ticket needs it
-local soldout
-local sets, j = {}, 0
+local ttl = tonumber(ARGV[6])
+local p = poller(KEYS[3], 1, poll_per(tonumber(r)), tonumber(ARGV[5]), until_open, now)
+local soldout -- read once, when a waiting ticket needs it
 for i = 1, n do
   local id, slot = ARGV[2 * i + 5], ARGV[2 * i + 6]
   local rank = redis.call('ZRANK', KEYS[1], id)
@@ -342,7 +261,7 @@ for i = 1, n do
     local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
     if exp and exp > now then
       local first
-      exp, first = claim(KEYS[2], KEYS[3], id, slot, now, now_s, exp, ttl)
+      exp, first = claim(KEYS[2], KEYS[6], id, now, now_s, exp, ttl)
       out[i + 3] = {'admitted', exp, first}
     else
       out[i + 3] = -1
@@ -350,57 +269,137 @@ for i = 1, n do
   elseif closed then
     out[i + 3] = -2
   else
-    if not inv then
+    if soldout == nil then
       local known, a, held, pending = inv_read(KEYS[5])
-      inv = true
       soldout = inv_sold(known, a, held, pending)
       if known then out[3] = a end
     end
-    if soldout then
-      out[i + 3] = -3
-    else
-      local poll = poll_after_per(rank, q, until_open, jitter(rank, now))
-      sets[j + 1], sets[j + 2], sets[j + 3], sets[j + 4] = 'SET', 'u32', slot, int(deadline(now, poll, abandon))
-      j = j + 4
-      out[i + 3] = rank * 65536 + poll
-    end
+    if soldout then out[i + 3] = -3 else out[i + 3] = poll(p, rank, slot) end
   end
 end
--- The waiting fans' new deadlines, in one write.
-if j > 0 then redis.call('BITFIELD', KEYS[3], unpack(sets)) end
+polled(p)
 return out
 `)
 
-// leaveScript takes a ticket out of the line, or gives its active place back.
+// statusShardScript answers, on one shard of a line of many, the polls of
+// waiting fans that a pipeline carries together. The global figures (rate,
+// available, sold out) are the copies the tick writes into the shard's
+// info. Each fan brings the score it expects to have (its sequence number,
+// or its lottery number or draw): the counts of the other shards were
+// started with it, and a fan whose score is another (opens_at moved since,
+// or the draw gave it its place) is answered it, to count again.
 //
-// KEYS: 1 wait, 2 active, 3 stats, 4 inventory, 5 holders
+// KEYS: 1 wait, 2 seen, 3 info, 4 moving
+// ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 configured
+// rate, 5 abandon_after ms, 6 shards; then per ticket: its id, its seen
+// slot ("#" and seq div shards), the score it expects
+// Returns the head {now ms, rate, available or -1}, then per ticket one of
+//
+//	rank × 65536 + pollAfter ms (waiting, rank on this shard)
+//	{rank × 65536 + pollAfter ms, score} (waiting, at another score)
+//	-2 (closed) | -3 (soldout) | -4 (not on this shard: admitted, or gone)
+//	| -5 (a tick is handing it to the active set right now)
+var statusShardScript = redis.NewScript(prelude + pollLua + `
+local now = clock()
+local n = (#ARGV - 6) / 3
+local out = {now, '', -1}
+local opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3])
+local closed = ARGV[1] == 'closed' or (closes and now >= closes)
+local info = redis.call('HMGET', KEYS[3], 'rate', 'available', 'soldout')
+local r = info[1] or ARGV[4]
+out[2], out[3] = r, tonumber(info[2]) or -1
+local until_open = 0
+if opens and now < opens then until_open = opens - now end
+local p = poller(KEYS[2], tonumber(ARGV[6]), poll_per(tonumber(r)), tonumber(ARGV[5]), until_open, now)
+for i = 1, n do
+  local a = 7 + 3 * (i - 1)
+  local id = ARGV[a]
+  local rank = redis.call('ZRANK', KEYS[1], id)
+  if not rank then
+    if redis.call('ZSCORE', KEYS[4], id) then out[i + 3] = -5 else out[i + 3] = -4 end
+  elseif closed then
+    out[i + 3] = -2
+  elseif info[3] == '1' then
+    out[i + 3] = -3
+  else
+    local code = poll(p, rank, ARGV[a + 1])
+    local score = redis.call('ZSCORE', KEYS[1], id)
+    if tonumber(score) ~= tonumber(ARGV[a + 2]) then code = {code, score} end
+    out[i + 3] = code
+  end
+end
+polled(p)
+return out
+`)
+
+// statusGlobalScript is the poll of a fan no longer on its shard (a line
+// of many): admitted (the first look claims the place) or gone.
+//
+// KEYS: 1 active, 2 claims, 3 stats
+// ARGV: 1 ticket id, 2 access_ttl ms
+// Returns -1 (expired) | {"admitted", expiry ms, first 0|1} | {"layout", 1}
+// (the event's line is not sharded: the ticket was never on a shard).
+var statusGlobalScript = redis.NewScript(prelude + layoutPrelude + claimLua + `
+if not sharded(KEYS[3]) then return {'layout', 1} end
+local now, now_s = clock()
+local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+if not exp or exp <= now then return -1 end
+local first
+exp, first = claim(KEYS[1], KEYS[2], ARGV[1], now, now_s, exp, tonumber(ARGV[2]))
+return {'admitted', exp, first}
+`)
+
+// belowScript counts, for many scores at once (the batcher merges the
+// calls), the fans of one shard ahead of each: those waiting with a lower
+// score, and those a tick is handing over (they are ahead until they are
+// in).
+//
+// KEYS: 1 wait, 2 moving
+// ARGV: the scores
+// Returns one count per score.
+var belowScript = redis.NewScript(`
+local out = {}
+local moving = redis.call('EXISTS', KEYS[2]) == 1
+for i = 1, #ARGV do
+  local below = '(' .. ARGV[i]
+  out[i] = redis.call('ZCOUNT', KEYS[1], '-inf', below)
+  if moving then out[i] = out[i] + redis.call('ZCOUNT', KEYS[2], '-inf', below) end
+end
+return out
+`)
+
+// leaveScript takes a ticket out of a line of one shard, or gives its
+// active place back.
+//
+// KEYS: 1 wait, 2 active, 3 stats, 4 inventory, 5 holders, 6 claims
 // ARGV: 1 ticket id
 // Returns 1 if it was waiting (counted as left), 2 if it was active, 0 if
 // neither, −k if the event's line is sharded over k (nothing done here).
-var leaveScript = redis.NewScript(invPrelude + layoutPrelude + `
+var leaveScript = redis.NewScript(invPrelude + layoutPrelude + leaveLua + `
 local k = sharded(KEYS[3])
 if k then return -k end
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-  redis.call('HINCRBY', KEYS[3], 'left', 1)
-  return 1
-end
-if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
-  inv_leaves(KEYS[4], KEYS[5], ARGV[1])
-  return 2
-end
+if leave_wait(KEYS[1], KEYS[3], ARGV[1]) == 1 then return 1 end
+if leave_active(KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1]) == 1 then return 2 end
 return 0
 `)
 
-// completeScript frees an active place at once (the fan's booking is done).
+// leaveShardScript takes a waiting ticket out of its shard.
 //
-// KEYS: 1 active, 2 inventory, 3 holders, 4 claims (a sharded event's)
+// KEYS: 1 wait, 2 stats
+// ARGV: 1 ticket id
+// Returns 1 if it was waiting (counted as left), else 0.
+var leaveShardScript = redis.NewScript(leaveLua + `
+return leave_wait(KEYS[1], KEYS[2], ARGV[1])
+`)
+
+// completeScript frees an active place at once (the fan's booking is done,
+// or it left or was revoked on a line of many shards).
+//
+// KEYS: 1 active, 2 inventory, 3 holders, 4 claims
 // ARGV: 1 ticket id
 // Returns 1 if it was active, else 0.
-var completeScript = redis.NewScript(invPrelude + `
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-inv_leaves(KEYS[2], KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
-return 1
+var completeScript = redis.NewScript(invPrelude + leaveLua + `
+return leave_active(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 `)
 
 // activeScript reports whether a ticket is active and unexpired.
@@ -408,7 +407,7 @@ return 1
 // KEYS: 1 active
 // ARGV: 1 ticket id
 // Returns the expiry (ms) if active, else 0.
-var activeScript = redis.NewScript(prelude + `
+var activeScript = redis.NewScript(rdb.Prelude + `
 local now = clock()
 local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
 if exp and exp > now then return exp end
@@ -417,33 +416,20 @@ return 0
 
 // extendScript moves an active ticket's expiry later, never earlier, and
 // never past its ceiling: claim time + the longest window (access_ttl +
-// hold_ttl), so that no chain of holds keeps a place for ever. A place
-// whose claim time is unknown (claimed before claim times were kept, slot 0)
-// is counted as claimed now. A sharded event keeps its claim times in
-// claims, not in seen (shards.go).
+// hold_ttl), so that no chain of holds keeps a place for ever. A place not
+// claimed yet is counted as claimed now.
 //
-// KEYS: 1 active, 2 seen, 3 claims
+// KEYS: 1 active, 2 claims
 // ARGV: 1 ticket id, 2 wanted expiry ms, 3 longest window after the claim ms
 // Returns the expiry in force afterwards (ms), or 0 when not active.
-var extendScript = redis.NewScript(prelude + `
+var extendScript = redis.NewScript(rdb.Prelude + `
 local now, now_s = clock()
 local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
 if not exp or exp <= now then return 0 end
-local claimed = tonumber(redis.call('HGET', KEYS[3], ARGV[1]))
-if claimed then
-  if claimed <= 1 then
-    claimed = now_s
-    redis.call('HSET', KEYS[3], ARGV[1], claimed)
-  end
-else
-  local seq = seq_of(ARGV[1])
-  if not seq then return exp end
-  local slot = '#' .. seq
-  claimed = redis.call('BITFIELD', KEYS[2], 'GET', 'u32', slot)[1]
-  if claimed <= 1 then
-    claimed = now_s
-    redis.call('BITFIELD', KEYS[2], 'SET', 'u32', slot, claimed)
-  end
+local claimed = tonumber(redis.call('HGET', KEYS[2], ARGV[1]))
+if not claimed or claimed <= 1 then
+  claimed = now_s
+  redis.call('HSET', KEYS[2], ARGV[1], claimed)
 end
 local want = math.min(tonumber(ARGV[2]), claimed * 1000 + tonumber(ARGV[3]))
 if want > exp then
@@ -461,163 +447,282 @@ return exp
 // ZCARD wait, ZCOUNT active (now +inf, the inventory's fields (false when
 // the booking core has not published it), and the line's shards (the
 // waiting fans of a sharded event are counted on its shards).
-var countsScript = redis.NewScript(prelude + `
+var countsScript = redis.NewScript(rdb.Prelude + `
 local now = clock()
 local inv = redis.call('HMGET', KEYS[3], 'available', 'held', 'pending', 'updatedAt')
 local k = tonumber(redis.call('HGET', KEYS[4], 'shards')) or 1
 return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf'), inv[1], inv[2], inv[3], inv[4], k}
 `)
 
-// tickScript is one admission step for one event, atomic: any number of
-// admitter replicas may run it, and a process dying mid-tick loses nothing
-// (the script runs whole or not at all).
+// The tick (tickLua), atomic per script: any number of admitter replicas
+// may run it, and a process dying mid-tick loses nothing:
 //
 //  1. drop actives whose window ended;
-//  2. refill the token bucket at rate, exactly, however fractional (the
-//     computed 1000/6 = 166.67/s admits 10,000 a minute, not 9,960). Its
-//     capacity is one tick's refill, counting the tick as at least one
-//     second and at most two, plus one token: the fraction of a fan a
-//     fractional rate carries to the next tick. So a line that waits gets
-//     rate × elapsed to within one fan whether ticks come every 20 ms or a
-//     little more than a second apart (an admitter's tick plus the tick's
-//     own duration), while fans arriving at an empty line get at most one
-//     tick's refill plus one at once (a second's at the usual tick), and a
-//     stalled admitter catches up with at most two seconds' worth plus one.
-//     A tick longer than two seconds (admitter.tick) therefore admits less
-//     than the rate. Nothing accrues while admission is stopped (paused,
-//     closed, before opening, outside closes_at, passthrough), so resuming
-//     never bursts;
-//  3. n = min(floor(tokens), max_active − active, waiting) in queue mode;
-//     every waiting fan (up to the batch) in passthrough. Once the booking
-//     core publishes the event's inventory, n is also at most available −
-//     (active − engaged): the places that can be held now less the admitted
-//     fans who hold nothing yet, so an admitted fan always has a place it
-//     could hold; in passthrough nobody is let in once the event is sold
-//     out (see inventory.go for why the figures are never too high);
-//  4. pop from the front; a fan whose abandon deadline passed is dropped and
-//     counted abandoned (at most max_skip per tick, to bound the script);
-//     the others go to active with expiry now + access_ttl, but no later
-//     than their abandon deadline until their fan claims the place with a
-//     poll (see statusScript): a fan who walked away just before their turn
-//     gives the place back at the deadline, not a whole access window later;
-//  5. update the counters, the sale's report (admitted this minute, FIFO
-//     inversions among post-opening joins: report.go) and the measured rate: an exponential moving
-//     average (τ = 10 s) of admissions per second, sampled only while the line
-//     stayed non-empty (so an empty line does not read as a slow admitter),
-//     and reset to the configured rate when that changes.
+//  2. the budget: the token bucket refilled at rate, the cap, the places
+//     available (budget in tickLua);
+//  3. the front of the line, the abandoned ahead of it dropped and counted
+//     (at most max_skip per tick, to bound the script);
+//  4. let them in (admit);
+//  5. the counters, the sale's report (admitted this minute, FIFO
+//     inversions among post-opening joins: report.go) and the measured rate.
 //
 // A line with a lottery committed is not open, whatever the time, until
-// the draw has given the pre-queue its order (lottery.go), and while the
-// draw is applied lets in nobody the draw has not reached.
+// the draw has given the pre-queue its first scores, and while the draw is
+// applied lets in nobody it has not reached (lottery.go).
+
+// tickScript is the tick of a line of one shard: steps 1 to 5 in one
+// script.
 //
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 bucket, 6 inventory, 7 holders,
-// 8 lottery, 9 report
+// 8 lottery, 9 report, 10 claims
 // ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 rate (/s),
 // 5 max_active, 6 access_ttl ms, 7 max_skip, 8 passthrough batch
 // Returns {admitted, abandoned, expired, waiting, active, measured rate,
 // room (places for more idle fans; -1 when the inventory is unknown)}, or
 // {"layout", k} for a sharded event.
-var tickScript = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryPrelude + reportPrelude + `
+var tickScript = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryPrelude + reportPrelude + tickLua + `
 local now, now_s = clock()
 local k = sharded(KEYS[4])
 if k then return {'layout', k} end
 local mode = ARGV[1]
 local opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3])
 local rate, cap, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local max_skip, batch = tonumber(ARGV[7]), tonumber(ARGV[8])
+local keys = {active = KEYS[2], claims = KEYS[10], holders = KEYS[7], inventory = KEYS[6], stats = KEYS[4], bucket = KEYS[5], report = KEYS[9]}
 
-local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
-if #gone > 0 then
-  if redis.call('EXISTS', KEYS[7]) == 1 then
-    for _, m in ipairs(gone) do inv_leaves(KEYS[6], KEYS[7], m) end
-  end
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-end
-local expired = #gone
+local expired = expire_actives(KEYS[2], KEYS[6], KEYS[7], KEYS[10], now)
 local active = redis.call('ZCARD', KEYS[2])
-local waiting = redis.call('ZCARD', KEYS[1])
 local open = (not opens or now >= opens) and (not closes or now < closes)
 local through = drawn_through(KEYS[8])
 if through == false then open = false end
 local queueing = open and mode == 'queue'
+local n, room = budget(KEYS[5], KEYS[6], rate, cap, active, redis.call('ZCARD', KEYS[1]), queueing, open and mode == 'passthrough', tonumber(ARGV[8]), now)
 
-local b = redis.call('HMGET', KEYS[5], 'tokens', 'ts')
-local tokens, ts = tonumber(b[1]) or 0, tonumber(b[2]) or now
-local n = 0
-if queueing then
-  local dt = now - ts
-  if dt < 0 then dt = 0 end
-  local span = math.min(math.max(dt, 1000), 2000)
-  tokens = math.min(tokens + dt * rate / 1000, span * rate / 1000 + 1)
-  n = math.min(math.floor(tokens), cap - active, waiting)
-else
-  tokens = 0
-  if open and mode == 'passthrough' then n = math.min(waiting, batch) end
+local live, abandoned = front(KEYS[1], KEYS[3], KEYS[4], n, tonumber(ARGV[7]), 1, through, now_s)
+keys.holding = #live > 0 and redis.call('EXISTS', KEYS[7]) == 1 and room >= 0
+local fifo = fifo_start(KEYS[9])
+local exp = now + ttl
+local admitted = 0
+for _, f in ipairs(live) do
+  redis.call('ZREM', KEYS[1], f[1])
+  if admit(keys, f[1], f[2], f[3], exp, now_s, fifo) == 'a' then admitted = admitted + 1 end
 end
-local known, avail, held, pending, engaged = inv_read(KEYS[6])
-local room = -1
-if known then
-  room = math.max(0, avail - (active - engaged))
-  if queueing then
-    n = math.min(n, room)
-  elseif inv_sold(known, avail, held, pending) then
-    n = 0
+admitted_done(keys, queueing, admitted, fifo, now)
+local waiting = redis.call('ZCARD', KEYS[1])
+local measured = measure(KEYS[4], ARGV[4], queueing, waiting, admitted, now)
+return {admitted, abandoned, expired, waiting, redis.call('ZCARD', KEYS[2]), tostring(measured), room}
+`)
+
+// The tick of a line of many shards is six steps, each one script on one
+// tag, under a lease and a fencing number (the epoch) so that exactly one
+// admitter replica's tick can hand fans over at a time. The lease is held
+// for one tick only and given back at its end, so the replicas take turns
+// (whoever ticks next) and a replica that dies between ticks costs nothing;
+// one that dies within a tick holds the others off until the lease lapses
+// (three tick intervals, at least a second):
+//
+//  1. tickBeginScript (global): take the lease (or find another replica
+//     has it), a new epoch; steps 1 and 2; the watermark: the sequence
+//     number given out by the previous tick's begin;
+//  2. tickPrepareScript (each shard, at once): note the epoch (older ticks
+//     are refused from now on), copy in the global figures the shard's polls
+//     show, step 3 on the shard;
+//  3. in Go: merge the shards' fronts by score into the one line and take
+//     its first n, stopping at the first fan whose join is newer than the
+//     watermark (its join's two phases may not both have landed: a fan
+//     joined just before it might not be on its shard yet);
+//  4. tickTakeScript (each shard with fans taken): move them from wait to
+//     moving;
+//  5. tickAcceptScript (global): if the epoch is still the newest, step 4
+//     (within the cap, abandon deadlines checked again) and step 5, and
+//     record each one's outcome;
+//  6. tickDoneScript (each shard): clear moving, putting back in line any
+//     fan not accepted, at its place.
+//
+// A tick that dies between 4 and 6 leaves a shard's moving set behind; the
+// next tick's prepare finds it, and the outcomes recorded by 5 (or none:
+// the epoch was never accepted, and now never can be) tell tickDoneScript
+// what to do with each fan, before anyone else is taken from that shard.
+
+// tickBeginScript: step 1.
+//
+// KEYS: 1 stats, 2 active, 3 bucket, 4 inventory, 5 holders, 6 claims,
+// 7 lease, 8 tick, 9 lottery
+// ARGV: 1 this replica's id, 2 lease ms, 3 mode, 4 opens_at ms or "",
+// 5 closes_at ms or "", 6 rate (/s), 7 max_active, 8 passthrough batch,
+// 9 shards
+// Returns {"layout", k} | {"busy"} |
+// {"go", epoch, n, expired, active, watermark, rate, available or -1,
+// soldout 0|1, room, now ms, queueing 0|1, the draw's bound or ""}
+var tickBeginScript = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryPrelude + tickLua + `
+local now = clock()
+local k = layout(KEYS[1], tonumber(ARGV[9]))
+if k ~= tonumber(ARGV[9]) then return {'layout', k} end
+local holder = redis.call('GET', KEYS[7])
+if holder and holder ~= ARGV[1] then return {'busy'} end
+redis.call('SET', KEYS[7], ARGV[1], 'PX', ARGV[2])
+local epoch = redis.call('HINCRBY', KEYS[8], 'epoch', 1)
+local mark = tonumber(redis.call('HGET', KEYS[8], 'mark')) or 0
+redis.call('HSET', KEYS[8], 'mark', redis.call('HGET', KEYS[1], 'seq') or 0)
+
+local mode = ARGV[3]
+local opens, closes = tonumber(ARGV[4]), tonumber(ARGV[5])
+local expired = expire_actives(KEYS[2], KEYS[4], KEYS[5], KEYS[6], now)
+local active = redis.call('ZCARD', KEYS[2])
+local open = (not opens or now >= opens) and (not closes or now < closes)
+local through = drawn_through(KEYS[9])
+if through == false then open = false end
+local queueing = open and mode == 'queue'
+local n, room, soldout, avail = budget(KEYS[3], KEYS[4], tonumber(ARGV[6]), tonumber(ARGV[7]), active, nil, queueing, open and mode == 'passthrough', tonumber(ARGV[8]), now)
+local q = 0
+if queueing then q = 1 end
+-- Nobody to hand over: the lease is given back now (the shards' steps
+-- that follow need no exclusivity; a newer epoch fences them).
+if n == 0 then redis.call('DEL', KEYS[7]) end
+return {'go', epoch, n, expired, active, mark, tostring(rate_for_eta(KEYS[1], ARGV[6])), avail, soldout, room, now, q, through or ''}
+`)
+
+// tickPrepareScript: step 2, on one shard.
+//
+// KEYS: 1 wait, 2 seen, 3 stats, 4 info, 5 moving, 6 fence
+// ARGV: 1 epoch, 2 n, 3 max_skip, 4 shards, 5 rate, 6 available or -1,
+// 7 soldout 0|1, 8 the draw's bound or ""
+// Returns {"fenced"} | {"stale", epoch, members…} (a dead tick's handover to
+// finish first) | {"ok", waiting, abandoned, member, score, member, score…}
+var tickPrepareScript = redis.NewScript(prelude + tickLua + `
+local now, now_s = clock()
+local epoch = tonumber(ARGV[1])
+if epoch < (tonumber(redis.call('HGET', KEYS[6], 'epoch')) or 0) then return {'fenced'} end
+redis.call('HSET', KEYS[6], 'epoch', epoch)
+redis.call('HSET', KEYS[4], 'rate', ARGV[5], 'available', ARGV[6], 'soldout', ARGV[7])
+local stale = redis.call('HGET', KEYS[6], 'moving')
+if stale then
+  local out = {'stale', stale}
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do out[#out + 1] = m end
+  return out
+end
+local live, abandoned = front(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[8]), now_s)
+local out = {'ok', redis.call('ZCARD', KEYS[1]), abandoned}
+for _, f in ipairs(live) do
+  out[#out + 1] = f[1]
+  out[#out + 1] = f[4]
+end
+return out
+`)
+
+// tickTakeScript: step 4, on one shard.
+//
+// KEYS: 1 wait, 2 seen, 3 moving, 4 fence
+// ARGV: 1 epoch, 2 shards, then the members to take
+// Returns {"fenced"} | {member, abandon deadline (unix s), score, …} for
+// those still waiting (a fan may have left since step 2).
+var tickTakeScript = redis.NewScript(prelude + `
+if redis.call('HGET', KEYS[4], 'epoch') ~= ARGV[1] or redis.call('HEXISTS', KEYS[4], 'moving') == 1 then
+  return {'fenced'}
+end
+local k = tonumber(ARGV[2])
+local out = {}
+for i = 3, #ARGV do
+  local m = ARGV[i]
+  local s = redis.call('ZSCORE', KEYS[1], m)
+  if s then
+    redis.call('ZREM', KEYS[1], m)
+    redis.call('ZADD', KEYS[3], s, m)
+    local seq = seq_of(m)
+    out[#out + 1] = m
+    out[#out + 1] = redis.call('BITFIELD', KEYS[2], 'GET', 'u32', '#' .. math.floor(seq / k))[1]
+    out[#out + 1] = s
   end
 end
+if #out > 0 then redis.call('HSET', KEYS[4], 'moving', ARGV[1]) end
+return out
+`)
 
-if through and n > 0 then n = math.min(n, redis.call('ZCOUNT', KEYS[1], '-inf', through)) end
-
-local admitted, abandoned = 0, 0
+// tickAcceptScript: step 5.
+//
+// KEYS: 1 stats, 2 active, 3 bucket, 4 inventory, 5 holders, 6 claims,
+// 7 tick, 8 this epoch's outcomes, 9 lease, 10 report
+// ARGV: 1 epoch, 2 queueing 0|1, 3 max_active, 4 access_ttl ms, 5 rate
+// (/s, as configured), 6 fans still waiting after the take, 7 this
+// replica's id, then triples (member, abandon deadline, score)
+// Returns {"fenced"} | {outcomes, active, measured rate}: outcomes one
+// letter per member, a (admitted), r (refused: back in line), x (abandoned).
+var tickAcceptScript = redis.NewScript(prelude + invPrelude + reportPrelude + tickLua + `
+if redis.call('HGET', KEYS[7], 'epoch') ~= ARGV[1] then return {'fenced'} end
+local now, now_s = clock()
+local queueing = ARGV[2] == '1'
+local cap, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
+local keys = {active = KEYS[2], claims = KEYS[6], holders = KEYS[5], inventory = KEYS[4], stats = KEYS[1], bucket = KEYS[3], report = KEYS[10]}
+keys.holding = redis.call('EXISTS', KEYS[5]) == 1
+local limit = (#ARGV - 7) / 3
+if queueing then limit = math.min(limit, cap - redis.call('ZCARD', KEYS[2])) end
+local codes, admitted, abandoned = {}, 0, 0
 local exp = now + ttl
-local holding = known and redis.call('EXISTS', KEYS[7]) == 1
-local fifo = fifo_start(KEYS[9])
-local past = false -- popped a fan the draw has not reached yet
-while admitted < n and abandoned < max_skip and not past do
-  local popped = redis.call('ZPOPMIN', KEYS[1], n - admitted)
-  if #popped == 0 then break end
-  for i = 1, #popped, 2 do
-    local m = popped[i]
-    local seq = seq_of(m)
-    local dl = 0
-    if seq then dl = redis.call('BITFIELD', KEYS[3], 'GET', 'u32', '#' .. seq)[1] end
-    if past or (through and tonumber(popped[i + 1]) > through) then
-      past = true
-      redis.call('ZADD', KEYS[1], popped[i + 1], m) -- back, untouched
-    elseif dl < now_s then
+local fifo = fifo_start(KEYS[10])
+for i = 8, #ARGV, 3 do
+  local m, dl = ARGV[i], tonumber(ARGV[i + 1])
+  local c
+  if dl < now_s then
+    c = 'x'
+  elseif admitted < limit then
+    c = admit(keys, m, tonumber(ARGV[i + 2]), dl, exp, now_s, fifo)
+  else
+    c = 'r'
+  end
+  if c == 'a' then admitted = admitted + 1 elseif c == 'x' then abandoned = abandoned + 1 end
+  codes[#codes + 1] = c
+  redis.call('HSET', KEYS[8], m, c)
+end
+redis.call('PEXPIRE', KEYS[8], 3600000)
+admitted_done(keys, queueing, admitted, fifo, now)
+local waiting = tonumber(ARGV[6]) + (#codes - admitted - abandoned)
+local measured = measure(KEYS[1], ARGV[5], queueing, waiting, admitted, now)
+if redis.call('GET', KEYS[9]) == ARGV[7] then redis.call('DEL', KEYS[9]) end
+return {table.concat(codes), redis.call('ZCARD', KEYS[2]), tostring(measured)}
+`)
+
+// releaseScript gives a lease back (if its caller still holds it).
+//
+// KEYS: 1 lease
+// ARGV: 1 the caller's id
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+// tickDoneScript: step 6, on one shard; also how a dead tick's handover is
+// finished (with the outcomes it recorded, r for any it did not).
+//
+// KEYS: 1 wait, 2 moving, 3 stats, 4 fence
+// ARGV: 1 the epoch whose handover this is, 2 outcomes (one letter per
+// member), then the members
+// Returns the fans put back in line, or -1 when that handover was finished
+// already.
+var tickDoneScript = redis.NewScript(`
+if redis.call('HGET', KEYS[4], 'moving') ~= ARGV[1] then return -1 end
+local codes = ARGV[2]
+local back, abandoned = 0, 0
+for i = 3, #ARGV do
+  local m = ARGV[i]
+  local c = string.sub(codes, i - 2, i - 2)
+  local s = redis.call('ZSCORE', KEYS[2], m)
+  if s then
+    redis.call('ZREM', KEYS[2], m)
+    if c == 'r' or c == '' then
+      redis.call('ZADD', KEYS[1], s, m)
+      back = back + 1
+    elseif c == 'x' then
       abandoned = abandoned + 1
-    else
-      local e = exp
-      if dl > 1 and dl * 1000 < e then e = dl * 1000 end
-      redis.call('ZADD', KEYS[2], e, m)
-      redis.call('BITFIELD', KEYS[3], 'SET', 'u32', '#' .. seq, 1)
-      if holding and tonumber(redis.call('HGET', KEYS[7], m) or '0') > 0 then
-        redis.call('HINCRBY', KEYS[6], 'engaged', 1) -- cannot happen today: kept exact anyway
-      end
-      if tonumber(popped[i + 1]) > 0 then fifo_admit(fifo, seq) end
-      admitted = admitted + 1
     end
   end
 end
-if queueing then tokens = tokens - admitted end
-redis.call('HSET', KEYS[5], 'tokens', tokens, 'ts', now)
-
-if admitted > 0 then redis.call('HINCRBY', KEYS[4], 'admitted', admitted) end
-if abandoned > 0 then redis.call('HINCRBY', KEYS[4], 'abandoned', abandoned) end
-report_admitted(KEYS[9], fifo, now, admitted)
-
-waiting = redis.call('ZCARD', KEYS[1])
-local st = redis.call('HMGET', KEYS[4], 'rate', 'rate_ts', 'rate_cfg')
-local measured, rts = tonumber(st[1]), tonumber(st[2])
-if st[3] ~= ARGV[4] or not measured then measured, rts = rate, nil end
-if queueing and waiting > 0 then
-  if rts and now > rts then
-    local dt = now - rts
-    measured = measured + (1 - math.exp(-dt / 10000)) * (admitted * 1000 / dt - measured)
-  end
-  redis.call('HSET', KEYS[4], 'rate', measured, 'rate_ts', now, 'rate_cfg', ARGV[4])
-else
-  redis.call('HSET', KEYS[4], 'rate', measured, 'rate_cfg', ARGV[4])
-  redis.call('HDEL', KEYS[4], 'rate_ts')
+-- anything left in moving was not named: back in line
+local rest = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+for i = 1, #rest, 2 do
+  redis.call('ZADD', KEYS[1], rest[i + 1], rest[i])
+  back = back + 1
 end
-return {admitted, abandoned, expired, waiting, redis.call('ZCARD', KEYS[2]), tostring(measured), room}
+redis.call('DEL', KEYS[2])
+if abandoned > 0 then redis.call('HINCRBY', KEYS[3], 'abandoned', abandoned) end
+redis.call('HDEL', KEYS[4], 'moving')
+return back
 `)

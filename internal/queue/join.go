@@ -1,0 +1,285 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/rdb"
+)
+
+// Join gives a fan a new place in the line of event: at the back after
+// opening, in the lottery before it, or admitted at once in passthrough
+// mode. It returns ErrNotOpen or ErrClosed. A fan who already carries a
+// ticket is resumed with Status, never here: a ticket that is no longer
+// waiting or active must not turn into a new place without the caller's
+// say (the per-IP join limit).
+func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResult, error) {
+	return s.JoinWith(ctx, event, set, JoinOptions{})
+}
+
+// JoinOptions are what a join may bring besides the event.
+type JoinOptions struct {
+	// Proof is the join's proof of work, verified by the caller (see
+	// JoinProved).
+	Proof *Proof
+	// Account is the verified account the place is for ("" = none): the
+	// account gets one place in the event, whatever the race and however
+	// many devices it joins from (accounts.go).
+	Account string
+}
+
+// JoinWith is Join with options. A join for an account whose place is
+// still live makes nothing and spends no proof: it answers that place,
+// Resumed, with its status.
+func (s *Store) JoinWith(ctx context.Context, event string, set Settings, o JoinOptions) (JoinResult, error) {
+	if o.Account != "" && (len(o.Account) > maxAccountLen) {
+		return JoinResult{}, fmt.Errorf("join: account id longer than %d", maxAccountLen)
+	}
+	return s.joinAccount(ctx, event, set, o)
+}
+
+// Proof is a join's proof of work, verified by the caller (package proof):
+// its challenge's id and when the challenge expires.
+type Proof struct {
+	ID        string
+	ExpiresAt time.Time
+}
+
+// JoinProved is Join paid for with a proof of work, which it spends in the
+// same script: exactly one join ever gets a place for one proof, however
+// many present it at once and through however many gateways. A proof spent
+// already is ErrProofSpent and one expired by Redis TIME ErrProofExpired;
+// neither gives a place, and a join refused for another reason (ErrClosed,
+// ErrNotOpen, ErrSoldOut) leaves its proof unspent.
+//
+// The spent proofs live in one set per event and expiry minute, kept a
+// second past that minute: the script refuses an expired proof by TIME, so
+// none can come back once its set is gone.
+func (s *Store) JoinProved(ctx context.Context, event string, set Settings, p Proof) (JoinResult, error) {
+	return s.JoinWith(ctx, event, set, JoinOptions{Proof: &p})
+}
+
+// join runs one join (for o.Account: replace is the id of the account's
+// place the caller found dead, or ""), once more on a layout bounce.
+func (s *Store) join(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (JoinResult, error) {
+	r, err := s.joinOnce(ctx, event, set, o, replace)
+	if again, ok := relayout(set, err); ok {
+		set = again
+		r, err = s.joinOnce(ctx, event, set, o, replace)
+	}
+	if errors.Is(err, errUncommitted) {
+		// The pre-queue is open and nobody committed its lottery yet (the
+		// admitter does at its next tick): commit it, then place the fan.
+		if err := s.commit(ctx, event, set); err != nil {
+			return JoinResult{}, fmt.Errorf("join: %w", err)
+		}
+		r, err = s.joinOnce(ctx, event, set, o, replace)
+	}
+	return r, err
+}
+
+// joinOnce is one join in the event's layout: both phases in one script
+// on one shard, the event's phase then the shard's on many (lua.go).
+func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (JoinResult, error) {
+	b, err := s.joinBegin(ctx, event, set, o, replace)
+	if err != nil {
+		return JoinResult{}, err
+	}
+	return s.joinEnd(ctx, event, set, b)
+}
+
+// begun is a join after the script on the event's tag: its ticket, its
+// code, and the figures of the reply's head.
+type begun struct {
+	t     ticket
+	code  int64 // rank × 65536 + pollAfter, or joinedAdmitted, or joinedToPlace
+	third int64 // the expiry of an admitted place, the ms until opening of one to place
+	rate  string
+	avail int64
+}
+
+// joinBegin runs the join's script on the event's tag: joinScript, which
+// makes the place too, on one shard; joinGlobalScript on many.
+func (s *Store) joinBegin(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (begun, error) {
+	random, err := newRandom()
+	if err != nil {
+		return begun{}, fmt.Errorf("join: %w", err)
+	}
+	n := shardsOf(set)
+	hs := s.headersOf(event, set)
+	keys, header, script := hs.joinKeys, hs.join, joinScript
+	if n > 1 {
+		keys, header, script = hs.joinGlobalKeys, hs.joinGlobal, joinGlobalScript
+	}
+	goes, proofID, proofExp := "", "", ""
+	if p := o.Proof; p != nil {
+		exp := p.ExpiresAt.UnixMilli()
+		minute := exp / 60_000
+		keys = append(keys[:len(keys):len(keys)], rdb.ProofsKey(event, minute))
+		goes = strconv.FormatInt((minute+1)*60_000+1000, 10)
+		proofID, proofExp = p.ID, strconv.FormatInt(exp, 10)
+	}
+	var args []any
+	if n > 1 {
+		args = withHeader(header, goes, b64.EncodeToString(random[:]), o.Account, replace, proofID, proofExp)
+	} else {
+		args = withHeader(header, goes, b64.EncodeToString(random[:]), lotteryArg(random), o.Account, proofID, proofExp)
+	}
+	c := s.c.Start(ctx, rdb.Call{Script: script, Keys: keys, Args: args, Merge: true, Told: true, Header: len(header) + 1, Head: replyHead})
+	res, err := c.Wait().Result()
+	if err != nil {
+		return begun{}, rdb.Interpret("join", err)
+	}
+	code, seq, third, err := joinAnswer(res)
+	if err != nil {
+		return begun{}, err
+	}
+	head := rdb.ReplyOf(c.Head())
+	b := begun{t: ticket{seq: seq, random: random, joinedAt: head.Int(0), account: o.Account},
+		code: code, third: third, rate: head.Str(1), avail: head.Int(2)}
+	if err := head.Err(); err != nil {
+		return begun{}, fmt.Errorf("join: %w (reply %v)", err, res)
+	}
+	return b, nil
+}
+
+// joinEnd makes a sharded join's place on its shard, and answers the join.
+func (s *Store) joinEnd(ctx context.Context, event string, set Settings, b begun) (JoinResult, error) {
+	t := b.t
+	var out JoinResult
+	switch {
+	case b.code == joinedAdmitted:
+		out.State = Admitted
+		out.ActiveUntil = msToTime(b.third)
+	case b.code == joinedToPlace:
+		score := t.seq
+		if b.third > 0 {
+			score = lotteryOf(t.random)
+		}
+		code, others, err := s.placeOnShard(ctx, event, set, t, b.rate, score, b.third, false)
+		if err != nil {
+			return JoinResult{}, err
+		}
+		rank, poll := unpackWaiting(code)
+		out.State = Waiting
+		out.Position = position(rank+others, poll, parseRate(b.rate), b.avail, t.joinedAt, set)
+	default:
+		rank, poll := unpackWaiting(b.code)
+		out.State = Waiting
+		out.Position = position(rank, poll, parseRate(b.rate), b.avail, t.joinedAt, set)
+	}
+	if out.ETA != nil {
+		ms := out.ETA.Milliseconds()
+		t.joinETA = &ms
+	}
+	out.Ticket, out.ID, out.Account = s.encode(event, t), t.id(), t.account
+	return out, nil
+}
+
+// parseRate reads a rate as the scripts answer it (a float as a string).
+func parseRate(r string) float64 {
+	f, _ := strconv.ParseFloat(r, 64)
+	return f
+}
+
+// replyHead is the length of the head the scripts that answer many fans
+// begin their replies with: {now ms, rate, available or -1}.
+const replyHead = 3
+
+// A join's code besides a waiting place's rank × 65536 + pollAfter.
+const (
+	joinedAdmitted = -1 // let in at once (passthrough)
+	joinedToPlace  = -2 // the event's phase is done; the shard's is next
+)
+
+// joinAnswer reads one join's element of the join scripts' reply: its
+// code, sequence number and third value (the expiry of an admitted place,
+// the ms until opening of one to place), or the refusal.
+func joinAnswer(res any) (code, seq, third int64, err error) {
+	v, ok := res.([]any)
+	if !ok {
+		// A refusal is its name alone.
+		word, _ := res.(string)
+		if err := joinRefusal(rdb.ReplyOf([]any{word})); err != nil {
+			return 0, 0, 0, err
+		}
+		return 0, 0, 0, fmt.Errorf("join: unexpected reply %v", res)
+	}
+	r := rdb.ReplyOf(v)
+	if err := joinRefusal(r); err != nil {
+		return 0, 0, 0, err
+	}
+	code, seq = r.Int(0), r.Int(1)
+	if code < 0 {
+		third = r.Int(2)
+	}
+	if err := r.Err(); err != nil {
+		return 0, 0, 0, fmt.Errorf("join: %w (reply %v)", err, res)
+	}
+	return code, seq, third, nil
+}
+
+// placeOnShard runs the shard's phase of t's join at score (drawn: the
+// score is its draw's) and counts the fans ahead of it on the other shards
+// meanwhile. A pre-queue place the draw overtook is placed at its draw.
+func (s *Store) placeOnShard(ctx context.Context, event string, set Settings, t ticket, rate string, score, untilOpen int64, drawn bool) (code, others int64, err error) {
+	n := shardsOf(set)
+	shards := rdb.ShardKeysFor(event, n)
+	own := int(t.seq % int64(n))
+	sk := shards[own]
+	place := s.c.Start(ctx, rdb.Call{Script: joinShardScript, Keys: []string{sk.Wait, sk.Seen, sk.Stats, sk.Info},
+		Args:  []any{rate, set.AbandonAfter.Milliseconds(), n, t.id(), score, "#" + itoa(t.seq/int64(n)), untilOpen, boolArg(drawn), t.joinedAt},
+		Merge: true, Told: true, Header: 3})
+	ahead := s.startBelow(ctx, shards, own, score)
+	res, err := place.Wait().Result()
+	others, berr := waitBelow(ahead)
+	if err != nil {
+		return 0, 0, rdb.Interpret("join", err)
+	}
+	switch res {
+	case "redraw":
+		// The draw began on this shard as the place was on its way.
+		key, err := s.drawKey(ctx, event)
+		if err != nil {
+			return 0, 0, fmt.Errorf("join: %w", err)
+		}
+		return s.placeOnShard(ctx, event, set, t, rate, drawScore(key, t.id()), untilOpen, true)
+	case "late":
+		return 0, 0, fmt.Errorf("join: %w: the place reached its shard too late", ErrUnavailable)
+	}
+	if berr != nil {
+		return 0, 0, rdb.Interpret("join", berr)
+	}
+	code, ok := res.(int64)
+	if !ok {
+		return 0, 0, fmt.Errorf("join: unexpected reply %v", res)
+	}
+	return code, others, nil
+}
+
+// joinRefusal is the error of a join script's answer that made no place,
+// or nil.
+func joinRefusal(r *rdb.Reply) error {
+	switch r.Str(0) {
+	case "closed":
+		return ErrClosed
+	case "not_open":
+		return ErrNotOpen
+	case "sold_out":
+		return ErrSoldOut
+	case "reused":
+		return ErrProofSpent
+	case "stale":
+		return ErrProofExpired
+	case "uncommitted":
+		return errUncommitted
+	case "layout":
+		return errLayout{int(r.Int(1))}
+	case "account":
+		return errAccountPlace{r.Str(1)}
+	}
+	return nil
+}

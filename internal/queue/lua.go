@@ -1,0 +1,438 @@
+package queue
+
+import "github.com/waitroom/waitroom/internal/rdb"
+
+// The line's Lua library: every rule of the line is written once, here, as
+// local functions, and each script (scripts.go) is a short composition of
+// the fragments it needs. A fragment is defined in every call of a script
+// that includes it (Lua makes the closures as the script runs), so a hot
+// script takes only what it uses.
+//
+// One layout, any number of shards (shards.go). A join, a poll and a tick
+// each have a phase on the event's tag (the sequence, the refusals, the
+// account, the proof; the active set and the claims; the bucket and the
+// cap) and a phase on the fan's shard (the place in wait, its abandon
+// deadline). With one shard the event's tag is the shard's, and one script
+// runs both phases (joinScript, statusScript, tickScript); with K shards
+// they are two scripts, on two tags, run in order by the Go code. The
+// phases are the same functions either way.
+//
+// Replies follow one protocol: a call that answers many fans (merged by
+// the batcher) begins with a head of the figures they share, {now ms,
+// rate, available or -1}, then one element per fan. A waiting fan's element
+// is a number, rank × 65536 + pollAfter ms (rank 0 = next); negative
+// numbers and short strings say the rest (each script lists its own), and
+// a table carries what needs more than a number.
+
+// prelude holds the helpers every line script shares.
+const prelude = rdb.Prelude + `
+-- base36 of a positive integer, as Go's strconv.FormatInt(n, 36): the
+-- digits' bytes, lowest first, made one string (a string per digit made
+-- this the join's costliest line).
+local function b36(n)
+  local d, i = {}, 0
+  repeat
+    local r = n % 36
+    i = i + 1
+    if r < 10 then d[i] = 48 + r else d[i] = 87 + r end
+    n = (n - r) / 36
+  until n == 0
+  return string.reverse(string.char(unpack(d)))
+end
+
+-- pollAfter (ms) for a fan with ahead fans in front of it. See docs/QUEUE.md:
+-- base = ahead / (4 × rate) seconds (about four polls over the wait), but
+-- never more than ahead / 250 s, so that a line that speeds up past the
+-- measured rate (a cap that stops binding, fans ahead who left) still finds
+-- its fans awake: up to 166.67 fans/s (250 / 1.5, the jitter) nobody sleeps
+-- past their turn. At least the time left before opening, clamped to
+-- [1 s, 40 s], times a jitter of 1 + u/2 (u in [0,1)) so the bounds are
+-- [1 s, 60 s). q is poll_per(rate): the scripts that answer many fans take
+-- it once.
+local function poll_per(rate)
+  if rate == nil or rate < 0.01 then rate = 0.01 end
+  local q = 1 / (4 * rate)
+  if q > 1 / 250 then q = 1 / 250 end
+  return q
+end
+
+local function poll_after_per(ahead, q, until_open, u)
+  local base = ahead * q
+  if until_open > 0 and until_open / 1000 > base then base = until_open / 1000 end
+  if base < 1 then base = 1 elseif base > 40 then base = 40 end
+  return math.floor(base * (1 + 0.5 * u) * 1000)
+end
+
+-- a jitter u in [0,1) for the fan n (its rank or sequence number) at now
+-- (ms): fans polled or joined together get different ones, and one fan a
+-- different one at each poll. The scripts take it here rather than from
+-- the caller: an argument less per fan.
+local function jitter(n, now)
+  return ((n * 7919 + now) % 1000) / 1000
+end
+
+-- the abandon deadline (unix s, rounded up so a fan is never dropped early)
+local function deadline(now, poll, abandon)
+  local d = math.floor((now + poll + abandon + 999) / 1000)
+  if d > 4294967295 then d = 4294967295 end
+  return d
+end
+
+-- the admission rate ETAs are computed from: the one the admitter measured,
+-- or the configured one until it measured any.
+local function rate_for_eta(stats, configured)
+  local r = redis.call('HGET', stats, 'rate')
+  if r then return r end
+  return configured
+end
+
+local function seq_of(member)
+  local p = string.match(member, '^([0-9a-z]+)%.')
+  if p then return tonumber(p, 36) end
+  return nil
+end
+`
+
+// layoutPrelude: the layout an event's state has, in its stats. A script
+// of the other layout bounces a call ({'layout', k}), which happens only
+// while a process still holds the settings from before the event got its
+// layout.
+const layoutPrelude = `
+local function sharded(stats)
+  local k = tonumber(redis.call('HGET', stats, 'shards'))
+  if k and k > 1 then return k end
+  return nil
+end
+
+-- the layout of an event: the one stored, else 1 if the event already has
+-- one-shard state, else the wanted one, stored if > 1.
+local function layout(stats, want)
+  local k = tonumber(redis.call('HGET', stats, 'shards'))
+  if k then return k end
+  if redis.call('HEXISTS', stats, 'seq') == 1 then return 1 end
+  if want > 1 then redis.call('HSET', stats, 'shards', want) end
+  return want
+end
+`
+
+// claimLua: the first look at an admitted place (a status poll, or a join
+// that resumes it) claims it: its access window then runs its full
+// access_ttl from now, and claims holds the claim time (unix s, so always
+// > 1), from which the window's ceiling is counted (extendScript). The
+// tick left 1 there (admitted, unclaimed).
+const claimLua = `
+-- the place's expiry in force after this look, and 1 if this look claimed
+-- it, else 0
+local function claim(active, claims, id, now, now_s, exp, ttl)
+  if redis.call('HGET', claims, id) ~= '1' then return exp, 0 end
+  redis.call('HSET', claims, id, now_s)
+  local full = now + ttl
+  if full > exp then
+    exp = full
+    redis.call('ZADD', active, 'XX', exp, id)
+  end
+  return exp, 1
+end
+`
+
+// joinLua: a join's phase on the event's tag. What every join of a call
+// shares is read once (join_state); then each join in turn (join_one) is
+// refused, resumes the account's place, or gets its sequence number (the
+// place itself is the shard's phase, placeLua). A refusal for all is one
+// word for every element.
+const joinLua = `
+-- the state a call's joins share: a refusal for them all, or nil and what
+-- they need. A join before opens_at is a pre-queue place (the lottery's
+-- entry) only until the entries froze: from then on, whatever opens_at the
+-- caller brings, it is after opening.
+local function join_state(stats, inventory, lottery, mode, pre, opens, closes, now)
+  if mode == 'closed' or (closes and now >= closes) then return 'closed' end
+  if (pre and now < pre) or (not pre and opens and now < opens) then return 'not_open' end
+  local js = {avail = -1, joined = 0, admitted = 0}
+  local known, avail, held, pending = inv_read(inventory)
+  js.soldout = inv_sold(known, avail, held, pending)
+  if known then js.avail = avail end
+  js.until_open = 0
+  if opens and now < opens then
+    local lot = redis.call('HMGET', lottery, 'commitment', 'frozen')
+    if not lot[2] then
+      js.until_open = opens - now
+      js.uncommitted = not lot[1]
+    end
+  end
+  js.passthrough = mode == 'passthrough' and js.until_open == 0
+  local st = redis.call('HMGET', stats, 'rate', 'seq')
+  js.rate, js.seq0 = st[1], tonumber(st[2]) or 0
+  return nil, js
+end
+
+-- one join: its answer when it makes no place (a refusal, or {"account",
+-- entry}: the account's place, which may be live: live(id, joined ms) says
+-- what this layout can see of it), else nil, its sequence number and id.
+-- A proof is spent only by a join that makes a place.
+local function join_one(js, k, now, random, acct, live, proof, proof_exp)
+  if acct ~= '' then
+    local v = redis.call('HGET', k.accounts, acct)
+    if v then
+      local had, joined = string.match(v, '^(%S+) (%d+)')
+      if live(had, tonumber(joined)) then return {'account', v} end
+    end
+  end
+  if js.soldout then return 'sold_out' end
+  if js.uncommitted then return 'uncommitted' end
+  if proof ~= '' then
+    if now >= tonumber(proof_exp) then return 'stale' end
+    if redis.call('SADD', k.spent, proof) == 0 then return 'reused' end
+    js.spent = true
+  end
+  js.joined = js.joined + 1
+  local seq = js.seq0 + js.joined
+  local id = b36(seq) .. '.' .. random
+  if acct ~= '' then redis.call('HSET', k.accounts, acct, id .. ' ' .. now .. ' ?') end
+  if js.until_open > 0 then redis.call('RPUSH', k.entries, id) end
+  return nil, seq, id
+end
+
+-- a new place let in at once (passthrough): admitted and claimed now, its
+-- fan holds its pass; counted joined and admitted on the event's tag.
+local function join_admit(js, k, id, now, now_s, ttl)
+  local exp = now + ttl
+  redis.call('ZADD', k.active, exp, id)
+  redis.call('HSET', k.claims, id, now_s)
+  js.admitted = js.admitted + 1
+  return exp
+end
+
+-- what the joins of a call write once: the sequence, the counters, the
+-- spent proofs' expiry
+local function join_done(js, k, spent_goes)
+  if js.joined > 0 then redis.call('HINCRBY', k.stats, 'seq', js.joined) end
+  if js.admitted > 0 then
+    redis.call('HINCRBY', k.stats, 'joined', js.admitted)
+    redis.call('HINCRBY', k.stats, 'admitted', js.admitted)
+  end
+  if js.spent then redis.call('PEXPIREAT', k.spent, spent_goes) end
+end
+`
+
+// placeLua: the shard's phase of a join: the new places in wait, each at
+// its score (its sequence number after opening, its lottery number before),
+// with its abandon deadline, counted joined on the shard. A place after
+// opening costs its ZADD alone: its score is above every score in the line
+// whenever it is above the line's last one (one ZREVRANGE per call, at the
+// tail of the skiplist), and its rank is then the places counted before
+// it; any other (a pre-queue place, a line whose tail is not below: never
+// seen, checked, not assumed) takes a ZRANK.
+const placeLua = `
+local function placer(wait, seen, k, q, abandon, now)
+  return {wait = wait, seen = seen, k = k, q = q, abandon = abandon, now = now, sets = {}, n = 0}
+end
+
+-- one place: rank × 65536 + pollAfter ms
+local function place(p, id, score, seq, slot, until_open)
+  if not p.count then
+    local last = redis.call('ZREVRANGE', p.wait, 0, 0, 'WITHSCORES')
+    p.top, p.count = tonumber(last[2]), redis.call('ZCARD', p.wait)
+  end
+  redis.call('ZADD', p.wait, int(score), id)
+  local rank
+  if not p.top or score > p.top then
+    rank, p.top = p.count, score
+  else
+    rank = redis.call('ZRANK', p.wait, id)
+  end
+  p.count = p.count + 1
+  p.n = p.n + 1
+  local poll = poll_after_per(rank * p.k, p.q, until_open, jitter(seq, p.now))
+  local j = #p.sets
+  p.sets[j + 1], p.sets[j + 2], p.sets[j + 3], p.sets[j + 4] = 'SET', 'u32', slot, int(deadline(p.now, poll, p.abandon))
+  return rank * 65536 + poll
+end
+
+-- the places' deadlines in one write, and the count
+local function placed(p, stats)
+  if #p.sets > 0 then redis.call('BITFIELD', p.seen, unpack(p.sets)) end
+  if p.n > 0 then redis.call('HINCRBY', stats, 'joined', p.n) end
+end
+`
+
+// pollLua: a waiting fan's poll on its shard: a new abandon deadline (all
+// of a call's in one write) and its answer.
+const pollLua = `
+local function poller(seen, k, q, abandon, until_open, now)
+  return {seen = seen, k = k, q = q, abandon = abandon, until_open = until_open, now = now, sets = {}}
+end
+
+-- rank × 65536 + pollAfter ms
+local function poll(p, rank, slot)
+  local pa = poll_after_per(rank * p.k, p.q, p.until_open, jitter(rank, p.now))
+  local j = #p.sets
+  p.sets[j + 1], p.sets[j + 2], p.sets[j + 3], p.sets[j + 4] = 'SET', 'u32', slot, int(deadline(p.now, pa, p.abandon))
+  return rank * 65536 + pa
+end
+
+local function polled(p)
+  if #p.sets > 0 then redis.call('BITFIELD', p.seen, unpack(p.sets)) end
+end
+`
+
+// leaveLua: a fan leaving, from the line or from its active place.
+const leaveLua = `
+-- out of wait, counted left: 1, or 0 if it was not waiting
+local function leave_wait(wait, stats, id)
+  if redis.call('ZREM', wait, id) == 0 then return 0 end
+  redis.call('HINCRBY', stats, 'left', 1)
+  return 1
+end
+
+-- out of the active set (left, revoked, or its booking done): 1, or 0 if
+-- it was not active
+local function leave_active(active, inventory, holders, claims, id)
+  if redis.call('ZREM', active, id) == 0 then return 0 end
+  inv_leaves(inventory, holders, id)
+  redis.call('HDEL', claims, id)
+  return 1
+end
+`
+
+// tickLua: the admission step's rules (scripts.go, tickScript, says them
+// in order).
+const tickLua = `
+-- drop the actives whose window ended: their places, their claims
+local function expire_actives(active, inventory, holders, claims, now)
+  local gone = redis.call('ZRANGEBYSCORE', active, '-inf', now)
+  if #gone == 0 then return 0 end
+  local holding = redis.call('EXISTS', holders) == 1
+  for _, m in ipairs(gone) do
+    if holding then inv_leaves(inventory, holders, m) end
+    redis.call('HDEL', claims, m)
+  end
+  redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
+  return #gone
+end
+
+-- the budget of a tick: how many to let in now. The bucket refills at
+-- rate, exactly, however fractional: its capacity is one tick's refill,
+-- counting the tick as at least one second and at most two, plus one
+-- token (the fraction of a fan a fractional rate carries to the next
+-- tick). Nothing accrues while admission is stopped (paused, closed,
+-- before opening, passthrough), so resuming never bursts. Passthrough lets
+-- in up to batch. The places available bound it (room: the places that can
+-- be held now less the admitted fans who hold nothing yet; passthrough
+-- stops at sold out). waiting is the line's length, or nil when unknown
+-- (many shards). Returns n, room (-1 when the inventory is unknown),
+-- soldout (0|1), the inventory's available (-1 unknown).
+local function budget(bucket, inventory, rate, cap, active, waiting, queueing, passthrough, batch, now)
+  local b = redis.call('HMGET', bucket, 'tokens', 'ts')
+  local tokens, ts = tonumber(b[1]) or 0, tonumber(b[2]) or now
+  local n = 0
+  if queueing then
+    local dt = now - ts
+    if dt < 0 then dt = 0 end
+    local span = math.min(math.max(dt, 1000), 2000)
+    tokens = math.min(tokens + dt * rate / 1000, span * rate / 1000 + 1)
+    n = math.min(math.floor(tokens), cap - active)
+  else
+    tokens = 0
+    if passthrough then n = batch end
+  end
+  if waiting then n = math.min(n, waiting) end
+  n = math.max(0, n)
+  redis.call('HSET', bucket, 'tokens', tokens, 'ts', now)
+  local known, avail, held, pending, engaged = inv_read(inventory)
+  local room, soldout = -1, 0
+  if known then
+    room = math.max(0, avail - (active - engaged))
+    if inv_sold(known, avail, held, pending) then soldout = 1 end
+    if queueing then
+      n = math.min(n, room)
+    elseif soldout == 1 then
+      n = 0
+    end
+  else
+    avail = -1
+  end
+  return n, room, soldout, avail
+end
+
+-- the front of one shard's line: its first n fans still there, each
+-- {member, score, abandon deadline, score as Redis wrote it}; the abandoned ahead of them are
+-- dropped and counted (at most max_skip); a fan the draw has not reached
+-- (score above through) ends it. k: the shards (a fan's deadline slot is
+-- seq div k).
+local function front(wait, seen, stats, n, max_skip, k, through, now_s)
+  local live, abandoned, from = {}, 0, 0
+  while #live < n and abandoned < max_skip do
+    local got = redis.call('ZRANGE', wait, from, from + n - #live - 1, 'WITHSCORES')
+    if #got == 0 then break end
+    for i = 1, #got, 2 do
+      local m, score = got[i], tonumber(got[i + 1])
+      if through and score > through then return live, abandoned end
+      local seq = seq_of(m)
+      local dl = 0
+      if seq then dl = redis.call('BITFIELD', seen, 'GET', 'u32', '#' .. math.floor(seq / k))[1] end
+      if dl < now_s then
+        redis.call('ZREM', wait, m)
+        abandoned = abandoned + 1
+      else
+        live[#live + 1] = {m, score, dl, got[i + 1]}
+        from = from + 1
+      end
+      if #live == n then break end
+    end
+  end
+  if abandoned > 0 then redis.call('HINCRBY', stats, 'abandoned', abandoned) end
+  return live, abandoned
+end
+
+-- let one fan in, or find it abandoned: 'a' or 'x'. Its window runs to
+-- now + access_ttl, but no later than its abandon deadline until its fan
+-- claims the place with a poll (claimLua): a fan who walked away just
+-- before its turn gives the place back at the deadline, not a whole window
+-- later. A post-opening join (a positive score) is counted in the FIFO
+-- figures (reportPrelude).
+local function admit(k, m, score, dl, exp, now_s, fifo)
+  if dl < now_s then return 'x' end
+  local e = exp
+  if dl > 1 and dl * 1000 < e then e = dl * 1000 end
+  redis.call('ZADD', k.active, e, m)
+  redis.call('HSET', k.claims, m, 1)
+  if k.holding and tonumber(redis.call('HGET', k.holders, m) or '0') > 0 then
+    redis.call('HINCRBY', k.inventory, 'engaged', 1) -- cannot happen today: kept exact anyway
+  end
+  local seq = seq_of(m)
+  if seq and score > 0 then fifo_admit(fifo, seq) end
+  return 'a'
+end
+
+-- the counters of a tick's admissions, and the tokens they spent
+local function admitted_done(k, queueing, admitted, fifo, now)
+  if admitted > 0 then
+    redis.call('HINCRBY', k.stats, 'admitted', admitted)
+    if queueing then redis.call('HINCRBYFLOAT', k.bucket, 'tokens', -admitted) end
+  end
+  report_admitted(k.report, fifo, now, admitted)
+end
+
+-- the measured rate: an exponential moving average (τ = 10 s) of
+-- admissions per second, sampled only while the line stayed non-empty (an
+-- empty line does not read as a slow admitter), and reset to the
+-- configured rate when that changes. cfg is the configured rate as the
+-- caller formats it (compared as a string).
+local function measure(stats, cfg, queueing, waiting, admitted, now)
+  local st = redis.call('HMGET', stats, 'rate', 'rate_ts', 'rate_cfg')
+  local measured, rts = tonumber(st[1]), tonumber(st[2])
+  if st[3] ~= cfg or not measured then measured, rts = tonumber(cfg), nil end
+  if queueing and waiting > 0 then
+    if rts and now > rts then
+      local dt = now - rts
+      measured = measured + (1 - math.exp(-dt / 10000)) * (admitted * 1000 / dt - measured)
+    end
+    redis.call('HSET', stats, 'rate', measured, 'rate_ts', now, 'rate_cfg', cfg)
+  else
+    redis.call('HSET', stats, 'rate', measured, 'rate_cfg', cfg)
+    redis.call('HDEL', stats, 'rate_ts')
+  end
+  return measured
+end
+`
