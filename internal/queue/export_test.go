@@ -1,19 +1,30 @@
 package queue
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
-// DieAfter makes the Store's sharded ticks stop dead after step ("take":
-// fans moved out of line, not yet in; "accept": in, the handover not
-// cleared), as a process killed there would; "" undoes it.
-func (s *Store) DieAfter(step string) {
-	if step == "" {
-		s.tickFault = nil
-		return
+// TickDyingAfter runs a sharded tick's steps up to step ("take": fans
+// moved out of line, not yet in; "accept": in, the handover not cleared)
+// and stops there, as a process killed then would: its lease is kept, its
+// handover left for the next tick to finish.
+func (s *Store) TickDyingAfter(ctx context.Context, event string, set Settings, step string) error {
+	h, err := s.beginHandover(ctx, event, set)
+	switch {
+	case err != nil:
+		return err
+	case h.out.Busy:
+		return errors.New("another replica ticks")
 	}
-	s.tickFault = func(at string) error {
-		if at == step {
-			return errors.New("died after " + step)
-		}
-		return nil
+	if err := h.prepare(); err != nil {
+		return err
 	}
+	if h.taking == 0 {
+		return errors.New("nobody to take")
+	}
+	if err := h.takeFronts(); err != nil || step == "take" {
+		return err
+	}
+	return h.accept()
 }

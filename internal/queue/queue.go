@@ -181,8 +181,6 @@ type Store struct {
 	draws   sync.Map     // event → *drawing, while this Store draws its lottery
 	owner   string       // this replica, for a sharded tick's lease
 	every   atomic.Int64 // the admitter's tick interval (ns), for the lease
-
-	tickFault func(step string) error // tests only (export_test.go)
 }
 
 // New returns the line over c; ticketSecret is the HMAC key of tickets

@@ -213,11 +213,9 @@ func TestShardedTickDiesHalfway(t *testing.T) {
 			// the same millisecond would have no token, take nobody, and
 			// never reach the step it is to die after.
 			time.Sleep(5 * time.Millisecond)
-			e.store.DieAfter(step)
-			if _, err := e.store.Tick(ctx, event, set); err == nil {
-				t.Fatal("the dying tick reported no error")
+			if err := e.store.TickDyingAfter(ctx, event, set, step); err != nil {
+				t.Fatalf("the dying tick: %v", err)
 			}
-			e.store.DieAfter("")
 			// Meanwhile the fans being handed over poll: still in line, or in.
 			for _, id := range line[:10] {
 				st := status(t, e.store, tickets[id], set)

@@ -77,53 +77,114 @@ type head struct {
 	shard  int
 }
 
-// tickSharded is one admission tick of a sharded event (the steps are
-// described with their scripts in scripts_sharded.go).
+// tickSharded is one admission tick of a sharded event: the six steps of
+// tickBeginScript and its peers (scripts.go), one method of a handover
+// each. The lease goes back at the tick's end: by the accept, or here when
+// the tick hands nobody over; a tick that dies (its process killed) keeps
+// it till it lapses, and the next tick finishes what it left.
 func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (TickResult, error) {
-	n := shardsOf(set)
-	k := rdb.KeysOf(event)
-	shards := rdb.ShardKeysFor(event, n)
+	h, err := s.beginHandover(ctx, event, set)
+	if err != nil || h.out.Busy {
+		return h.out, err
+	}
+	defer h.giveBackLease()
+	if err := h.prepare(); err != nil || h.taking == 0 {
+		return tickAborted(h.out, err)
+	}
+	if err := h.takeFronts(); err != nil {
+		// What was moved is put back by the next tick (finishHandover).
+		return tickAborted(h.out, err)
+	}
+	if err := h.accept(); err != nil {
+		return tickAborted(h.out, err)
+	}
+	if err := h.done(); err != nil {
+		// Admitted all the same; the next tick finishes the handover.
+		return h.out, rdb.Interpret("tick", err)
+	}
+	return h.out, nil
+}
+
+// handover is one tick of a sharded event, step by step.
+type handover struct {
+	s      *Store
+	ctx    context.Context
+	event  string
+	set    Settings
+	n      int
+	k      rdb.Keys
+	shards []rdb.ShardKeys
+
+	epoch, budget, watermark int64
+	rate                     string
+	avail, soldout, queueing int64
+	through                  float64 // the draw's bound, when bounded
+	bounded                  bool
+	throughArg               any
+	leaseGone                bool
+
+	out     TickResult
+	taking  int64
+	take    [][]any // per shard, the members to take
+	taken   [][]any // per shard, the triples the take moved
+	members [][]any // per shard, the members in the order sent to the accept
+	codes   string  // the accept's outcomes
+	moved   int64
+}
+
+// beginHandover is step 1: the lease, the epoch, the budget (out.Busy:
+// another replica ticks the event now).
+func (s *Store) beginHandover(ctx context.Context, event string, set Settings) (*handover, error) {
+	h := &handover{s: s, ctx: ctx, event: event, set: set, n: shardsOf(set), k: rdb.KeysOf(event)}
+	h.shards = rdb.ShardKeysFor(event, h.n)
+	k := h.k
 	lease := max(3*s.tickEvery(), time.Second)
-	res, err := s.c.Run(ctx, rdb.Call{Script: tickBeginScript, Keys: []string{k.Stats, k.Active, k.Bucket, k.Inventory, k.Holders, k.Claims, k.Lease, k.Tick, k.Lottery}, Args: []any{s.owner, lease.Milliseconds(), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond), set.MaxActive, passthroughBatch, n}}).Slice()
+	res, err := s.c.Run(ctx, rdb.Call{Script: tickBeginScript, Keys: []string{k.Stats, k.Active, k.Bucket, k.Inventory, k.Holders, k.Claims, k.Lease, k.Tick, k.Lottery},
+		Args: []any{s.owner, lease.Milliseconds(), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond), set.MaxActive, passthroughBatch, h.n}}).Slice()
 	if err != nil {
-		return TickResult{}, rdb.Interpret("tick", err)
+		return h, rdb.Interpret("tick", err)
 	}
 	r := rdb.ReplyOf(res)
 	switch r.Str(0) {
 	case "layout":
-		return TickResult{}, errLayout{int(r.Int(1))}
+		return h, errLayout{int(r.Int(1))}
 	case "busy":
-		return TickResult{Busy: true, Room: -1}, nil
+		h.out = TickResult{Busy: true, Room: -1}
+		return h, nil
 	}
-	epoch, budget, watermark := r.Int(1), r.Int(2), r.Int(5)
-	// The lease goes back at the tick's end: by the accept, or here when
-	// the tick hands nobody over (a tick that dies keeps it till it lapses).
-	leaseGone := budget == 0 // the begin gave it back already
-	defer func() {
-		if !leaseGone {
-			_ = s.c.Run(context.WithoutCancel(ctx), rdb.Call{Script: releaseScript, Keys: []string{k.Lease}, Args: []any{s.owner}}).Err()
-		}
-	}()
-	out := TickResult{Expired: r.Int(3), Active: r.Int(4), Room: r.Int(9)}
-	rate, avail, soldout, queueing := r.Str(6), r.Int(7), r.Int(8), r.Int(11)
+	h.epoch, h.budget, h.watermark = r.Int(1), r.Int(2), r.Int(5)
+	h.leaseGone = h.budget == 0 // the begin gave it back already
+	h.out = TickResult{Expired: r.Int(3), Active: r.Int(4), Room: r.Int(9)}
+	h.rate, h.avail, h.soldout, h.queueing = r.Str(6), r.Int(7), r.Int(8), r.Int(11)
 	// The draw's bound: a number while the draw is applied, "" else.
-	through, throughArg := float64(0), any("")
-	_, unbounded := r.At(12).(string)
-	bounded := !unbounded
-	if bounded {
-		through, throughArg = r.Float(12), r.At(12)
+	h.throughArg = ""
+	if _, unbounded := r.At(12).(string); !unbounded {
+		h.bounded, h.through, h.throughArg = true, r.Float(12), r.At(12)
 	}
-	out.Rate, _ = strconv.ParseFloat(rate, 64)
+	h.out.Rate = parseRate(h.rate)
 	if r.Err() != nil {
-		return TickResult{}, fmt.Errorf("tick: %w", r.Err())
+		return h, fmt.Errorf("tick: %w", r.Err())
 	}
+	return h, nil
+}
 
-	// 2. every shard: note the epoch, copy the figures, read the front.
-	fronts := make([][]any, n)
-	if err := eachShard(n, func(i int) error {
-		sk := shards[i]
+// giveBackLease gives the lease back if this tick still holds it.
+func (h *handover) giveBackLease() {
+	if !h.leaseGone {
+		_ = h.s.c.Run(context.WithoutCancel(h.ctx), rdb.Call{Script: releaseScript, Keys: []string{h.k.Lease}, Args: []any{h.s.owner}}).Err()
+	}
+}
+
+// prepare is steps 2 and 3: every shard notes the epoch, copies the
+// figures and reads its front; then the one line's first budget fans,
+// none newer than the watermark, none the draw has not reached.
+func (h *handover) prepare() error {
+	fronts := make([][]any, h.n)
+	if err := eachShard(h.n, func(i int) error {
+		sk := h.shards[i]
 		for range 2 {
-			v, err := s.c.Run(ctx, rdb.Call{Script: tickPrepareScript, Keys: []string{sk.Wait, sk.Seen, sk.Stats, sk.Info, sk.Moving, sk.Fence}, Args: []any{epoch, budget, maxSkip, n, rate, avail, soldout, throughArg}}).Slice()
+			v, err := h.s.c.Run(h.ctx, rdb.Call{Script: tickPrepareScript, Keys: []string{sk.Wait, sk.Seen, sk.Stats, sk.Info, sk.Moving, sk.Fence},
+				Args: []any{h.epoch, h.budget, maxSkip, h.n, h.rate, h.avail, h.soldout, h.throughArg}}).Slice()
 			if err != nil {
 				return err
 			}
@@ -131,7 +192,7 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 			case "fenced":
 				return errFenced
 			case "stale":
-				if err := s.finishHandover(ctx, event, sk, v[1:]); err != nil {
+				if err := h.s.finishHandover(h.ctx, h.event, sk, v[1:]); err != nil {
 					return err
 				}
 				continue
@@ -141,140 +202,129 @@ func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (Ti
 		}
 		return fmt.Errorf("shard %d: a dead tick's handover is still there", i)
 	}); err != nil {
-		return tickAborted(out, err)
+		return err
 	}
 	var heads []head
 	for i, v := range fronts {
 		p := rdb.ReplyOf(v)
-		out.Waiting += p.Int(1)
-		out.Abandoned += p.Int(2)
+		h.out.Waiting += p.Int(1)
+		h.out.Abandoned += p.Int(2)
 		for j := 3; j+1 < len(v); j += 2 {
 			sc, err := strconv.ParseFloat(p.Str(j+1), 64)
 			if err != nil {
-				return TickResult{}, fmt.Errorf("tick: score %v: %w", v[j+1], err)
+				return fmt.Errorf("tick: score %v: %w", v[j+1], err)
 			}
 			heads = append(heads, head{member: p.Str(j), score: sc, shard: i})
 		}
 		if p.Err() != nil {
-			return TickResult{}, fmt.Errorf("tick: %w", p.Err())
+			return fmt.Errorf("tick: %w", p.Err())
 		}
 	}
-
-	// 3. the one line's first budget fans, none newer than the watermark.
 	sort.Slice(heads, func(a, b int) bool {
 		if heads[a].score != heads[b].score {
 			return heads[a].score < heads[b].score
 		}
 		return heads[a].member < heads[b].member
 	})
-	take := make([][]any, n)
-	var taking int64
-	for _, h := range heads {
-		if taking == budget {
+	h.take = make([][]any, h.n)
+	for _, hd := range heads {
+		if h.taking == h.budget {
 			break
 		}
-		if seq, ok := seqOf(h.member); !ok || seq > watermark {
+		if seq, ok := seqOf(hd.member); !ok || seq > h.watermark {
 			break
 		}
-		if bounded && h.score > through {
+		if h.bounded && hd.score > h.through {
 			break // the draw has not reached this fan yet
 		}
-		take[h.shard] = append(take[h.shard], h.member)
-		taking++
+		h.take[hd.shard] = append(h.take[hd.shard], hd.member)
+		h.taking++
 	}
-	if taking == 0 {
-		return out, nil
-	}
-	if err := s.fault("prepare"); err != nil {
-		leaseGone = true
-		return out, err
-	}
+	return nil
+}
 
-	// 4. move them out of line, shard by shard.
-	taken := make([][]any, n)
-	if err := eachShard(n, func(i int) error {
-		if len(take[i]) == 0 {
+// takeFronts is step 4: the fans taken move out of line, shard by shard.
+func (h *handover) takeFronts() error {
+	h.taken = make([][]any, h.n)
+	return eachShard(h.n, func(i int) error {
+		if len(h.take[i]) == 0 {
 			return nil
 		}
-		sk := shards[i]
-		v, err := s.c.Run(ctx, rdb.Call{Script: tickTakeScript, Keys: []string{sk.Wait, sk.Seen, sk.Moving, sk.Fence}, Args: append([]any{epoch, n}, take[i]...), Told: true}).Slice()
+		sk := h.shards[i]
+		v, err := h.s.c.Run(h.ctx, rdb.Call{Script: tickTakeScript, Keys: []string{sk.Wait, sk.Seen, sk.Moving, sk.Fence},
+			Args: append([]any{h.epoch, h.n}, h.take[i]...), Told: true}).Slice()
 		if err != nil {
 			return err
 		}
 		if len(v) > 0 && v[0] == "fenced" {
 			return errFenced
 		}
-		taken[i] = v
+		h.taken[i] = v
 		return nil
-	}); err != nil {
-		// What was moved is put back by the next tick (finishHandover).
-		return tickAborted(out, err)
-	}
-	if err := s.fault("take"); err != nil {
-		leaseGone = true
-		return out, err
-	}
+	})
+}
 
-	// 5. into the active set, if this tick is still the newest.
-	args := []any{epoch, queueing, set.MaxActive, set.AccessTTL.Milliseconds(), rateArg(set.AdmitPerSecond), 0, s.owner}
-	members := make([][]any, n) // per shard, the members in the order sent
-	var moved int64
-	for i, v := range taken {
+// accept is step 5: into the active set, if this tick is still the
+// newest; the accept gives the lease back (or a newer tick has it).
+func (h *handover) accept() error {
+	set, k := h.set, h.k
+	args := []any{h.epoch, h.queueing, set.MaxActive, set.AccessTTL.Milliseconds(), rateArg(set.AdmitPerSecond), 0, h.s.owner}
+	h.members = make([][]any, h.n)
+	for i, v := range h.taken {
 		for j := 0; j+2 < len(v); j += 3 {
 			args = append(args, v[j], v[j+1], v[j+2])
-			members[i] = append(members[i], v[j])
-			moved++
+			h.members[i] = append(h.members[i], v[j])
+			h.moved++
 		}
 	}
-	out.Waiting -= moved
-	args[5] = out.Waiting
-	leaseGone = true // the accept gives it back, or a newer tick has it
-	v, err := s.c.Run(ctx, rdb.Call{Script: tickAcceptScript, Keys: []string{k.Stats, k.Active, k.Bucket, k.Inventory, k.Holders, k.Claims, k.Tick, rdb.OutcomeKey(event, epoch), k.Lease, k.Report}, Args: args, Told: true}).Slice()
+	h.out.Waiting -= h.moved
+	args[5] = h.out.Waiting
+	h.leaseGone = true
+	v, err := h.s.c.Run(h.ctx, rdb.Call{Script: tickAcceptScript,
+		Keys: []string{k.Stats, k.Active, k.Bucket, k.Inventory, k.Holders, k.Claims, k.Tick, rdb.OutcomeKey(h.event, h.epoch), k.Lease, k.Report},
+		Args: args, Told: true}).Slice()
 	if err != nil {
-		return tickAborted(out, err)
+		return err
 	}
 	if len(v) == 1 && v[0] == "fenced" {
-		return tickAborted(out, errFenced)
+		return errFenced
 	}
 	a := rdb.ReplyOf(v)
-	codes := a.Str(0)
-	out.Active, out.Rate = a.Int(1), a.Float(2)
-	if a.Err() != nil || len(codes) != int(moved) {
-		return TickResult{}, fmt.Errorf("tick: accept replied %v (%v)", v, a.Err())
+	h.codes = a.Str(0)
+	h.out.Active, h.out.Rate = a.Int(1), a.Float(2)
+	if a.Err() != nil || len(h.codes) != int(h.moved) {
+		return fmt.Errorf("tick: accept replied %v (%v)", v, a.Err())
 	}
-	if err := s.fault("accept"); err != nil {
-		return out, err
-	}
+	return nil
+}
 
-	// 6. clear the handover, putting back whoever was not let in.
-	per := make([]string, n)
+// done is step 6: the handover cleared on every shard, whoever was not
+// let in back in line at its place.
+func (h *handover) done() error {
+	per := make([]string, h.n)
 	at := 0
-	for i := range members {
-		per[i] = codes[at : at+len(members[i])]
-		at += len(members[i])
+	for i := range h.members {
+		per[i] = h.codes[at : at+len(h.members[i])]
+		at += len(h.members[i])
 		for _, c := range per[i] {
 			switch c {
 			case 'a':
-				out.Admitted++
+				h.out.Admitted++
 			case 'x':
-				out.Abandoned++
+				h.out.Abandoned++
 			case 'r':
-				out.Waiting++
+				h.out.Waiting++
 			}
 		}
 	}
-	err = eachShard(n, func(i int) error {
-		if len(members[i]) == 0 {
+	return eachShard(h.n, func(i int) error {
+		if len(h.members[i]) == 0 {
 			return nil
 		}
-		sk := shards[i]
-		return s.c.Run(ctx, rdb.Call{Script: tickDoneScript, Keys: []string{sk.Wait, sk.Moving, sk.Stats, sk.Fence}, Args: append([]any{epoch, per[i]}, members[i]...)}).Err()
+		sk := h.shards[i]
+		return h.s.c.Run(h.ctx, rdb.Call{Script: tickDoneScript, Keys: []string{sk.Wait, sk.Moving, sk.Stats, sk.Fence},
+			Args: append([]any{h.epoch, per[i]}, h.members[i]...)}).Err()
 	})
-	if err != nil {
-		// Admitted all the same; the next tick finishes the handover.
-		return out, rdb.Interpret("tick", err)
-	}
-	return out, nil
 }
 
 // finishHandover finishes a dead tick's handover on one shard: every fan
@@ -310,13 +360,4 @@ func (s *Store) finishHandover(ctx context.Context, event string, sk rdb.ShardKe
 		args = append(args, m)
 	}
 	return s.c.Run(ctx, rdb.Call{Script: tickDoneScript, Keys: []string{sk.Wait, sk.Moving, sk.Stats, sk.Fence}, Args: args}).Err()
-}
-
-// fault is the tests' way to make a sharded tick die after a step (a
-// process killed there): nil in production.
-func (s *Store) fault(step string) error {
-	if s.tickFault == nil {
-		return nil
-	}
-	return s.tickFault(step)
 }
