@@ -34,19 +34,20 @@ var joinProofs = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "Joins for a new place of a sale that asks a proof of work, by what their proof was: ok, missing, invalid, reused.",
 }, []string{"event", "result"})
 
-// checkProof is the proof of work a new place of ev costs, checked in the
+// proofOf is the proof of work a new place of ev costs, checked in the
 // gateway before any Redis call for the join: a bad proof costs one HMAC and
-// one SHA-256, never Redis, and never the address's join budget. It returns
-// nil when ev asks for none (join_proof_bits 0, the config in force), the
-// proof to spend otherwise, or the 428 to answer.
-func (s *Server) checkProof(c *fiber.Ctx, ev *config.Event) (*queue.Proof, error) {
+// one SHA-256, never Redis, and never the network's join budget. It returns
+// the proof to spend, or nil and why there is none (nil when ev asks for
+// none: join_proof_bits 0, the config in force). A join that resumes a
+// place needs none, so what to answer is the line's to say.
+func (s *Server) proofOf(c *fiber.Ctx, ev *config.Event) (*queue.Proof, error) {
 	bits := ev.Admission.JoinProofBits
 	if bits <= 0 {
 		return nil, nil
 	}
 	p, err := s.proofs.Verify(ev.ID, c.Get(proofHeader), bits, s.now())
 	if err != nil {
-		return nil, s.proofRequired(c, ev, err)
+		return nil, err
 	}
 	return &queue.Proof{ID: p.ID, ExpiresAt: p.ExpiresAt}, nil
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -35,11 +34,7 @@ const maxBody = 64 << 10
 type Line interface {
 	Ping(ctx context.Context) error
 	CheckTicket(event, ticket string) error
-	TicketAccount(event, ticket string) (string, error)
-	AllowJoin(ctx context.Context, addr netip.Addr, limit int, now time.Time) (time.Duration, error)
-	UndoJoin(ctx context.Context, addr netip.Addr, now time.Time) error
-	JoinWith(ctx context.Context, event string, set queue.Settings, o queue.JoinOptions) (queue.JoinResult, error)
-	AccountPlace(ctx context.Context, event, account string, set queue.Settings) (string, queue.Status, error)
+	Enter(ctx context.Context, r queue.EnterRequest) (queue.Entry, error)
 	Status(ctx context.Context, event, ticket string, set queue.Settings) (queue.Status, error)
 	Leave(ctx context.Context, event, ticket string) error
 	Revoke(ctx context.Context, event, id string) error

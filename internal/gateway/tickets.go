@@ -104,88 +104,35 @@ func (s *Server) clearCookie(c *fiber.Ctx, name string) {
 // else, including a fan whose ticket is no longer waiting or active, gets a
 // new place at the back, 201: it pays the sale's proof of work if it asks
 // one (428 proof_required with a challenge until it does), and counts
-// against the per-IP join limit.
+// against its network's join limit. The line decides all of it in one
+// call (queue.Store.Enter); this handler speaks HTTP.
 func (s *Server) join(c *fiber.Ctx) error {
 	ev, err := s.event(c)
 	if err != nil {
 		return err
 	}
-	ctx := c.UserContext()
 	set := s.settingsFor(ev)
 	acct, err := s.accountOf(c, ev)
 	if err != nil {
 		return err
 	}
-	for _, t := range []string{c.Get(ticketHeader), c.Cookies(ticketCookie + ev.ID)} {
-		if t == "" || s.line.CheckTicket(ev.ID, t) != nil {
-			continue
-		}
-		if owner, _ := s.ticketAccount(ev.ID, t, acct); owner != acct {
-			// Another account's place (or none): this fan joins as acct.
-			continue
-		}
-		ticket := utils.CopyString(t)
-		st, err := s.line.Status(ctx, ev.ID, ticket, set)
-		if err != nil {
-			return err
-		}
-		if done, err := s.resume(c, ev, set, ticket, st); done {
-			return err
-		}
-		// Expired: the other candidate may still be live; if not, this fan
-		// gets a new place like anyone else.
-	}
-	if acct != "" {
-		ticket, st, err := s.line.AccountPlace(ctx, ev.ID, acct, set)
-		if err != nil {
-			return err
-		}
-		if ticket != "" {
-			if done, err := s.resume(c, ev, set, ticket, st); done {
-				return err
-			}
-		}
-	}
-	// A new place. Its proof of work first, when the sale asks one: a bad
-	// proof is answered before Redis, and never counts against the address.
-	paid, err := s.checkProof(c, ev)
-	if err != nil {
-		return err
-	}
-	// Counted against the fan's network, in every replica.
+	// The proof is checked here, before Redis: a bad one costs one HMAC and
+	// one SHA-256, never Redis, and never the network's join budget.
+	paid, bad := s.proofOf(c, ev)
 	cfg := s.config()
-	addr, now := joinBudgetOf(s.clientOf(c).addr, *cfg.Gateway.IPv6Prefix), s.now()
-	limit := *cfg.Gateway.JoinsPerIPPerMinute
-	if wait, err := s.line.AllowJoin(ctx, addr, limit, now); err != nil {
-		return err
-	} else if wait > 0 {
-		return rateLimited(int((wait + time.Second - 1) / time.Second))
-	}
-	// The proof is spent in the join's own script (one place per proof,
-	// whatever the race), and so is the account's place (one per account).
-	res, err := s.line.JoinWith(ctx, ev.ID, set, queue.JoinOptions{Proof: paid, Account: acct})
-	if err == nil && res.Resumed {
-		// Another device of the account made its place meanwhile: nothing
-		// was bought, the proof is unspent, the address gets its join back.
-		if limit > 0 {
-			if err := s.line.UndoJoin(ctx, addr, now); err != nil {
-				s.log.Warn("join: give back the address's join", "event", ev.ID, "err", err)
-			}
-		}
-		if done, err := s.resume(c, ev, set, res.Ticket, res.Status); done {
-			return err
-		}
-		return fmt.Errorf("join: the account's place %s ended as it was resumed", res.ID)
-	}
+	e, err := s.line.Enter(c.UserContext(), queue.EnterRequest{
+		Event: ev.ID, Settings: set, Tickets: []string{c.Get(ticketHeader), c.Cookies(ticketCookie + ev.ID)},
+		Account: acct, ProofRequired: ev.Admission.JoinProofBits > 0, Proof: paid,
+		Addr: joinBudgetOf(s.clientOf(c).addr, *cfg.Gateway.IPv6Prefix), Limit: *cfg.Gateway.JoinsPerIPPerMinute, Now: s.now(),
+	})
+	var limited queue.RateLimited
 	switch {
+	case errors.Is(err, queue.ErrProofRequired):
+		return s.proofRequired(c, ev, bad)
 	case errors.Is(err, queue.ErrProofSpent), errors.Is(err, queue.ErrProofExpired):
-		// No place was bought: the address gets its join back.
-		if limit > 0 {
-			if err := s.line.UndoJoin(ctx, addr, now); err != nil {
-				s.log.Warn("join: give back the address's join", "event", ev.ID, "err", err)
-			}
-		}
 		return s.proofRequired(c, ev, err)
+	case errors.As(err, &limited):
+		return rateLimited(int((limited.RetryAfter + time.Second - 1) / time.Second))
 	case errors.Is(err, queue.ErrNotOpen):
 		ae := &apiError{Status: fiber.StatusForbidden, Code: "not_open", Message: "the line for this sale is not open yet"}
 		if set.PrequeueOpensAt != nil {
@@ -197,57 +144,50 @@ func (s *Server) join(c *fiber.Ctx) error {
 	case err != nil:
 		return err
 	}
+	if e.Resumed {
+		return s.resume(c, ev, set, e.Ticket, e.Status)
+	}
 	ticketsIssued.WithLabelValues(ev.ID).Inc()
 	if paid != nil {
 		joinProofs.WithLabelValues(ev.ID, proofOK).Inc()
 	}
-	s.setTicketCookie(c, ev, res.Ticket, set)
+	s.setTicketCookie(c, ev, e.Ticket, set)
 	noStore(c)
-	if res.State == queue.Admitted {
+	if e.State == queue.Admitted {
 		// Passthrough: let in and claimed at once, after no wait.
-		waitSeconds.WithLabelValues(ev.ID).Observe(0)
-		out, err := s.grant(c, ev, res.Ticket, res.ID, res.Account, res.ActiveUntil)
+		s.observeAdmission(ev, e.Status)
+		out, err := s.grant(c, ev, e.Ticket, e.ID, e.Account, e.ActiveUntil)
 		if err != nil {
 			return err
 		}
 		return c.Status(fiber.StatusCreated).JSON(out)
 	}
-	return sendWaiting(c, fiber.StatusCreated, waiting(res.Ticket, res.Position))
+	return sendWaiting(c, fiber.StatusCreated, waiting(e.Ticket, e.Position))
 }
 
-// ticketAccount is the account of ticket when the join brings one (acct);
-// without, any live ticket of the fan's is resumed, and it is acct too.
-func (s *Server) ticketAccount(event, ticket, acct string) (string, error) {
-	if acct == "" {
-		return "", nil
-	}
-	return s.line.TicketAccount(event, ticket)
-}
-
-// resume answers a join with the live place ticket, 200, as the status
-// st (read by this request, which claimed an admitted place) says; done is
-// false for a place that is no longer live (Expired).
-func (s *Server) resume(c *fiber.Ctx, ev *config.Event, set queue.Settings, ticket string, st queue.Status) (done bool, err error) {
+// resume answers a join with the fan's live place ticket, 200, as its
+// status st (read by this request, which claimed an admitted place) says.
+func (s *Server) resume(c *fiber.Ctx, ev *config.Event, set queue.Settings, ticket string, st queue.Status) error {
 	switch st.State {
 	case queue.Waiting:
 		s.setTicketCookie(c, ev, ticket, set)
 		noStore(c)
-		return true, sendWaiting(c, fiber.StatusOK, waiting(ticket, st.Position))
+		return sendWaiting(c, fiber.StatusOK, waiting(ticket, st.Position))
 	case queue.Admitted:
 		s.observeAdmission(ev, st)
 		s.setTicketCookie(c, ev, ticket, set)
 		noStore(c)
 		out, err := s.grant(c, ev, ticket, st.ID, st.Account, st.ActiveUntil)
 		if err != nil {
-			return true, err
+			return err
 		}
-		return true, c.JSON(out)
+		return c.JSON(out)
 	case queue.Closed:
-		return true, errEventClosed
+		return errEventClosed
 	case queue.SoldOut:
-		return true, errSoldOut
+		return errSoldOut
 	}
-	return false, nil
+	return fmt.Errorf("join: resumed place %s in state %s", st.ID, st.State)
 }
 
 // setTicketCookie keeps the fan's ticket for as long as the sale may need it.
