@@ -20,6 +20,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/operators"
+	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -136,7 +137,7 @@ func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event
 	start := time.Now()
 	defer func() { tickDuration.WithLabelValues(ev.ID).Observe(time.Since(start).Seconds()) }()
 	tickErrors.WithLabelValues(ev.ID).Add(0) // exported from the first tick, so increase() sees the first error
-	set, err := a.overlay(ctx, ev, SettingsFor(ev))
+	set, err := a.overlay(ctx, ev, policy.SettingsFor(ev))
 	if err != nil {
 		return err
 	}
@@ -170,7 +171,7 @@ func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event
 	}
 	if r.Shards != set.Shards {
 		a.layouts.Store(ev.ID, r.Shards)
-		if want := SettingsFor(ev).Shards; r.Shards != want {
+		if want := policy.SettingsFor(ev).Shards; r.Shards != want {
 			a.log.Warn("the event's line keeps its layout while it has state in Redis", "event", ev.ID, "shards", r.Shards, "config", want)
 		}
 	}
@@ -194,7 +195,7 @@ func (a *Admitter) pinOpening(ctx context.Context, ev config.Event, set queue.Se
 		change := fmt.Sprintf("%s opens_at %s prequeue_opens_at %s ignored: the lottery's entries froze with opens_at %s",
 			ev.ID, timeText(set.OpensAt), timeText(set.PrequeueOpensAt), timeText(o.OpensAt))
 		sum := sha256.Sum256([]byte(change))
-		e := operators.AuditEntry{Event: ev.ID, Change: change, Source: SourceConfig}
+		e := operators.AuditEntry{Event: ev.ID, Change: change, Source: policy.SourceConfig}
 		if err := a.ops.AuditOnce(ctx, "pinned:"+hex.EncodeToString(sum[:12]), pinnedOnce, e); err != nil {
 			a.log.Warn("audit", "change", change, "err", err)
 		}
@@ -252,7 +253,7 @@ func (a *Admitter) auditReload(changes []string) {
 			event = ""
 		}
 		sum := sha256.Sum256([]byte(c))
-		e := operators.AuditEntry{Event: event, Change: c, Source: SourceConfig}
+		e := operators.AuditEntry{Event: event, Change: c, Source: policy.SourceConfig}
 		if err := a.ops.AuditOnce(ctx, "reload:"+hex.EncodeToString(sum[:12]), reloadOnce, e); err != nil {
 			a.log.Warn("audit", "change", c, "err", err)
 		}
@@ -273,7 +274,7 @@ func diff(old, cur *config.Config) []string {
 			out = append(out, fmt.Sprintf("event %s added", ev.ID))
 			continue
 		}
-		was, now := SettingsFor(*o), SettingsFor(ev)
+		was, now := policy.SettingsFor(*o), policy.SettingsFor(ev)
 		if was.Mode != now.Mode {
 			out = append(out, fmt.Sprintf("%s mode %s -> %s", ev.ID, was.Mode, now.Mode))
 		}

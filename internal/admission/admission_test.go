@@ -18,6 +18,7 @@ import (
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/operators"
+	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
@@ -163,7 +164,7 @@ func TestReload(t *testing.T) {
 	t.Run("a renamed edit acts within one tick", func(t *testing.T) {
 		before := testutil.ToFloat64(metrics.ConfigReloads)
 		e.replace(t, yamlConfig(eventYAML("premiere", "20")))
-		waitFor(t, "the reload", func() bool { return admission.Rate(e.adm.Config().Events[0].Admission) == 20 })
+		waitFor(t, "the reload", func() bool { return policy.Rate(e.adm.Config().Events[0].Admission) == 20 })
 		e.oneTickLater(t)
 		if got := e.published(t, "premiere").AdmitPerSecond; got != 20 {
 			t.Errorf("published rate %v one tick after the reload; want 20", got)
@@ -243,7 +244,7 @@ func TestReloadConfigMapSwap(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // the watch is set up
 
 	write("..2026_02", yamlConfig(eventYAML("premiere", "33")))
-	waitFor(t, "the ConfigMap reload", func() bool { return admission.Rate(adm.Config().Events[0].Admission) == 33 })
+	waitFor(t, "the ConfigMap reload", func() bool { return policy.Rate(adm.Config().Events[0].Admission) == 33 })
 }
 
 func TestOneBadEventDoesNotStopOthers(t *testing.T) { onEach(t, testOneBadEventDoesNotStopOthers) }
@@ -253,7 +254,7 @@ func testOneBadEventDoesNotStopOthers(t *testing.T, b backend) {
 	// The broken event's line is not a ZSET: its script fails every tick.
 	e.rdb.Set(context.Background(), "wr:{broken}:wait", "not a zset", 0)
 	before := testutil.ToFloat64(admission.TickErrorsMetric("broken"))
-	r, err := e.store.Join(context.Background(), "fine", admission.SettingsFor(e.adm.Config().Events[1]))
+	r, err := e.store.Join(context.Background(), "fine", policy.SettingsFor(e.adm.Config().Events[1]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +290,7 @@ func TestSettingsFor(t *testing.T) {
 			c.adm.Capacity = config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}
 			c.adm.AccessTTL = config.Duration(10 * time.Minute)
 			c.adm.AbandonAfter = config.Duration(time.Minute)
-			s := admission.SettingsFor(config.Event{ID: "x", Mode: "paused", OpensAt: c.wantOpens, Admission: c.adm})
+			s := policy.SettingsFor(config.Event{ID: "x", Mode: "paused", OpensAt: c.wantOpens, Admission: c.adm})
 			if s.AdmitPerSecond != c.wantRate || s.MaxActive != c.wantCap {
 				t.Errorf("rate, cap = %v, %d; want %v, %d", s.AdmitPerSecond, s.MaxActive, c.wantRate, c.wantCap)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/operators"
+	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -59,7 +60,7 @@ events:
 	store := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
 	joined := map[string]map[string]bool{}
 	for _, ev := range cfg.Events {
-		set := admission.SettingsFor(ev)
+		set := policy.SettingsFor(ev)
 		set.Mode = "paused" // nobody goes in before the replicas start
 		joined[ev.ID] = map[string]bool{}
 		for range fans {

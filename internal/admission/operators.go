@@ -3,74 +3,13 @@ package admission
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/operators"
+	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
 )
-
-// Sources of a setting (GET /api/v1/admin/events) and of an audit entry.
-const (
-	SourceConfig   = "config"
-	SourceAPI      = "api"
-	SourceAdaptive = "adaptive"
-)
-
-// Fields are the settings an operator may override, in the API's names.
-var Fields = []string{operators.FieldMode, operators.FieldAdmitPerSecond, operators.FieldMaxActive}
-
-// ConfigValues are the values the config in force gives the overridable
-// settings of ev, as an override's Base records them: an override made
-// over one value gives way once the config gives another.
-func ConfigValues(ev config.Event) map[string]string {
-	set := SettingsFor(ev)
-	return map[string]string{
-		operators.FieldMode:           set.Mode,
-		operators.FieldAdmitPerSecond: FormatRate(set.AdmitPerSecond),
-		operators.FieldMaxActive:      strconv.Itoa(set.MaxActive),
-	}
-}
-
-// FormatRate writes a rate as overrides and the audit keep it: seven
-// digits (a computed 166.666… reads 166.6667; 1000000, the largest, needs
-// no exponent).
-func FormatRate(r float64) string { return strconv.FormatFloat(r, 'g', 7, 64) }
-
-// Overlay puts the overrides in force on set (the config's settings) and
-// says where each overridable setting comes from. An override whose Base is
-// not the config's value any more is skipped: the config wins (the
-// admitter drops it, see Admitter.overlay).
-func Overlay(ev config.Event, set queue.Settings, ovs map[string]operators.Override) queue.Settings {
-	cur := ConfigValues(ev)
-	set.Sources = map[string]string{}
-	for _, f := range Fields {
-		set.Sources[f] = SourceConfig
-		o, ok := ovs[f]
-		if !ok || o.Base != cur[f] {
-			continue
-		}
-		switch f {
-		case operators.FieldMode:
-			set.Mode = o.Value
-		case operators.FieldAdmitPerSecond:
-			v, err := strconv.ParseFloat(o.Value, 64)
-			if err != nil || !(v > 0) {
-				continue
-			}
-			set.AdmitPerSecond = v
-		case operators.FieldMaxActive:
-			v, err := strconv.Atoi(o.Value)
-			if err != nil || v < 1 {
-				continue
-			}
-			set.MaxActive = v
-		}
-		set.Sources[f] = SourceAPI
-	}
-	return set
-}
 
 // overlay reads ev's overrides and puts them in force on set. An override
 // the config file overtook (its key was edited since) is dropped here, by
@@ -80,7 +19,7 @@ func (a *Admitter) overlay(ctx context.Context, ev config.Event, set queue.Setti
 	if err != nil {
 		return set, err
 	}
-	cur := ConfigValues(ev)
+	cur := policy.ConfigValues(ev)
 	for f, o := range ovs {
 		if o.Base == cur[f] {
 			continue
@@ -90,10 +29,10 @@ func (a *Admitter) overlay(ctx context.Context, ev config.Event, set queue.Setti
 			return set, err
 		}
 		if dropped {
-			a.audit(ctx, ev.ID, fmt.Sprintf("%s %s -> %s: the config file's edit (%s was %s) replaces the API's value", f, o.Value, cur[f], f, o.Base), SourceConfig)
+			a.audit(ctx, ev.ID, fmt.Sprintf("%s %s -> %s: the config file's edit (%s was %s) replaces the API's value", f, o.Value, cur[f], f, o.Base), policy.SourceConfig)
 		}
 	}
-	return Overlay(ev, set, ovs), nil
+	return policy.Overlay(ev, set, ovs), nil
 }
 
 func (a *Admitter) audit(ctx context.Context, event, change, source string) {
@@ -161,7 +100,7 @@ func (a *Admitter) adapt(ctx context.Context, ev config.Event, set queue.Setting
 			verb = "the booking core is healthy"
 		}
 		a.audit(ctx, ev.ID, fmt.Sprintf("admitPerSecond %s -> %s (%.0f%% of %s): %s, %s",
-			FormatRate(base*was), FormatRate(base*f), f*100, FormatRate(base), verb, sig.why), SourceAdaptive)
+			policy.FormatRate(base*was), policy.FormatRate(base*f), f*100, policy.FormatRate(base), verb, sig.why), policy.SourceAdaptive)
 		a.log.Info("adaptive rate", "event", ev.ID, "factor", f, "was", was, "why", sig.why)
 	}
 	return set, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/operators"
+	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
@@ -40,7 +41,7 @@ func (e *env) override(t *testing.T, event string, values map[string]string) {
 	t.Helper()
 	cfg, _ := config.Load(e.path)
 	ev, _ := cfg.Event(event)
-	base := admission.ConfigValues(*ev)
+	base := policy.ConfigValues(*ev)
 	set := map[string]operators.Override{}
 	for f, v := range values {
 		set[f] = operators.Override{Value: v, Base: base[f], At: time.Now()}
@@ -229,7 +230,7 @@ func fmtFloats(v []float64) string {
 		if i > 0 {
 			b.WriteString(" ")
 		}
-		b.WriteString(admission.FormatRate(f))
+		b.WriteString(policy.FormatRate(f))
 	}
 	return b.String() + "]"
 }

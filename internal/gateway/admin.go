@@ -17,9 +17,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/operators"
+	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -115,8 +115,8 @@ func settingsView(ev *config.Event, set queue.Settings) adminSettings {
 	}
 	if out.Sources == nil {
 		out.Sources = map[string]string{}
-		for _, f := range admission.Fields {
-			out.Sources[f] = admission.SourceConfig
+		for _, f := range policy.Fields {
+			out.Sources[f] = policy.SourceConfig
 		}
 	}
 	if set.Factor > 0 {
@@ -201,7 +201,7 @@ func patchOf(body []byte) (set map[string]string, clear []string, err error) {
 			if json.Unmarshal(v, &r) != nil || !(r > 0) || r > 1e6 || math.IsInf(r, 0) {
 				return nil, nil, invalidField(f, "must be a number > 0 and <= 1000000")
 			}
-			set[f] = admission.FormatRate(r)
+			set[f] = policy.FormatRate(r)
 		case operators.FieldMaxActive:
 			var n float64
 			if json.Unmarshal(v, &n) != nil || n != math.Trunc(n) || n < 1 || n > maxActiveLimit {
@@ -215,7 +215,7 @@ func patchOf(body []byte) (set map[string]string, clear []string, err error) {
 	return set, clear, nil
 }
 
-func isField(f string) bool { return slices.Contains(admission.Fields, f) }
+func isField(f string) bool { return slices.Contains(policy.Fields, f) }
 
 // PATCH /api/v1/admin/events/{event}: the overrides go to Redis (every
 // admitter puts them in force at its next tick, and keeps them across
@@ -232,7 +232,7 @@ func (s *Server) adminPatch(c *fiber.Ctx) error {
 	}
 	ctx := c.UserContext()
 	before := s.settingsFor(ev)
-	base := admission.ConfigValues(*ev)
+	base := policy.ConfigValues(*ev)
 	now := s.now().UTC()
 	ovs := map[string]operators.Override{}
 	for f, v := range values {
@@ -247,7 +247,7 @@ func (s *Server) adminPatch(c *fiber.Ctx) error {
 			to = base[f] + " (the config's)"
 		}
 		change := fmt.Sprintf("%s %s -> %s", f, valueOf(before, f), to)
-		if err := s.ops.Audit(ctx, operators.AuditEntry{Event: ev.ID, Change: change, Source: admission.SourceAPI}); err != nil {
+		if err := s.ops.Audit(ctx, operators.AuditEntry{Event: ev.ID, Change: change, Source: policy.SourceAPI}); err != nil {
 			s.log.Warn("audit", "event", ev.ID, "change", change, "err", err)
 		}
 	}
@@ -259,7 +259,7 @@ func (s *Server) adminPatch(c *fiber.Ctx) error {
 	// What the next tick puts in force: the config's settings, the
 	// overrides, and the adaptive factor in force now. This gateway uses it
 	// at once; the others once the admitter publishes it.
-	set := admission.Overlay(*ev, admission.SettingsFor(*ev), all)
+	set := policy.Overlay(*ev, policy.SettingsFor(*ev), all)
 	set.Shards = before.Shards
 	if ev.Admission.Adaptive {
 		set.Factor = max(before.Factor, 0)
@@ -275,7 +275,7 @@ func (s *Server) adminPatch(c *fiber.Ctx) error {
 
 func sortedFields(values map[string]string, clear []string) []string {
 	var out []string
-	for _, f := range admission.Fields {
+	for _, f := range policy.Fields {
 		if _, ok := values[f]; ok {
 			out = append(out, f)
 		}
@@ -288,7 +288,7 @@ func valueOf(set queue.Settings, f string) string {
 	case operators.FieldMode:
 		return set.Mode
 	case operators.FieldAdmitPerSecond:
-		return admission.FormatRate(set.AdmitPerSecond)
+		return policy.FormatRate(set.AdmitPerSecond)
 	}
 	return strconv.Itoa(set.MaxActive)
 }
@@ -313,7 +313,7 @@ func (s *Server) adminRevoke(c *fiber.Ctx) error {
 		return err
 	}
 	change := "ticket " + id + " revoked"
-	if err := s.ops.Audit(c.UserContext(), operators.AuditEntry{Event: ev.ID, Change: change, Source: admission.SourceAPI}); err != nil {
+	if err := s.ops.Audit(c.UserContext(), operators.AuditEntry{Event: ev.ID, Change: change, Source: policy.SourceAPI}); err != nil {
 		s.log.Warn("audit", "event", ev.ID, "change", change, "err", err)
 	}
 	s.log.Info("ticket revoked", "event", ev.ID, "ticket", id)

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/operators"
+	"github.com/waitroom/waitroom/internal/policy"
 )
 
 const adminToken = "operator-token-0123456789"
@@ -181,7 +181,7 @@ func TestAdminPatch(t *testing.T) {
 	log, _ := e.ops.AuditLog(ctx, 10)
 	var changes []string
 	for _, a := range log {
-		if a.Source != admission.SourceAPI || a.Event != "premiere" {
+		if a.Source != policy.SourceAPI || a.Event != "premiere" {
 			t.Errorf("audit entry %+v", a)
 		}
 		changes = append(changes, a.Change)

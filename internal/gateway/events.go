@@ -8,8 +8,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -39,7 +39,7 @@ func (s *Server) loadSettings(ctx context.Context) {
 		set, err := s.line.Settings(ctx, ev.ID)
 		switch {
 		case errors.Is(err, queue.ErrNoSettings):
-			set = admission.SettingsFor(*ev)
+			set = policy.SettingsFor(*ev)
 		case err != nil:
 			continue // Redis hiccup: the last known settings stay
 		}
@@ -56,7 +56,7 @@ func (s *Server) settingsFor(ev *config.Event) queue.Settings {
 	set, ok := s.settings[ev.ID]
 	s.settingsMu.RUnlock()
 	if !ok {
-		return admission.SettingsFor(*ev)
+		return policy.SettingsFor(*ev)
 	}
 	return set
 }

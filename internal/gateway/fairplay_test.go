@@ -13,8 +13,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/policy"
 )
 
 // fixedClock pins the gateway's clock (the per-IP window is a calendar
@@ -70,7 +70,7 @@ func TestResumeThroughJoinClaimsThePlace(t *testing.T) {
 	r := e.join("premiere")
 	tk := r.body["ticket"].(string)
 	ev, _ := e.cfg.Event("premiere")
-	set := admission.SettingsFor(*ev)
+	set := policy.SettingsFor(*ev)
 	for range 2 { // the bucket starts empty
 		if _, err := e.line.Tick(context.Background(), "premiere", set); err != nil {
 			t.Fatal(err)

@@ -23,11 +23,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
@@ -512,7 +512,7 @@ func TestGate(t *testing.T) {
 func TestEventRouteShowsTheDesignSizing(t *testing.T) {
 	e := setup(t, 0)
 	ev, _ := e.cfg.Event("later")
-	set := admission.SettingsFor(*ev)
+	set := policy.SettingsFor(*ev)
 	tiny := set
 	tiny.AdmitPerSecond = 0.004
 	cases := []struct {

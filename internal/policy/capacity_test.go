@@ -1,11 +1,11 @@
-package admission_test
+package policy_test
 
 import (
 	"math"
 	"testing"
 
-	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/policy"
 )
 
 // TestComputedRateAndCap: the rate is the capacity model's exact quotient,
@@ -45,10 +45,10 @@ func TestComputedRateAndCap(t *testing.T) {
 			a := config.Admission{AdmitPerSecond: c.rate, MaxActive: c.cap, Capacity: c.capacity}
 			// wantRate is the exact quotient (Go constants are exact), so
 			// allow float error and nothing like a rounding.
-			if got := admission.Rate(a); math.Abs(got-c.wantRate) > 1e-12*c.wantRate {
+			if got := policy.Rate(a); math.Abs(got-c.wantRate) > 1e-12*c.wantRate {
 				t.Errorf("Rate = %.17g; want %.17g", got, c.wantRate)
 			}
-			if got := admission.Cap(a); got != c.wantCap {
+			if got := policy.Cap(a); got != c.wantCap {
 				t.Errorf("Cap = %d; want %d", got, c.wantCap)
 			}
 		})
@@ -59,7 +59,7 @@ func TestComputedRateAndCap(t *testing.T) {
 // computed rate over 60 s, to float precision, not 10,020.
 func TestDesignSizingPerMinute(t *testing.T) {
 	a := config.Admission{Capacity: config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}}
-	if got := admission.Rate(a) * 60; math.Abs(got-10000) > 1e-9 {
+	if got := policy.Rate(a) * 60; math.Abs(got-10000) > 1e-9 {
 		t.Errorf("Rate × 60 = %.17g; want 10000", got)
 	}
 }

@@ -1,4 +1,4 @@
-package admission
+package policy
 
 import (
 	"github.com/waitroom/waitroom/internal/config"
