@@ -28,8 +28,7 @@ import (
 // in adminRoutes.
 
 var (
-	errUnauthorized  = &apiError{Status: fiber.StatusUnauthorized, Code: "unauthorized", Message: "a valid operator token is required (Authorization: Bearer <admin_token>)"}
-	errUnknownTicket = &apiError{Status: fiber.StatusNotFound, Code: "unknown_ticket", Message: "the ticket is neither waiting nor active"}
+	errUnauthorized = &apiError{Status: fiber.StatusUnauthorized, Code: "unauthorized", Message: "a valid operator token is required (Authorization: Bearer <admin_token>)"}
 )
 
 // invalidField is 400 invalid_request naming the field at fault.
@@ -307,8 +306,6 @@ func (s *Server) adminRevoke(c *fiber.Ctx) error {
 	switch {
 	case errors.Is(err, queue.ErrInvalidTicket):
 		return invalidField("ticketId", "is not a ticket id (the access JWT's sub, e.g. 1a.Xk…)")
-	case errors.Is(err, queue.ErrUnknownTicket):
-		return errUnknownTicket
 	case err != nil:
 		return err
 	}

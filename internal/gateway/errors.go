@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -41,6 +42,11 @@ var (
 	errNotFound          = &apiError{Status: fiber.StatusNotFound, Code: "not_found", Message: "no such route"}
 	errMethod            = &apiError{Status: fiber.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "method not allowed on this route"}
 	errTooLarge          = &apiError{Status: fiber.StatusRequestEntityTooLarge, Code: "body_too_large", Message: "request body too large"}
+	errUnknownTicket     = &apiError{Status: fiber.StatusNotFound, Code: "unknown_ticket", Message: "the ticket is neither waiting nor active"}
+	errNoLottery         = &apiError{Status: fiber.StatusNotFound, Code: "no_lottery", Message: "this sale has no lottery (no pre-queue, or it has not opened yet)"}
+	errNotDrawn          = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the lottery is drawn when the sale opens"}
+	errDrawing           = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the sale has opened and the lottery is being drawn: try again in a few seconds", RetryAfter: 2}
+	errNotInLottery      = &apiError{Status: fiber.StatusNotFound, Code: "not_in_lottery", Message: "this ticket joined after the pre-queue: its place is first come, first served"}
 	errInternal          = &apiError{Status: fiber.StatusInternalServerError, Code: "internal", Message: "internal error"}
 )
 
@@ -48,20 +54,46 @@ func rateLimited(retryAfter int) *apiError {
 	return &apiError{Status: fiber.StatusTooManyRequests, Code: "rate_limited", Message: "too many joins from this address, slow down", RetryAfter: retryAfter}
 }
 
+// lineErrors maps the line's errors to the contract's answers: the one
+// table (a route that answers one of them otherwise, or with more, says so
+// where it does: the join's proof and limit, a draw being drawn).
+var lineErrors = []struct {
+	err error
+	api *apiError
+}{
+	{queue.ErrInvalidTicket, errInvalidTicket},
+	{queue.ErrClosed, errEventClosed},
+	{queue.ErrSoldOut, errSoldOut},
+	{queue.ErrUnavailable, errUnavailable},
+	{queue.ErrNoLottery, errNoLottery},
+	{queue.ErrNotDrawn, errNotDrawn},
+	{queue.ErrNotInLottery, errNotInLottery},
+	{queue.ErrUnknownTicket, errUnknownTicket},
+}
+
 // toAPI maps domain errors to the contract's codes, in one place.
 func toAPI(err error) *apiError {
-	var ae *apiError
+	var (
+		ae      *apiError
+		notOpen queue.NotOpen
+		tooMany queue.RateLimited
+	)
 	switch {
 	case errors.As(err, &ae):
 		return ae
-	case errors.Is(err, queue.ErrInvalidTicket):
-		return errInvalidTicket
-	case errors.Is(err, queue.ErrClosed):
-		return errEventClosed
-	case errors.Is(err, queue.ErrSoldOut):
-		return errSoldOut
-	case errors.Is(err, queue.ErrUnavailable):
-		return errUnavailable
+	case errors.As(err, &notOpen):
+		out := &apiError{Status: fiber.StatusForbidden, Code: "not_open", Message: "the line for this sale is not open yet"}
+		if notOpen.OpensAt != nil {
+			out.OpensAt = notOpen.OpensAt.UTC().Format(time.RFC3339)
+		}
+		return out
+	case errors.As(err, &tooMany):
+		return rateLimited(int((tooMany.RetryAfter + time.Second - 1) / time.Second))
+	}
+	for _, e := range lineErrors {
+		if errors.Is(err, e.err) {
+			return e.api
+		}
 	}
 	var fe *fiber.Error
 	if errors.As(err, &fe) {

@@ -125,22 +125,11 @@ func (s *Server) join(c *fiber.Ctx) error {
 		Account: acct, ProofRequired: ev.Admission.JoinProofBits > 0, Proof: paid,
 		Addr: joinBudgetOf(s.clientOf(c).addr, *cfg.Gateway.IPv6Prefix), Limit: *cfg.Gateway.JoinsPerIPPerMinute, Now: s.now(),
 	})
-	var limited queue.RateLimited
 	switch {
 	case errors.Is(err, queue.ErrProofRequired):
 		return s.proofRequired(c, ev, bad)
 	case errors.Is(err, queue.ErrProofSpent), errors.Is(err, queue.ErrProofExpired):
 		return s.proofRequired(c, ev, err)
-	case errors.As(err, &limited):
-		return rateLimited(int((limited.RetryAfter + time.Second - 1) / time.Second))
-	case errors.Is(err, queue.ErrNotOpen):
-		ae := &apiError{Status: fiber.StatusForbidden, Code: "not_open", Message: "the line for this sale is not open yet"}
-		if set.PrequeueOpensAt != nil {
-			ae.OpensAt = set.PrequeueOpensAt.UTC().Format(time.RFC3339)
-		} else if set.OpensAt != nil {
-			ae.OpensAt = set.OpensAt.UTC().Format(time.RFC3339)
-		}
-		return ae
 	case err != nil:
 		return err
 	}

@@ -17,13 +17,6 @@ import (
 // The transparency routes (DESIGN.md "Transparency"): the committed
 // lottery anyone can check, and each sale's report from its own records.
 
-var (
-	errNoLottery    = &apiError{Status: fiber.StatusNotFound, Code: "no_lottery", Message: "this sale has no lottery (no pre-queue, or it has not opened yet)"}
-	errNotDrawn     = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the lottery is drawn when the sale opens"}
-	errDrawing      = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the sale has opened and the lottery is being drawn: try again in a few seconds", RetryAfter: 2}
-	errNotInLottery = &apiError{Status: fiber.StatusNotFound, Code: "not_in_lottery", Message: "this ticket joined after the pre-queue: its place is first come, first served"}
-)
-
 // lotteryJSON: seed, entries, entriesDigest and drawnAt appear once drawn,
 // together, and never before.
 type lotteryJSON struct {
@@ -66,9 +59,6 @@ func (s *Server) lottery(c *fiber.Ctx) error {
 		return err
 	}
 	l, err := s.line.Lottery(c.UserContext(), ev.ID, s.settingsFor(ev))
-	if errors.Is(err, queue.ErrNoLottery) {
-		return errNoLottery
-	}
 	if err != nil {
 		return err
 	}
@@ -85,12 +75,8 @@ func (s *Server) ticketDraw(c *fiber.Ctx) error {
 	}
 	d, err := s.line.TicketDraw(c.UserContext(), ev.ID, ticket)
 	switch {
-	case errors.Is(err, queue.ErrNoLottery):
-		return errNoLottery
 	case errors.Is(err, queue.ErrNotDrawn):
 		return s.notDrawn(c.UserContext(), ev)
-	case errors.Is(err, queue.ErrNotInLottery):
-		return errNotInLottery
 	case err != nil:
 		return err
 	}
@@ -109,8 +95,6 @@ func (s *Server) lotteryEntries(c *fiber.Ctx) error {
 	}
 	l, err := s.line.Lottery(c.UserContext(), ev.ID, s.settingsFor(ev))
 	switch {
-	case errors.Is(err, queue.ErrNoLottery):
-		return errNoLottery
 	case err != nil:
 		return err
 	case !l.Drawn:

@@ -59,6 +59,9 @@ func (s *Store) Enter(ctx context.Context, r EnterRequest) (Entry, error) {
 	// The proof is spent in the join's own script (one place per proof,
 	// whatever the race), and so is the account's place (one per account).
 	res, err := s.JoinWith(ctx, r.Event, r.Settings, JoinOptions{Proof: r.Proof, Account: r.Account})
+	if errors.Is(err, ErrNotOpen) {
+		err = notOpen(r.Settings)
+	}
 	if (err == nil && res.Resumed) || errors.Is(err, ErrProofSpent) || errors.Is(err, ErrProofExpired) {
 		// Nothing was bought (another device of the account made its place
 		// meanwhile, or the proof was spent already): the network gets its
@@ -116,6 +119,21 @@ type Entry struct {
 // ErrProofRequired: a new place needs a proof of work and the fan brought
 // none (or a bad one).
 var ErrProofRequired = errors.New("queue: proof of work required")
+
+// NotOpen is ErrNotOpen with when the line opens to joins: the pre-queue
+// if the sale has one, else the opening (nil: unknown).
+type NotOpen struct{ OpensAt *time.Time }
+
+func (e NotOpen) Error() string { return ErrNotOpen.Error() }
+
+func (e NotOpen) Unwrap() error { return ErrNotOpen }
+
+func notOpen(set Settings) NotOpen {
+	if set.PrequeueOpensAt != nil {
+		return NotOpen{OpensAt: set.PrequeueOpensAt}
+	}
+	return NotOpen{OpensAt: set.OpensAt}
+}
 
 // RateLimited: the fan's network spent its join budget of the minute.
 type RateLimited struct {
