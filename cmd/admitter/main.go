@@ -7,41 +7,24 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
-func main() {
-	cfgFlag := flag.String("config", "", "config file (default $WAITROOM_CONFIG or "+config.DefaultPath+")")
-	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "admitter")
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, config.Path(*cfgFlag), log); err != nil {
-		log.Error("admitter stopped", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("admitter", run) }
 
-// run serves until ctx ends, then stops gracefully.
-func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
-	cfg, err := config.Load(cfgPath)
+// run ticks until ctx ends, then stops gracefully: the tick in flight
+// finishes (a script runs whole or not at all).
+func run(ctx context.Context, p service.Process) error {
+	cfg, err := config.Load(p.ConfigPath)
 	if err != nil {
 		return err
 	}
@@ -51,48 +34,14 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	}
 	redis.WaitReplicas(cfg.Redis.WaitReplicas)
 	defer redis.Close()
-	store := queue.New(redis, []byte(cfg.Auth.TicketSecret))
-	adm := admission.New(store, operators.New(redis), cfg, cfgPath, log)
+	line := queue.New(redis, []byte(cfg.Auth.TicketSecret))
+	adm := admission.New(admission.Options{Line: line, Operators: operators.New(redis), Config: cfg, ConfigPath: p.ConfigPath, Log: p.Log})
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
-	health.Routes(mux, health.Check{Name: "redis", Ping: store.Ping})
-	ln, err := net.Listen("tcp", cfg.Admitter.Addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Admitter.Addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("admitter started", "addr", ln.Addr().String(), "config", cfgPath,
-		"events", len(cfg.Events), "tick", cfg.Admitter.Tick.String())
-
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan struct{}, 2)
-	go func() { adm.Watch(wctx, hup); done <- struct{}{} }()
-	go func() { adm.Run(wctx); done <- struct{}{} }()
-
-	select {
-	case err := <-serveErr:
-		cancel()
-		<-done
-		<-done
-		return fmt.Errorf("metrics server: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	cancel()
-	<-done // the tick in flight finishes: a script runs whole or not at all
-	<-done
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
+	health.Routes(mux, health.Check{Name: "redis", Ping: line.Ping})
+	p.Log.Info("admitter started", "config", p.ConfigPath, "events", len(cfg.Events), "tick", cfg.Admitter.Tick.String())
+	return service.Run(ctx, p.Log, []service.Listener{{Addr: cfg.Admitter.Addr, Server: service.HTTP(mux)}},
+		func(ctx context.Context) { adm.Watch(ctx, p.Hup) },
+		adm.Run)
 }

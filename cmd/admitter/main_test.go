@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -40,7 +41,9 @@ events:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, path, slog.New(slog.NewJSONHandler(io.Discard, nil))) }()
+	go func() {
+		done <- run(ctx, service.Process{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	}()
 
 	get := func(p string) (int, string) {
 		resp, err := http.Get("http://" + addr + p)

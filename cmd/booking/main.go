@@ -9,17 +9,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,47 +25,28 @@ import (
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
-func main() {
-	cfgPath := flag.String("config", "", "config file (default $WAITROOM_CONFIG or "+config.DefaultPath+")")
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: booking [-config PATH] [migrate | seed | serve] [-config PATH]\n")
-		flag.PrintDefaults()
-	}
-	flag.Parse()
-	// Flags may follow the command too (booking migrate -config X): an
-	// operator's script must never migrate the wrong database silently.
-	args := flag.Args()
-	if len(args) > 1 {
-		if err := flag.CommandLine.Parse(args[1:]); err != nil {
-			os.Exit(2)
-		}
-		if flag.NArg() > 0 {
-			fmt.Fprintf(os.Stderr, "booking: unexpected arguments %q\n", flag.Args())
-			os.Exit(2)
-		}
-		args = args[:1]
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "booking")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *cfgPath, args, log); err != nil {
-		log.Error("booking failed", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("booking", run) }
 
-func run(ctx context.Context, cfgPath string, args []string, log *slog.Logger) error {
-	cfg, err := config.Load(config.Path(cfgPath))
+// run runs one command. Flags may follow the command too (booking migrate
+// -config X): an operator's script must never migrate the wrong database
+// silently, nor run a command it did not name.
+func run(ctx context.Context, p service.Process) error {
+	if len(p.Args) > 1 {
+		return fmt.Errorf("unexpected arguments %q (usage: booking [-config PATH] [migrate | seed | serve])", p.Args[1:])
+	}
+	cfg, err := config.Load(p.ConfigPath)
 	if err != nil {
 		return err
 	}
+	log := p.Log
 	cmd := "serve"
-	if len(args) > 0 {
-		cmd = args[0]
+	if len(p.Args) > 0 {
+		cmd = p.Args[0]
 	}
 	switch cmd {
 	case "migrate":
@@ -155,65 +130,24 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// back to the gateway). On this listener, or on a listener of its own
 	// that serves nothing else (so that it can be published where the
 	// booking API must not be).
-	servers := []*http.Server{{Addr: cfg.Booking.Addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
+	listeners := []service.Listener{{Addr: cfg.Booking.Addr, Server: service.HTTP(mux)}}
 	page := metrics.HTTP("booking", sim.Handler())
 	if addr := cfg.Booking.Payment.Simulator.Addr; addr != "" {
 		own := http.NewServeMux()
 		own.Handle("/pay/", page)
 		own.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
-		servers = append(servers, &http.Server{Addr: addr, Handler: own, ReadHeaderTimeout: 5 * time.Second})
+		listeners = append(listeners, service.Listener{Addr: addr, Server: service.HTTP(own)})
 	} else {
 		mux.Handle("/pay/", page)
 	}
-
-	jobCtx, stopJobs := context.WithCancel(context.Background())
-	var jobs sync.WaitGroup
-	start := func(f func(context.Context)) {
-		jobs.Add(1)
-		go func() { defer jobs.Done(); f(jobCtx) }()
-	}
-	start(func(ctx context.Context) {
-		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, 5*time.Second)
-	})
-	start(inv.Run)
-	start(health.Run)
-	start(sim.Run)
-	start(func(ctx context.Context) {
-		every := min(cfg.Booking.Payment.ReconcileAfter.D()/4, 30*time.Second)
-		(&booking.Reconciler{Service: svc, Log: log}).Run(ctx, max(every, time.Second))
-	})
-	start(func(ctx context.Context) {
-		relay := &booking.Relay{Store: store, Line: line, Batch: 100, Log: log}
-		relay.Run(ctx, 250*time.Millisecond)
-	})
-
-	serveErr := make(chan error, len(servers))
-	for _, srv := range servers {
-		go func() {
-			log.Info("listening", "addr", srv.Addr)
-			serveErr <- srv.ListenAndServe()
-		}()
-	}
-	select {
-	case err = <-serveErr:
-	case <-ctx.Done():
-		log.Info("shutting down")
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	for _, srv := range servers {
-		if serr := srv.Shutdown(sctx); err == nil || errors.Is(err, http.ErrServerClosed) {
-			err = serr
-		}
-	}
-	cancel()
-	// Jobs stop after the API: a payment settled during shutdown still gets
-	// its event published on the next start (the outbox keeps it).
-	stopJobs()
-	jobs.Wait()
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
-	return err
+	// The jobs stop after the API: a payment settled during shutdown still
+	// gets its event published on the next start (the outbox keeps it).
+	reconcile := max(min(cfg.Booking.Payment.ReconcileAfter.D()/4, 30*time.Second), time.Second)
+	return service.Run(ctx, log, listeners,
+		(&booking.Sweeper{Store: store, Batch: 500, Every: 5 * time.Second, Log: log}).Run,
+		inv.Run, health.Run, sim.Run,
+		(&booking.Reconciler{Service: svc, Log: log, Every: reconcile}).Run,
+		(&booking.Relay{Store: store, Line: line, Batch: 100, Every: 250 * time.Millisecond, Log: log}).Run)
 }
 
 // settingsOf is the config's booking rules.

@@ -4,14 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,24 +12,15 @@ import (
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
-func main() {
-	cfgFlag := flag.String("config", "", "config file (default $WAITROOM_CONFIG or "+config.DefaultPath+")")
-	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "gateway")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, config.Path(*cfgFlag), log); err != nil {
-		log.Error("gateway stopped", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("gateway", run) }
 
-func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
-	cfg, err := config.Load(cfgPath)
+func run(ctx context.Context, p service.Process) error {
+	cfg, err := config.Load(p.ConfigPath)
 	if err != nil {
 		return err
 	}
@@ -59,43 +42,22 @@ func run(ctx context.Context, cfgPath string, log *slog.Logger) error {
 	}
 	redis.WaitReplicas(cfg.Redis.WaitReplicas)
 	defer redis.Close()
-	line := queue.New(redis, []byte(cfg.Auth.TicketSecret))
 
 	srv, err := gateway.New(gateway.Options{
 		Config:     cfg,
-		ConfigPath: cfgPath,
-		Line:       line,
+		ConfigPath: p.ConfigPath,
+		Line:       queue.New(redis, []byte(cfg.Auth.TicketSecret)),
 		Operators:  operators.New(redis),
 		Signer:     pass.NewSigner(key),
 		Accounts:   accounts,
-		Log:        log,
+		Log:        p.Log,
 	})
 	if err != nil {
 		return err
 	}
 	prometheus.MustRegister(srv.NewCollector())
-
+	p.Log.Info("gateway started", "events", len(cfg.Events))
 	// Events added to or removed from the file are served without a restart.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go srv.Watch(ctx, hup)
-
-	serveErr := make(chan error, 1)
-	go func() {
-		log.Info("listening", "addr", cfg.Gateway.Addr, "events", len(cfg.Events))
-		serveErr <- srv.App().Listen(cfg.Gateway.Addr)
-	}()
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("listen %s: %w", cfg.Gateway.Addr, err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
+	return service.Run(ctx, p.Log, []service.Listener{{Addr: cfg.Gateway.Addr, Server: srv}},
+		func(ctx context.Context) { srv.Watch(ctx, p.Hup) })
 }

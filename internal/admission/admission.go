@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/operators"
+	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -51,6 +53,7 @@ type Admitter struct {
 	line Line
 	ops  Operators
 	log  *slog.Logger
+	now  func() time.Time
 	cfg  *config.Live // re-read from its file on change
 
 	// layouts: event → the shards its line really has, as the last tick
@@ -60,9 +63,27 @@ type Admitter struct {
 	rounds  atomic.Int64
 }
 
-// New returns an admitter serving cfg, which was loaded from path.
-func New(line Line, ops Operators, cfg *config.Config, path string, log *slog.Logger) *Admitter {
-	return &Admitter{line: line, ops: ops, log: log, cfg: config.NewLive(path, cfg)}
+// Options are the admitter's dependencies.
+type Options struct {
+	Line      Line
+	Operators Operators
+	Config    *config.Config
+	// ConfigPath is the file Watch follows ("" = no reloads).
+	ConfigPath string
+	Log        *slog.Logger
+	Now        func() time.Time // nil = time.Now
+}
+
+// New returns an admitter serving o.Config.
+func New(o Options) *Admitter {
+	a := &Admitter{line: o.Line, ops: o.Operators, log: o.Log, now: o.Now, cfg: config.NewLive(o.ConfigPath, o.Config)}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return a
 }
 
 // Config is the config in force.
@@ -73,17 +94,8 @@ func (a *Admitter) Rounds() int64 { return a.rounds.Load() }
 
 // Run ticks every event until ctx ends. The interval is read from the config
 // in force at each round, so a reloaded admitter.tick acts at once.
-func (a *Admitter) Run(ctx context.Context) error {
-	for {
-		a.TickAll(ctx)
-		t := time.NewTimer(nextRound(a.Config(), time.Now()))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
+func (a *Admitter) Run(ctx context.Context) {
+	service.Periodic(ctx, func() time.Duration { return nextRound(a.Config(), a.now()) }, a.TickAll)
 }
 
 // nextRound is how long to wait before the next round: one tick, or less
@@ -134,8 +146,8 @@ func (a *Admitter) TickAll(ctx context.Context) {
 }
 
 func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event, sig signal) error {
-	start := time.Now()
-	defer func() { tickDuration.WithLabelValues(ev.ID).Observe(time.Since(start).Seconds()) }()
+	start := a.now()
+	defer func() { tickDuration.WithLabelValues(ev.ID).Observe(a.now().Sub(start).Seconds()) }()
 	tickErrors.WithLabelValues(ev.ID).Add(0) // exported from the first tick, so increase() sees the first error
 	set, err := a.overlay(ctx, ev, policy.SettingsFor(ev))
 	if err != nil {
@@ -153,7 +165,7 @@ func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event
 		return err
 	}
 	configured := set.AdmitPerSecond
-	if !set.Admitting(time.Now()) {
+	if !set.Admitting(a.now()) {
 		configured = 0 // "not admitting on purpose": the stalled-line alert keys on it
 	}
 	admitRateConfigured.WithLabelValues(ev.ID).Set(configured)

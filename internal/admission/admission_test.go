@@ -18,8 +18,8 @@ import (
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/operators"
-	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -106,7 +106,7 @@ func setupOn(t *testing.T, b backend, yaml string) *env {
 	e.store = queue.NewStore(e.rdb, []byte(cfg.Auth.TicketSecret))
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
 	e.ops = operators.New(rdb.New(e.rdb))
-	e.adm = admission.New(e.store, e.ops, cfg, e.path, log)
+	e.adm = admission.New(admission.Options{Line: e.store, Operators: e.ops, Config: cfg, ConfigPath: e.path, Log: log})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -236,7 +236,7 @@ func TestReloadConfigMapSwap(t *testing.T) {
 	}
 	_, rc := testenv.Redis(t)
 	store := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
-	adm := admission.New(store, operators.New(rdb.New(rc)), cfg, path, slog.New(slog.NewJSONHandler(&syncBuffer{}, nil)))
+	adm := admission.New(admission.Options{Line: store, Operators: operators.New(rdb.New(rc)), Config: cfg, ConfigPath: path, Log: slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); adm.Watch(ctx, nil) }()

@@ -77,8 +77,8 @@ events:
 	for range 3 {
 		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 		defer client.Close()
-		adm := admission.New(queue.NewStore(client, []byte(cfg.Auth.TicketSecret)), operators.New(rdb.New(client)), cfg, "",
-			slog.New(slog.NewJSONHandler(&syncBuffer{}, nil)))
+		adm := admission.New(admission.Options{Line: queue.NewStore(client, []byte(cfg.Auth.TicketSecret)),
+			Operators: operators.New(rdb.New(client)), Config: cfg, Log: slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))})
 		wg.Add(1)
 		go func() { defer wg.Done(); adm.Run(runCtx) }()
 	}

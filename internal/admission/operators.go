@@ -59,7 +59,7 @@ const minRequests = 20
 // health reads the booking core's summaries and judges them against the
 // thresholds: the worst replica's hold p99, the 5xx share of all.
 func (a *Admitter) health(ctx context.Context, th config.Adaptive) signal {
-	hs, err := a.ops.BookingHealthOf(ctx, time.Now().Add(-freshHealth))
+	hs, err := a.ops.BookingHealthOf(ctx, a.now().Add(-freshHealth))
 	if err != nil {
 		a.log.Warn("booking health", "err", err)
 		return signal{struggling: -1}

@@ -25,7 +25,8 @@ func (e *env) runAdmitter(t *testing.T) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := admission.New(queue.NewStore(e.rdb, []byte(cfg.Auth.TicketSecret)), operators.New(rdb.New(e.rdb)), cfg, e.path, slog.New(slog.NewJSONHandler(e.logs, nil)))
+	adm := admission.New(admission.Options{Line: queue.NewStore(e.rdb, []byte(cfg.Auth.TicketSecret)), Operators: operators.New(rdb.New(e.rdb)),
+		Config: cfg, ConfigPath: e.path, Log: slog.New(slog.NewJSONHandler(e.logs, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/operators"
+	"github.com/waitroom/waitroom/internal/platform/service"
 )
 
 // HealthPublisher is where the booking core publishes its health summary
@@ -118,21 +119,14 @@ func (h *Health) Summary() operators.BookingHealth {
 // Run publishes the summary every second until ctx ends, then withdraws
 // it (a stopped replica says nothing rather than something stale).
 func (h *Health) Run(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			c, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = h.line.RemoveBookingHealth(c, h.replica)
-			cancel()
-			return
-		case <-t.C:
-			if err := h.line.PublishBookingHealth(ctx, h.Summary()); err != nil && ctx.Err() == nil {
-				h.log.Warn("publish health summary", "err", err)
-			}
+	service.Periodic(ctx, service.Every(time.Second), func(ctx context.Context) {
+		if err := h.line.PublishBookingHealth(ctx, h.Summary()); err != nil && ctx.Err() == nil {
+			h.log.Warn("publish health summary", "err", err)
 		}
-	}
+	})
+	c, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = h.line.RemoveBookingHealth(c, h.replica)
+	cancel()
 }
 
 // codeRecorder keeps the status code of an answer.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -18,21 +19,14 @@ type Line interface {
 	Complete(ctx context.Context, event, ticketID string) error
 }
 
-// runEvery runs one pass of a job every interval until ctx ends. Tests call
-// the *Once methods directly.
+// runEvery runs one pass of a job at once and then every interval until ctx
+// ends. Tests call the *Once methods directly.
 func runEvery(ctx context.Context, every time.Duration, log *slog.Logger, name string, once func(context.Context) error) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := once(ctx); err != nil && ctx.Err() == nil {
-				log.Error(name+" pass failed", "err", err)
-			}
+	service.Periodic(ctx, service.Every(every), func(ctx context.Context) {
+		if err := once(ctx); err != nil && ctx.Err() == nil {
+			log.Error(name+" pass failed", "err", err)
 		}
-	}
+	})
 }
 
 // Sweeper tidies lapsed holds so the seat map and the gauges show them
@@ -41,6 +35,7 @@ func runEvery(ctx context.Context, every time.Duration, log *slog.Logger, name s
 type Sweeper struct {
 	Store Store
 	Batch int
+	Every time.Duration
 	Log   *slog.Logger
 }
 
@@ -62,9 +57,9 @@ func (w *Sweeper) SweepOnce(ctx context.Context) error {
 	}
 }
 
-// Run sweeps on every tick until ctx ends.
-func (w *Sweeper) Run(ctx context.Context, every time.Duration) {
-	runEvery(ctx, every, w.Log, "sweeper", w.SweepOnce)
+// Run sweeps every w.Every until ctx ends.
+func (w *Sweeper) Run(ctx context.Context) {
+	runEvery(ctx, w.Every, w.Log, "sweeper", w.SweepOnce)
 }
 
 // Reconciler settles payments whose callback never came, by asking the
@@ -72,6 +67,7 @@ func (w *Sweeper) Run(ctx context.Context, every time.Duration) {
 // provider has not acknowledged.
 type Reconciler struct {
 	Service *Service
+	Every   time.Duration
 	Log     *slog.Logger
 }
 
@@ -138,9 +134,9 @@ func eachDue(ctx context.Context, list func(after Due) ([]Due, error), do func(D
 	}
 }
 
-// Run reconciles on every tick until ctx ends.
-func (r *Reconciler) Run(ctx context.Context, every time.Duration) {
-	runEvery(ctx, every, r.Log, "reconciler", r.ReconcileOnce)
+// Run reconciles every r.Every until ctx ends.
+func (r *Reconciler) Run(ctx context.Context) {
+	runEvery(ctx, r.Every, r.Log, "reconciler", r.ReconcileOnce)
 }
 
 // Relay publishes outbox rows to the Redis stream booking-events, at least
@@ -151,6 +147,7 @@ type Relay struct {
 	Store Store
 	Line  Line
 	Batch int
+	Every time.Duration
 	Log   *slog.Logger
 }
 
@@ -189,7 +186,7 @@ func (r *Relay) publish(ctx context.Context, events []OutboxEvent) error {
 	return nil
 }
 
-// Run relays on every tick until ctx ends.
-func (r *Relay) Run(ctx context.Context, every time.Duration) {
-	runEvery(ctx, every, r.Log, "outbox relay", r.RelayOnce)
+// Run relays every r.Every until ctx ends.
+func (r *Relay) Run(ctx context.Context) {
+	runEvery(ctx, r.Every, r.Log, "outbox relay", r.RelayOnce)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -20,16 +21,7 @@ const settingsEvery = 500 * time.Millisecond
 
 // refreshSettings keeps the settings in force in memory until ctx ends.
 func (s *Server) refreshSettings(ctx context.Context) {
-	t := time.NewTicker(settingsEvery)
-	defer t.Stop()
-	for {
-		s.loadSettings(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	service.Periodic(ctx, service.Every(settingsEvery), s.loadSettings)
 }
 
 func (s *Server) loadSettings(ctx context.Context) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/platform/service"
 )
 
 // history is what the operators' page charts: each event sampled every
@@ -109,18 +110,11 @@ func perSecond(a, b sample) float64 {
 // sampleHistory samples every event until ctx ends, while the operators'
 // API is on (an empty admin_token costs nothing).
 func (s *Server) sampleHistory(ctx context.Context) {
-	t := time.NewTicker(s.history.every)
-	defer t.Stop()
-	for {
+	service.Periodic(ctx, service.Every(s.history.every), func(ctx context.Context) {
 		if cfg := s.config(); cfg.Auth.AdminToken != "" {
 			s.sampleOnce(ctx, cfg)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 func (s *Server) sampleOnce(ctx context.Context, cfg *config.Config) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -190,6 +191,9 @@ func (s *Server) secure(c *fiber.Ctx) bool { return s.proxies.Load().secure(c) }
 
 // App is the fiber application (for Listen, or app.Test in tests).
 func (s *Server) App() *fiber.App { return s.app }
+
+// Serve serves the gateway on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
 
 // Shutdown stops accepting and waits for in-flight requests until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {

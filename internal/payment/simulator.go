@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/platform/service"
 )
 
 // Choice is what decided a session: the fan on the hosted page, or the
@@ -298,18 +300,11 @@ func (s *Simulator) Run(ctx context.Context) {
 	if s.cfg.Manual {
 		return
 	}
-	t := time.NewTicker(s.cfg.Tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.DeliverOnce(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("simulator: callbacks not sent this tick", "err", err)
-			}
+	service.Periodic(ctx, service.Every(s.cfg.Tick), func(ctx context.Context) {
+		if err := s.DeliverOnce(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("simulator: callbacks not sent this tick", "err", err)
 		}
-	}
+	})
 }
 
 // claimBatch is how many callbacks one pass claims at a time, and lease how

@@ -70,7 +70,7 @@ func benchSetup(b *testing.B, events []booking.Event, inventory ...bool) *benchE
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&booking.Sweeper{Store: store, Batch: 500, Log: log}).Run(ctx, 200*time.Millisecond)
+		(&booking.Sweeper{Store: store, Batch: 500, Every: 200 * time.Millisecond, Log: log}).Run(ctx)
 	}()
 	b.Cleanup(func() { cancel(); <-done })
 	svc := booking.NewService(store, sim, booking.NewCatalog(events), set, log)
