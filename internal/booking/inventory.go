@@ -7,10 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-
 	"github.com/waitroom/waitroom/internal/queue"
+
+	"github.com/waitroom/waitroom/internal/platform/metrics"
 )
 
 // InventoryLine is the waiting room's copy of what is left, per event
@@ -49,14 +48,10 @@ type Lapsed struct {
 }
 
 var (
-	inventoryErrors = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "booking_inventory_publish_errors_total",
-		Help: "Inventory changes the booking core could not tell Redis (the next sync repairs them).",
-	})
-	inventorySyncs = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "booking_inventory_syncs_total",
-		Help: "Events whose inventory was rebuilt in Redis from PostgreSQL.",
-	})
+	inventoryErrors = metrics.Counter("booking_inventory_publish_errors_total",
+		"Inventory changes the booking core could not tell Redis (the next sync repairs them).")
+	inventorySyncs = metrics.Counter("booking_inventory_syncs_total",
+		"Events whose inventory was rebuilt in Redis from PostgreSQL.")
 )
 
 // Inventory tells the waiting room what is left, for every event of the

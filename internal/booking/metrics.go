@@ -6,34 +6,28 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/platform/metrics"
 )
 
 // Metrics are registered once on the default registry (the only package-level
 // state of this package). Names are the contract of DESIGN.md plus the agreed
 // booking extras.
 var (
-	holdsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "booking_holds_total", Help: "Hold attempts by result (ok, conflict, invalid).",
-	}, []string{"result"})
-	confirmationsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "booking_confirmations_total", Help: "Settled payments by result (confirmed, late_refunded, failed, duplicate).",
-	}, []string{"result"})
-	dbErrorsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "booking_db_errors_total", Help: "Operations that failed on the database or the provider, by operation.",
-	}, []string{"op"})
-	holdDuration = promauto.NewHistogram(prometheus.HistogramOpts{
-		Name: "booking_hold_duration_seconds", Help: "Time to decide a hold (ok or conflict).",
-		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-	})
-	refundsTotal = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "booking_refunds_total", Help: "Refunds acknowledged by the payment provider.",
-	})
-	pointsCheckouts = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "booking_points_checkouts_total", Help: "Holds paid from a points wallet (also counted as confirmed in booking_confirmations_total).",
-	})
+	holdsTotal = metrics.CounterVec("booking_holds_total",
+		"Hold attempts by result (ok, conflict, invalid).", "result")
+	confirmationsTotal = metrics.CounterVec("booking_confirmations_total",
+		"Settled payments by result (confirmed, late_refunded, failed, duplicate).", "result")
+	dbErrorsTotal = metrics.CounterVec("booking_db_errors_total",
+		"Operations that failed on the database or the provider, by operation.", "op")
+	holdDuration = metrics.Histogram("booking_hold_duration_seconds",
+		"Time to decide a hold (ok or conflict).",
+		[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5})
+	refundsTotal = metrics.Counter("booking_refunds_total",
+		"Refunds acknowledged by the payment provider.")
+	pointsCheckouts = metrics.Counter("booking_points_checkouts_total",
+		"Holds paid from a points wallet (also counted as confirmed in booking_confirmations_total).")
 )
 
 // Every labelled counter is exported from the start, so that dashboards

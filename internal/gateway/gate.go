@@ -14,17 +14,14 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/valyala/fasthttp"
 
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/metrics"
 )
 
-var proxyErrors = promauto.NewCounterVec(prometheus.CounterOpts{
-	Name: "waitroom_proxy_errors_total",
-	Help: "Proxied booking calls that failed at the gateway, by reason (timeout → 504, unavailable → 503).",
-}, []string{"reason"})
+var proxyErrors = metrics.CounterVec("waitroom_proxy_errors_total",
+	"Proxied booking calls that failed at the gateway, by reason (timeout → 504, unavailable → 503).", "reason")
 
 const (
 	bookingPrefix = "/api/v1/booking"

@@ -5,10 +5,9 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/proof"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -29,10 +28,8 @@ const (
 
 var proofResults = []string{proofOK, proofMissing, proofInvalid, proofReused}
 
-var joinProofs = promauto.NewCounterVec(prometheus.CounterOpts{
-	Name: "waitroom_join_proofs_total",
-	Help: "Joins for a new place of a sale that asks a proof of work, by what their proof was: ok, missing, invalid, reused.",
-}, []string{"event", "result"})
+var joinProofs = metrics.CounterVec("waitroom_join_proofs_total",
+	"Joins for a new place of a sale that asks a proof of work, by what their proof was: ok, missing, invalid, reused.", "event", "result")
 
 // proofOf is the proof of work a new place of ev costs, checked in the
 // gateway before any Redis call for the join: a bad proof costs one HMAC and

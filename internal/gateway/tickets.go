@@ -7,28 +7,21 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
 var (
-	ticketsIssued = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "waitroom_tickets_issued_total",
-		Help: "New places in line handed out (resumed tickets not counted).",
-	}, []string{"event"})
-	waitSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "waitroom_wait_seconds",
-		Help:    "Time from join to admission, observed once per ticket when its fan first sees it admitted.",
-		Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
-	}, []string{"event"})
-	etaError = promauto.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "waitroom_eta_error_seconds",
-		Help:    "Actual wait minus the ETA told at join, observed at admission (positive = we were optimistic).",
-		Buckets: []float64{-1800, -600, -300, -120, -60, -30, -10, 0, 10, 30, 60, 120, 300, 600, 1800},
-	}, []string{"event"})
+	ticketsIssued = metrics.CounterVec("waitroom_tickets_issued_total",
+		"New places in line handed out (resumed tickets not counted).", "event")
+	waitSeconds = metrics.HistogramVec("waitroom_wait_seconds",
+		"Time from join to admission, observed once per ticket when its fan first sees it admitted.",
+		[]float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200}, "event")
+	etaError = metrics.HistogramVec("waitroom_eta_error_seconds",
+		"Actual wait minus the ETA told at join, observed at admission (positive = we were optimistic).",
+		[]float64{-1800, -600, -300, -120, -60, -30, -10, 0, 10, 30, 60, 120, 300, 600, 1800}, "event")
 )
 
 const (

@@ -230,8 +230,12 @@ func (s *Store) placeOnShard(ctx context.Context, event string, set Settings, t 
 	shards := rdb.ShardKeysFor(event, n)
 	own := int(t.seq % int64(n))
 	sk := shards[own]
+	made := "" // only a place of an account can be late (joinShardScript)
+	if t.account != "" {
+		made = itoa(t.joinedAt)
+	}
 	place := s.c.Start(ctx, rdb.Call{Script: joinShardScript, Keys: []string{sk.Wait, sk.Seen, sk.Stats, sk.Info},
-		Args:  []any{rate, set.AbandonAfter.Milliseconds(), n, t.id(), score, "#" + itoa(t.seq/int64(n)), untilOpen, boolArg(drawn), t.joinedAt},
+		Args:  []any{rate, set.AbandonAfter.Milliseconds(), n, t.id(), score, "#" + itoa(t.seq/int64(n)), untilOpen, boolArg(drawn), made},
 		Merge: true, Told: true, Header: 3})
 	ahead := s.startBelow(ctx, shards, own, score)
 	res, err := place.Wait().Result()

@@ -171,18 +171,20 @@ return out
 //
 // A pre-queue place that arrives once the draw has begun on this shard
 // (lottery.go: the draw marks every shard first) is refused with "redraw":
-// its score must be its draw's, which the caller then knows. A place that
-// arrives more than lateShardMs after its first phase is refused with
-// "late" and never made: until accountGraceMs after the first phase a join
-// of the same account takes the place for one on its way and makes none,
-// and after it may replace it; so a place must be on its shard, or never
-// be, by then (the margin is for the clocks of a cluster's masters, which
-// this compares).
+// its score must be its draw's, which the caller then knows. A place
+// of an account that arrives more than lateShardMs after its first phase
+// is refused with "late" and never made: until accountGraceMs after the
+// first phase a join of the same account takes the place for one on its
+// way and makes none, and after it may replace it; so such a place must be
+// on its shard, or never be, by then (the margin is for the clocks of a
+// cluster's masters, which this compares). A place of no account may be as
+// late as it comes: nothing else can stand for it.
 //
 // KEYS: 1 wait, 2 seen, 3 stats, 4 info
 // ARGV: 1 rate, 2 abandon_after ms, 3 shards; then per place: its ticket
 // id, score, seen slot, ms until opening, 1 if the score is the ticket's
-// draw (else 0), the first phase's time (ms)
+// draw (else 0), the first phase's time (ms) for a place of an account,
+// else ""
 // Returns per place rank × 65536 + pollAfter ms (rank on this shard) |
 // "redraw" | "late".
 var joinShardScript = redis.NewScript(prelude + placeLua + `
@@ -194,7 +196,8 @@ local out = {}
 for i = 1, (#ARGV - 3) / 6 do
   local a = 4 + 6 * (i - 1)
   local score = tonumber(ARGV[a + 1])
-  if now - tonumber(ARGV[a + 5]) > ` + lateShardMs + ` then
+  local made = tonumber(ARGV[a + 5])
+  if made and now - made > ` + lateShardMs + ` then
     out[i] = 'late'
   elseif ARGV[a + 4] ~= '1' and score < 0 and drawn then
     out[i] = 'redraw'

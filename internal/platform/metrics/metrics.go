@@ -17,36 +17,24 @@ import (
 )
 
 var (
-	httpRequests = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "waitroom_http_requests_total",
-		Help: "HTTP requests answered, by service, route template and status code.",
-	}, []string{"service", "route", "code"})
-	httpDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "waitroom_http_request_duration_seconds",
-		Help:    "HTTP request latency by service and route template.",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-	}, []string{"service", "route"})
-	redisErrors = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "waitroom_redis_errors_total",
-		Help: "Redis commands or pipelines that failed (not counting redis.Nil).",
-	}, []string{"service"})
-	redisDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "waitroom_redis_duration_seconds",
-		Help:    "Latency of Redis commands and pipelines.",
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
-	}, []string{"service"})
+	httpRequests = CounterVec("waitroom_http_requests_total",
+		"HTTP requests answered, by service, route template and status code.", "service", "route", "code")
+	httpDuration = HistogramVec("waitroom_http_request_duration_seconds",
+		"HTTP request latency by service and route template.",
+		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}, "service", "route")
+	redisErrors = CounterVec("waitroom_redis_errors_total",
+		"Redis commands or pipelines that failed (not counting redis.Nil).", "service")
+	redisDuration = HistogramVec("waitroom_redis_duration_seconds",
+		"Latency of Redis commands and pipelines.",
+		[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}, "service")
 )
 
 // The config reload pair, the same in every process that follows its file.
 var (
-	ConfigReloads = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "waitroom_config_reloads_total",
-		Help: "Config file edits re-read and put in force.",
-	})
-	ConfigReloadErrors = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "waitroom_config_reload_errors_total",
-		Help: "Config file edits refused (unreadable, invalid YAML or failed validation); the previous config stayed in force.",
-	})
+	ConfigReloads = Counter("waitroom_config_reloads_total",
+		"Config file edits re-read and put in force.")
+	ConfigReloadErrors = Counter("waitroom_config_reload_errors_total",
+		"Config file edits refused (unreadable, invalid YAML or failed validation); the previous config stayed in force.")
 )
 
 // Handler serves the default registry.
@@ -167,3 +155,28 @@ func ObserveRedis(service string, d time.Duration) {
 // RedisFailed counts one failed Redis command, pipeline or dial of service
 // (replies such as redis.Nil are not failures).
 func RedisFailed(service string) { redisErrors.WithLabelValues(service).Inc() }
+
+// CounterVec registers a counter with labels in the default registry.
+func CounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return promauto.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// GaugeVec registers a gauge with labels in the default registry.
+func GaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return promauto.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
+// HistogramVec registers a histogram with labels in the default registry.
+func HistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return promauto.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+}
+
+// Counter registers a counter without labels in the default registry.
+func Counter(name, help string) prometheus.Counter {
+	return promauto.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// Histogram registers a histogram without labels in the default registry.
+func Histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return promauto.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+}

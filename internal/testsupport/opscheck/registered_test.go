@@ -14,9 +14,11 @@ import (
 // registeredMetrics reads the Go source of cmd/ and internal/ (tests
 // excluded) for the metric families the binaries register: Name (with
 // Namespace and Subsystem) of prometheus.{Counter,Gauge,Histogram,Summary}Opts
-// literals, and the name of prometheus.NewDesc calls (collectors; typed by
+// literals, the name given to the platform's metrics.CounterVec and its
+// peers, and the name of prometheus.NewDesc calls (collectors; typed by
 // their _total suffix). Only names written as string literals are seen.
 func registeredMetrics(t *testing.T) map[string]string {
+	helperType := map[string]string{"Counter": counter, "CounterVec": counter, "GaugeVec": gauge, "Histogram": histogram, "HistogramVec": histogram}
 	t.Helper()
 	root := repoRoot(t)
 	found := map[string]string{}
@@ -70,8 +72,30 @@ func registeredMetrics(t *testing.T) map[string]string {
 						found[joinName(ns, sub, name)] = optsType[sel.Sel.Name]
 					}
 				case *ast.CallExpr:
+					if len(x.Args) == 0 {
+						return true
+					}
+					// metrics.CounterVec("name", …) and its peers (CounterVec
+					// alone inside package metrics).
+					if id, ok := x.Fun.(*ast.Ident); ok && f.Name.Name == "metrics" && helperType[id.Name] != "" {
+						if name := stringLit(x.Args[0]); name != "" {
+							found[name] = helperType[id.Name]
+						}
+						return true
+					}
 					sel, ok := x.Fun.(*ast.SelectorExpr)
-					if !ok || sel.Sel.Name != "NewDesc" || len(x.Args) == 0 {
+					if !ok {
+						return true
+					}
+					if typ := helperType[sel.Sel.Name]; typ != "" {
+						if id, ok := sel.X.(*ast.Ident); ok && id.Name == "metrics" {
+							if name := stringLit(x.Args[0]); name != "" {
+								found[name] = typ
+							}
+						}
+						return true
+					}
+					if sel.Sel.Name != "NewDesc" {
 						return true
 					}
 					if name := stringLit(x.Args[0]); name != "" {
