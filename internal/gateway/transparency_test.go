@@ -238,7 +238,7 @@ func TestReportWhenNobodyWaited(t *testing.T) {
 		if i < 0 {
 			t.Fatalf("report page in %s has no rate", lang)
 		}
-		dd := body[i:strings.Index(body[i:], "</dd>")+i]
+		dd := body[i : strings.Index(body[i:], "</dd>")+i]
 		if !strings.Contains(dd, words) || !strings.Contains(dd, "5") || strings.Contains(dd, "0 per second") {
 			t.Errorf("rate in %s: %q; want %q and the configured 5", lang, dd, words)
 		}
