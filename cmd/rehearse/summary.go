@@ -40,7 +40,6 @@ type summary struct {
 		Waited      bool    `json:"waited"`
 		Mean        float64 `json:"mean"`
 		Configured  float64 `json:"configured"`
-		P50         float64 `json:"p50"` // of the samples' intervals
 		BusySeconds float64 `json:"busySeconds"`
 	} `json:"admittedPerSecond"`
 
@@ -113,7 +112,7 @@ func summarize(o options, ev rehearsal.EventInfo, ended string, start time.Time,
 	a := &s.AdmittedPerSecond
 	a.Waited, a.BusySeconds = adm.Busy > 0, round(adm.Busy.Seconds(), 1)
 	if a.Waited {
-		a.Mean, a.Configured, a.P50 = round(adm.Mean, 2), round(adm.Configured, 2), round(rehearsal.Percentile(adm.BusyRates, 50), 2)
+		a.Mean, a.Configured = round(adm.Mean, 2), round(adm.Configured, 2)
 	} else if len(samples) > 0 {
 		a.Configured = round(samples[len(samples)-1].Configured, 2)
 	} else {
@@ -213,7 +212,7 @@ func (s *summary) print(w io.Writer) {
 		count(int64(s.Seen.Bought)), count(int64(s.Seen.Seats)), s.outcomes())
 	a := s.AdmittedPerSecond
 	if a.Waited {
-		p("admitted/s", "%s while fans waited (%.1f s; p50 of the samples %s), configured %s", rate(a.Mean), a.BusySeconds, rate(a.P50), rate(a.Configured))
+		p("admitted/s", "%s while fans waited (%.1f s), configured %s", rate(a.Mean), a.BusySeconds, rate(a.Configured))
 	} else {
 		p("admitted/s", "nobody waited long enough to measure a pace: fans were let in as they came (configured %s)", rate(a.Configured))
 	}
@@ -234,6 +233,9 @@ func (s *summary) print(w io.Writer) {
 	if r := s.Room; r != nil {
 		p("the room", "its report: %s joined and %s admitted during the rehearsal · %s per second while fans waited (configured %s) · %s FIFO inversions in the whole sale",
 			count(r.Joined), count(r.Admitted), rate(r.AdmittedPerSecond), rate(r.ConfiguredPerSecond), count(r.FIFOInversions))
+		if more := r.Admitted - int64(s.Seen.Admitted); more > 0 && s.Ended != "every fan was done" {
+			p("", "(%s of them let in as the rehearsal ended, before their fans polled again)", count(more))
+		}
 	}
 	if s.OK {
 		p("result", "OK: no 5xx, no FIFO inversion")
@@ -266,6 +268,10 @@ func (s *summary) writeJSON(w io.Writer) error {
 	return enc.Encode(s)
 }
 
+// plotWindow is what the plotted rate is averaged over: a few admitter
+// ticks (1 s by default), so that samples between ticks do not zigzag.
+const plotWindow = 5 * time.Second
+
 // drawSVG plots admitted per second against the rate configured, and
 // below it the line and those inside, over the rehearsal.
 func (s *summary) drawSVG(w io.Writer) error {
@@ -276,14 +282,14 @@ func (s *summary) drawSVG(w io.Writer) error {
 		waiting = append(waiting, plot.Point{X: x, Y: float64(smp.Waiting)})
 		active = append(active, plot.Point{X: x, Y: float64(smp.Active)})
 	}
-	for _, r := range rehearsal.AdmissionOf(s.samples).Rates {
+	for _, r := range rehearsal.RateOver(s.samples, plotWindow) {
 		admitted = append(admitted, plot.Point{X: r.At.Seconds(), Y: r.PerSecond})
 	}
 	title := fmt.Sprintf("%s: admitted per second against the configured rate", s.Event)
 	return plot.SVG(w, 900, 320,
 		plot.Panel{Title: title, XLabel: "seconds since the rehearsal began", YLabel: "fans per second", Lines: []plot.Series{
 			{Name: "configured", Points: configured, Color: plot.Red, Dashed: true},
-			{Name: "admitted per second (the room's count)", Points: admitted, Color: plot.Blue},
+			{Name: "admitted per second (the room's count, over the last 5 s)", Points: admitted, Color: plot.Blue},
 		}},
 		plot.Panel{Title: s.Event + ": the line", XLabel: "seconds since the rehearsal began", YLabel: "fans", Lines: []plot.Series{
 			{Name: "waiting", Points: waiting, Color: plot.Green},

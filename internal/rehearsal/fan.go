@@ -35,7 +35,7 @@ const (
 
 var outcomeNames = [Outcomes]string{
 	"bought", "admitted, found no seat left", "lost every hold race, left", "left the line", "stopped polling",
-	"expired", "failed", "unfinished", "told sold out while waiting", "admitted, did not buy, left",
+	"expired", "failed", "still going at the end, left", "told sold out while waiting", "admitted, did not buy, left",
 	"paid, booking failed or refunded",
 }
 

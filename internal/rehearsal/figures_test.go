@@ -131,6 +131,28 @@ func TestAdmissionOf(t *testing.T) {
 	}
 }
 
+// A room that admits 5 fans once a second, sampled every half second,
+// reads 0, 10, 0, 10 interval by interval, and 5 over a window of seconds.
+func TestRateOver(t *testing.T) {
+	var samples []Sample
+	for i := 0; i <= 40; i++ {
+		samples = append(samples, Sample{At: time.Duration(i) * 500 * time.Millisecond, Admitted: int64(i/2) * 5})
+	}
+	zigzag := AdmissionOf(samples).Rates
+	if zigzag[0].PerSecond != 0 || zigzag[1].PerSecond != 10 {
+		t.Fatalf("interval rates %v…; want 0, 10, …", zigzag[:2])
+	}
+	smooth := RateOver(samples, 5*time.Second)
+	if len(smooth) != 40 {
+		t.Fatalf("%d points; want one per sample after the first", len(smooth))
+	}
+	for _, p := range smooth[10:] {
+		if p.PerSecond < 4.5 || p.PerSecond > 5.5 {
+			t.Errorf("rate over 5 s at %v: %.2f; want 5 ± 0.5", p.At, p.PerSecond)
+		}
+	}
+}
+
 func TestArrivals(t *testing.T) {
 	b := Burst(4)
 	if b[0] != 0 || b[3] != 750*time.Millisecond {

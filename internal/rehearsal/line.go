@@ -233,3 +233,23 @@ func AdmissionOf(samples []Sample) Admission {
 	}
 	return out
 }
+
+// RateOver is the admitted rate at each sample over the window before it
+// (from the earliest sample within it): a moving average, which a plot
+// needs when the room admits once per tick and samples fall between
+// ticks (a tick of 1 s sampled every 500 ms reads 0, 10, 0, 10 a second
+// for a steady 5).
+func RateOver(samples []Sample, window time.Duration) []RatePoint {
+	var out []RatePoint
+	j := 0
+	for i := 1; i < len(samples); i++ {
+		for j < i-1 && samples[i].At-samples[j+1].At >= window {
+			j++
+		}
+		from, to := samples[j], samples[i]
+		if dt := to.At - from.At; dt > 0 {
+			out = append(out, RatePoint{At: to.At, PerSecond: float64(to.Admitted-from.Admitted) / dt.Seconds()})
+		}
+	}
+	return out
+}
