@@ -200,18 +200,20 @@ func summaryFile(t *testing.T, path string) summary {
 	return s
 }
 
-// 40 fans arrive along a ramp of two seconds (the first half of
-// -duration), one about every 50 ms, into a line that lets one in every
-// 40 ms: a short line forms and drains; the rehearsal ends when the last
-// fan is let in.
-var fakeArgs = []string{"-event", "premiere", "-fans", "40", "-arrival", "ramp", "-duration", "4s", "-buy", "0"}
+// 40 fans arrive within a second (one every 25 ms) at a line that lets one
+// in every 50 ms: a line of a score forms and drains in about two
+// seconds. -duration is only a bound (the rehearsal ends when the last fan
+// is done), generous for a crowded machine.
+var fakeArgs = []string{"-event", "premiere", "-fans", "40", "-arrival", "burst", "-duration", "30s", "-buy", "0"}
+
+const fakeEvery = 50 * time.Millisecond
 
 // A room that keeps its order: every fan pays its proof of work, joins
 // from one of a few loopback addresses (16 fans at most each), is let in
 // in order and leaves; rehearse exits 0 and its summary and plot say so.
 func TestRehearseAFairRoom(t *testing.T) {
 	t.Parallel()
-	room := &fakeRoom{every: 40 * time.Millisecond}
+	room := &fakeRoom{every: fakeEvery}
 	url := startFakeRoom(t, room)
 	dir := t.TempDir()
 	out, svg := filepath.Join(dir, "summary.json"), filepath.Join(dir, "plot.svg")
@@ -270,7 +272,7 @@ func TestRehearseAFairRoom(t *testing.T) {
 // rehearse exits 1.
 func TestRehearseFindsAFIFOBug(t *testing.T) {
 	t.Parallel()
-	url := startFakeRoom(t, &fakeRoom{every: 40 * time.Millisecond, lifo: true})
+	url := startFakeRoom(t, &fakeRoom{every: fakeEvery, lifo: true})
 	out := filepath.Join(t.TempDir(), "summary.json")
 	code, stdout, stderr := rehearse(t, append([]string{"-url", url, "-out", out}, fakeArgs...)...)
 	if code != 1 {
@@ -290,7 +292,7 @@ func TestRehearseFindsAFIFOBug(t *testing.T) {
 // carries on).
 func TestRehearseFailsOnA5xx(t *testing.T) {
 	t.Parallel()
-	url := startFakeRoom(t, &fakeRoom{every: 40 * time.Millisecond, fail: true})
+	url := startFakeRoom(t, &fakeRoom{every: fakeEvery, fail: true})
 	out := filepath.Join(t.TempDir(), "summary.json")
 	code, stdout, stderr := rehearse(t, append([]string{"-url", url, "-out", out}, fakeArgs...)...)
 	if code != 1 {
