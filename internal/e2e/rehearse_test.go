@@ -22,6 +22,7 @@ import (
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/gateway/web"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // rehearsalEvents: a sale at 100 fans a second with room for everyone the
@@ -47,7 +48,39 @@ func TestRehearsal(t *testing.T) {
 	axeSource(t)
 	s := stack.Start(t, stack.Options{Events: rehearsalEvents, AdminToken: opsToken})
 	t.Run("rehearse agrees with the room's report", func(t *testing.T) { rehearseAgrees(t, s) })
+	t.Run("the README's operators' block, pasted as it is", func(t *testing.T) { operatorsBlock(t, s) })
 	t.Run("previews touch nothing", func(t *testing.T) { previewsTouchNothing(t, s) })
+}
+
+// operatorsBlock runs the README's operators' block (Operating it) as a
+// reader pastes it, against this stack: its one placeholder of old, a
+// ticket id, is now worked out by the block itself.
+func operatorsBlock(t *testing.T, s *stack.Stack) {
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the README's block needs %s: %v", tool, err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(testenv.Repo(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first = "T=$WAITROOM_ADMIN_TOKEN API=localhost:8080/api/v1"
+	_, block, ok := strings.Cut(string(b), "```sh\n"+first)
+	_, block, _ = strings.Cut(block, "\n") // the rest of the first line: a comment
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 || strings.Contains(block, "<") {
+		t.Fatalf("README.md has no sh block starting %q without placeholders", first)
+	}
+	script := "T=" + opsToken + " API=" + strings.TrimPrefix(s.Gateway, "http://") + "/api/v1\n" + block
+	out, err := exec.Command("bash", "-euo", "pipefail", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's block: %v\n%s", err, out)
+	}
+	// The revocation answers 204, and the revoked pass 401 at the gate.
+	if !strings.Contains(string(out), "204\n401\n") || !strings.Contains(string(out), `"mode":"paused"`) {
+		t.Fatalf("the README's block printed:\n%s\nwant the pause, then 204 and 401 for the revoked fan", out)
+	}
 }
 
 func rehearseAgrees(t *testing.T, s *stack.Stack) {
