@@ -19,7 +19,6 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/gateway/web"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -364,7 +363,7 @@ func (s *Server) adminPage(c *fiber.Ctx) error {
 		return errNotFound
 	}
 	var buf bytes.Buffer
-	if err := s.pages.RenderAdmin(&buf, web.Admin{PreviewStates: PreviewStates, Languages: web.Languages}); err != nil {
+	if err := s.renderAdmin(&buf); err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderContentSecurityPolicy, csp)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -87,6 +88,12 @@ func (s *Server) adminPreview(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentLanguage, l.Lang)
 	c.Type("html", "utf-8")
 	return c.Send(buf.Bytes())
+}
+
+// renderAdmin writes the operators' page with the frames of its previews,
+// one per state and language.
+func (s *Server) renderAdmin(w io.Writer) error {
+	return s.pages.RenderAdmin(w, web.Admin{PreviewStates: PreviewStates, Languages: web.Languages})
 }
 
 // previewOf is the preview of state name: the event as the page shows it
