@@ -124,10 +124,20 @@ func (r *fakeRoom) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case req.Method == http.MethodGet && p == ev:
 		answer(200, map[string]any{"id": "premiere", "name": "Fake", "state": "open", "waiting": len(r.line), "active": 0,
-			"maxActive": 100, "admitPerSecond": float64(time.Second / r.every), "opensAt": nil, "showtimes": []any{}})
+			"maxActive": 100, "admitPerSecond": 0.8 * float64(time.Second/r.every), "opensAt": nil, "showtimes": []any{}})
 	case req.Method == http.MethodGet && p == ev+"/report":
 		answer(200, map[string]any{"joined": r.joined, "admitted": r.admits, "fifoInversions": 0,
 			"admittedPerSecond": map[string]any{"mean": 0, "configured": float64(time.Second / r.every)}})
+	case req.Method == http.MethodGet && p == "/api/v1/admin/events":
+		// The operators' list: the rate configured before an adaptive
+		// factor (here 0.8 of it is in force).
+		if req.Header.Get("Authorization") != "Bearer "+fakeToken {
+			answer(401, map[string]any{"error": "unauthorized"})
+			return
+		}
+		rate := float64(time.Second / r.every)
+		answer(200, map[string]any{"events": []any{map[string]any{"id": "premiere", "state": "open", "waiting": len(r.line), "active": 0,
+			"admitted": r.admits, "admitPerSecond": 0.8 * rate, "configuredAdmitPerSecond": rate}}})
 	case req.Method == http.MethodGet && p == ev+"/lottery":
 		answer(404, map[string]any{"error": "no_lottery"})
 	case req.Method == http.MethodPost && p == ev+"/tickets":
@@ -206,18 +216,22 @@ func summaryFile(t *testing.T, path string) summary {
 // is done), generous for a crowded machine.
 var fakeArgs = []string{"-event", "premiere", "-fans", "40", "-arrival", "burst", "-duration", "30s", "-buy", "0"}
 
-const fakeEvery = 50 * time.Millisecond
+const (
+	fakeEvery = 50 * time.Millisecond
+	fakeToken = "fake-operators-token-0123456789"
+)
 
 // A room that keeps its order: every fan pays its proof of work, joins
 // from one of a few loopback addresses (16 fans at most each), is let in
 // in order and leaves; rehearse exits 0 and its summary and plot say so.
+// It reads the line with the operators' token here (-admin-token).
 func TestRehearseAFairRoom(t *testing.T) {
 	t.Parallel()
 	room := &fakeRoom{every: fakeEvery}
 	url := startFakeRoom(t, room)
 	dir := t.TempDir()
 	out, svg := filepath.Join(dir, "summary.json"), filepath.Join(dir, "plot.svg")
-	code, stdout, stderr := rehearse(t, append([]string{"-url", url, "-out", out, "-plot", svg}, fakeArgs...)...)
+	code, stdout, stderr := rehearse(t, append([]string{"-url", url, "-out", out, "-plot", svg, "-admin-token", fakeToken}, fakeArgs...)...)
 	if code != 0 {
 		t.Fatalf("exit %d; want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -243,6 +257,13 @@ func TestRehearseAFairRoom(t *testing.T) {
 	for a, n := range from {
 		if !strings.HasPrefix(a, "127.0.0.") || a == "127.0.0.1" || n > 16 {
 			t.Errorf("%d fans joined from %s; want at most 16 from each of 127.0.0.2…", n, a)
+		}
+	}
+	// With the operators' token, the rate configured is the operators'
+	// list's (20/s), not the one in force (16/s) the public route shows.
+	for _, smp := range s.Samples {
+		if smp.Configured != 20 {
+			t.Fatalf("sample %+v; want the configured 20/s, read with the operators' token", smp)
 		}
 	}
 	if s.Room == nil || s.Room.Admitted != int64(admitted) {
@@ -342,5 +363,9 @@ func TestRehearseRefuses(t *testing.T) {
 	url := startFakeRoom(t, &fakeRoom{every: time.Second})
 	if code, _, stderr := rehearse(t, "-url", url, "-event", "nope", "-fans", "1"); code != 2 || !strings.Contains(stderr, `no event "nope"`) {
 		t.Errorf("unknown event: exit %d, %q; want 2, naming it", code, stderr)
+	}
+	// So is an operators' token the room refuses.
+	if code, _, stderr := rehearse(t, "-url", url, "-event", "premiere", "-fans", "1", "-admin-token", "wrong"); code != 2 || !strings.Contains(stderr, "-admin-token") {
+		t.Errorf("a wrong token: exit %d, %q; want 2, naming -admin-token", code, stderr)
 	}
 }
