@@ -18,8 +18,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/waitroom/waitroom/internal/plot"
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/testsupport/plot"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 

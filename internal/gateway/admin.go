@@ -43,6 +43,7 @@ func (s *Server) adminRoutes(api fiber.Router) {
 	g.Patch("/events/:event", s.adminPatch)
 	g.Delete("/events/:event/tickets/:ticket", s.adminRevoke)
 	g.Get("/events/:event/history", s.adminHistory)
+	g.Get("/events/:event/preview", s.adminPreview)
 	g.Get("/audit", s.adminAudit)
 	g.Post("/wallets/:account/credits", s.creditWallet)
 }
@@ -353,13 +354,14 @@ func (s *Server) adminHistory(c *fiber.Ctx) error {
 
 // adminPage: GET /admin, the operators' page. It carries no data and no
 // token: the operator types the token in, the page keeps it in the tab's
-// sessionStorage and calls the API above with it.
+// sessionStorage and calls the API above with it (the previews too: it
+// puts each into a sandboxed frame of its own, scripts off).
 func (s *Server) adminPage(c *fiber.Ctx) error {
 	if s.config().Auth.AdminToken == "" {
 		return errNotFound
 	}
 	var buf bytes.Buffer
-	if err := s.pages.RenderAdmin(&buf); err != nil {
+	if err := s.renderAdmin(&buf); err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderContentSecurityPolicy, csp)

@@ -39,6 +39,7 @@ var adminRoutes = []struct{ method, path, body string }{
 	{http.MethodPatch, "/api/v1/admin/events/premiere", `{"admitPerSecond": 5}`},
 	{http.MethodDelete, "/api/v1/admin/events/premiere/tickets/1.AAAAAAAAAAAAAAAAAAAAAA", ""},
 	{http.MethodGet, "/api/v1/admin/events/premiere/history", ""},
+	{http.MethodGet, "/api/v1/admin/events/premiere/preview?state=waiting&lang=en", ""},
 	{http.MethodGet, "/api/v1/admin/audit", ""},
 }
 

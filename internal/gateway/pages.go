@@ -146,7 +146,14 @@ func (s *Server) eventView(ctx context.Context, ev *config.Event) *web.Event {
 	if counts, err := s.line.Counts(ctx, ev.ID); err == nil {
 		inv, waiting = counts.Inventory, counts.Waiting
 	}
-	v := &web.Event{ID: ev.ID, Name: ev.Name, Venue: ev.Venue, State: state(set, inv, now), Waiting: waiting}
+	return viewOf(ev, set, state(set, inv, now), waiting, now)
+}
+
+// viewOf is ev as the pages show it in state st (the state route's word),
+// with waiting fans in line (-1: unknown). The live pages and the
+// operators' previews both draw the event with it.
+func viewOf(ev *config.Event, set queue.Settings, st string, waiting int64, now time.Time) *web.Event {
+	v := &web.Event{ID: ev.ID, Name: ev.Name, Venue: ev.Venue, State: st, Waiting: waiting}
 	zone := zoneOf(ev)
 	switch v.State {
 	case statePrequeue:
@@ -257,30 +264,23 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 		case err != nil:
 			s.log.Warn("room page: status", "event", ev.ID, "err", err)
 			room.Status, room.Notice, room.Refresh = "error", "error", 5
-		case st.State == queue.Waiting:
-			room.Status, room.Hint = "waiting", "waiting"
-			if st.Position.Position == 1 {
-				room.Status = "next"
+		default:
+			roomOf(room, st, from)
+			switch st.State {
+			case queue.Waiting:
+				share := "/e/" + ev.ID + "?t=" + url.QueryEscape(ticket) + "&from=" + strconv.FormatInt(room.From, 10)
+				room.ShareURL = s.publicURL(c) + share
+				room.QRURL = "/e/" + ev.ID + "/qr.svg?from=" + strconv.FormatInt(room.From, 10)
+			case queue.Admitted:
+				s.observeAdmission(ev, st)
+				if _, err := s.grant(c, ev, "", st.ID, st.Account, st.ActiveUntil); err != nil {
+					return err
+				}
+				p.Title = l.T("room.turnTitle", "event", ev.Name)
+			case queue.SoldOut:
+			default: // Expired, Closed
+				s.clearCookie(c, accessCookie+ev.ID)
 			}
-			w := waiting("", st.Position)
-			room.Position, room.Ahead, room.ETA, room.Available = w.Position, w.Ahead, w.ETASeconds, w.Available
-			room.From = max(from, w.Position)
-			room.Refresh = max(1, (w.PollAfterMs+999)/1000)
-			share := "/e/" + ev.ID + "?t=" + url.QueryEscape(ticket) + "&from=" + strconv.FormatInt(room.From, 10)
-			room.ShareURL = s.publicURL(c) + share
-			room.QRURL = "/e/" + ev.ID + "/qr.svg?from=" + strconv.FormatInt(room.From, 10)
-		case st.State == queue.Admitted:
-			s.observeAdmission(ev, st)
-			if _, err := s.grant(c, ev, "", st.ID, st.Account, st.ActiveUntil); err != nil {
-				return err
-			}
-			room.Status, room.Hint = "admitted", "admitted"
-			p.Title = l.T("room.turnTitle", "event", ev.Name)
-		case st.State == queue.SoldOut:
-			room.Status, room.Hint, room.Notice = "soldout", "soldout", "sold_out"
-		default: // Expired, Closed
-			s.clearCookie(c, accessCookie+ev.ID)
-			room.Status, room.Hint = string(st.State), "ended"
 		}
 	}
 	if room.Waiting() && c.Query("still") != "" {
@@ -298,6 +298,29 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	}
 	noStore(c)
 	return s.render(c, fiber.StatusOK, web.RoomPage, l, p)
+}
+
+// roomOf shows in room where the fan stands, as the line answered for its
+// ticket (from: the place the fan started at, for the progress bar). The
+// live room page and the operators' previews both fill the page with it.
+func roomOf(room *web.Room, st queue.Status, from int64) {
+	switch st.State {
+	case queue.Waiting:
+		room.Status, room.Hint = "waiting", "waiting"
+		if st.Position.Position == 1 {
+			room.Status = "next"
+		}
+		w := waiting("", st.Position)
+		room.Position, room.Ahead, room.ETA, room.Available = w.Position, w.Ahead, w.ETASeconds, w.Available
+		room.From = max(from, w.Position)
+		room.Refresh = max(1, (w.PollAfterMs+999)/1000)
+	case queue.Admitted:
+		room.Status, room.Hint = "admitted", "admitted"
+	case queue.SoldOut:
+		room.Status, room.Hint, room.Notice = "soldout", "soldout", "sold_out"
+	default: // Expired, Closed
+		room.Status, room.Hint = string(st.State), "ended"
+	}
 }
 
 // takeOver: GET /e/:event?t=<ticket>, a place carried here from another

@@ -221,7 +221,7 @@ func (s *Server) reportPage(c *fiber.Ctx, l *web.Locale) error {
 	zone := zoneOf(ev)
 	v := &web.Report{
 		Joined: r.Joined, Admitted: r.Admitted, Left: r.Left, Abandoned: r.Abandoned,
-		Mean: r.MeanPerSecond, Configured: r.ConfiguredPerSecond, Inversions: r.FIFOInversions,
+		Mean: r.MeanPerSecond, Configured: r.ConfiguredPerSecond, Waited: r.Busy > 0, Inversions: r.FIFOInversions,
 	}
 	if r.Wait.Count > 0 {
 		v.Wait = &web.Spread{P50: r.Wait.P50, P95: r.Wait.P95}

@@ -202,3 +202,49 @@ func TestLotteryAndReportThroughTheGateway(t *testing.T) {
 		t.Errorf("the waiting room does not link to the report")
 	}
 }
+
+// A sale where nobody waited (each fan let in at the first tick after it
+// came) has no pace to report: the report says so, with the configured
+// rate its chart's line shows, and not "0 per second (configured: 0)".
+func TestReportWhenNobodyWaited(t *testing.T) {
+	e := setup(t, 0)
+	ctx := context.Background()
+	set := queue.Settings{Mode: "queue", AdmitPerSecond: 5, MaxActive: 1000, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
+	tick := func() queue.TickResult {
+		t.Helper()
+		r, err := e.line.Tick(ctx, "premiere", set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	tick()                             // the bucket starts filling
+	time.Sleep(400 * time.Millisecond) // two fans' worth at 5/s
+	if r := e.join("premiere"); r.code != http.StatusCreated {
+		t.Fatalf("join: %d %s", r.code, r.raw)
+	}
+	if r := tick(); r.Active != 1 || r.Waiting != 0 {
+		t.Fatalf("tick: %+v; want the fan let in at once", r)
+	}
+	tick()
+	rep := e.do(http.MethodGet, "/api/v1/events/premiere/report", nil)
+	rate := rep.body["admittedPerSecond"].(map[string]any)
+	if rep.body["admitted"] != 1.0 || rate["mean"] != 0.0 || rate["configured"] != 5.0 {
+		t.Errorf("report %s; want 1 admitted, no mean (nobody waited), configured 5", rep.raw)
+	}
+	for lang, words := range map[string]string{"en": "Nobody had to wait", "ja": "待った人はいません", "ko": "기다린 사람이 없습니다"} {
+		body := string(e.do(http.MethodGet, "/e/premiere/report", nil, "Accept-Language", lang).raw)
+		i := strings.Index(body, `id="report-rate"`)
+		if i < 0 {
+			t.Fatalf("report page in %s has no rate", lang)
+		}
+		dd := body[i : strings.Index(body[i:], "</dd>")+i]
+		if !strings.Contains(dd, words) || !strings.Contains(dd, "5") || strings.Contains(dd, "0 per second") {
+			t.Errorf("rate in %s: %q; want %q and the configured 5", lang, dd, words)
+		}
+		// The chart's line is at the same configured 5.
+		if !strings.Contains(body, `<polyline class="ref"`) {
+			t.Errorf("report page in %s has no configured line", lang)
+		}
+	}
+}

@@ -5,7 +5,9 @@
 // figures in the repository are always the output of code anyone can rerun
 // with `make bench`.
 //
-// The package's non-test files hold only the small, pure pieces the
-// benchmarks share (percentiles, the PNG plot, the report file); a plain
-// `go test` runs their fast tests and never a benchmark.
+// The sale's simulated fans, their figures and the admission rate are
+// package rehearsal's, the one cmd/rehearse drives a room with, and the
+// plots package plot's. The package's own non-test files hold only the
+// small, pure pieces the benchmarks share (latencies, the report file); a
+// plain `go test` runs their fast tests and never a benchmark.
 package loadtest

@@ -1,25 +1,11 @@
 package loadtest
 
 import (
-	"cmp"
-	"math"
 	"slices"
 	"time"
-)
 
-// percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of sorted,
-// which must be in ascending order; the zero value when sorted is empty.
-// Nearest rank, not interpolation: every figure reported is a value that
-// was really observed.
-func percentile[T cmp.Ordered](sorted []T, p float64) T {
-	var zero T
-	if len(sorted) == 0 {
-		return zero
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	rank = max(1, min(rank, len(sorted)))
-	return sorted[rank-1]
-}
+	"github.com/waitroom/waitroom/internal/rehearsal"
+)
 
 // latency summarises request durations.
 type latency struct {
@@ -27,10 +13,11 @@ type latency struct {
 	P50, P99, Max time.Duration
 }
 
-// summarize sorts d in place and reads its percentiles.
+// summarize sorts d in place and reads its percentiles (nearest rank:
+// rehearsal.Percentile).
 func summarize(d []time.Duration) latency {
 	slices.Sort(d)
-	l := latency{N: len(d), P50: percentile(d, 50), P99: percentile(d, 99)}
+	l := latency{N: len(d), P50: rehearsal.Percentile(d, 50), P99: rehearsal.Percentile(d, 99)}
 	if len(d) > 0 {
 		l.Max = d[len(d)-1]
 	}

@@ -130,9 +130,12 @@ func bucketOf(d time.Duration) int64 {
 type Report struct {
 	Joined, Admitted, Left, Abandoned int64
 	// MeanPerSecond is the fans admitted per second while the open line
-	// was non-empty; ConfiguredPerSecond the rate configured over that time.
+	// was non-empty (Busy, in all); ConfiguredPerSecond the rate configured
+	// over that time, or, when nobody ever waited (Busy 0), over the
+	// minutes the sale was open.
 	MeanPerSecond       float64
 	ConfiguredPerSecond float64
+	Busy                time.Duration
 	Minutes             []ReportMinute
 	FIFOInversions      int64
 	Wait                Percentiles // seconds, join (or opens_at) → admitted
@@ -216,7 +219,8 @@ func (s *Store) Report(ctx context.Context, event string) (Report, error) {
 			first, last = min(first, m), max(last, m)
 		}
 		var admitted int64
-		var busy, configured float64
+		var busy, configured, openConfigured float64
+		var open int
 		for m := first; m <= last; m++ {
 			x := minute(m)
 			out.Minutes = append(out.Minutes, *x)
@@ -224,11 +228,21 @@ func (s *Store) Report(ctx context.Context, event string) (Report, error) {
 				admitted += x.Admitted
 				busy += x.Busy.Seconds()
 				configured += x.Configured * x.Busy.Seconds()
+				out.Busy += x.Busy
+			}
+			if x.Configured > 0 {
+				open++
+				openConfigured += x.Configured
 			}
 		}
-		if busy > 0 {
+		switch {
+		case busy > 0:
 			out.MeanPerSecond = float64(admitted) / busy
 			out.ConfiguredPerSecond = configured / busy
+		case open > 0:
+			// Nobody waited: no pace to measure, but a rate was configured
+			// (what the chart's line shows), and the report says so.
+			out.ConfiguredPerSecond = openConfigured / float64(open)
 		}
 	}
 	out.Wait, out.ETAError = percentiles(waits), percentiles(etas)

@@ -59,10 +59,18 @@ func NewPages() (*Pages, error) {
 	return p, nil
 }
 
+// Admin is what the operators' page is drawn with: no data of a sale (its
+// script fetches that with the operator's token), only the frame of its
+// previews, one per state and language.
+type Admin struct {
+	PreviewStates []string
+	Languages     []Language
+}
+
 // RenderAdmin writes the operators' page (templates/admin.html: English
-// only, no layout of the fans' pages, no data: its script fetches it).
-func (p *Pages) RenderAdmin(w io.Writer) error {
-	return p.sets[AdminPage].ExecuteTemplate(w, "admin", nil)
+// only, no layout of the fans' pages).
+func (p *Pages) RenderAdmin(w io.Writer, a Admin) error {
+	return p.sets[AdminPage].ExecuteTemplate(w, "admin", a)
 }
 
 // Render writes page with data.

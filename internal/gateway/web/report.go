@@ -16,6 +16,7 @@ const ReportPage = "report"
 type Report struct {
 	Joined, Admitted, Left, Abandoned int64
 	Mean, Configured                  float64 // fans admitted per second while the line waited; configured
+	Waited                            bool    // someone waited: Mean measures something
 	Inversions                        int64
 	Wait, ETAError                    *Spread // nil while nothing was measured
 	SoldOutAt                         *time.Time

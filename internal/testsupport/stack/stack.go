@@ -35,8 +35,9 @@ var (
 	buildErr  error
 )
 
-// Binaries builds cmd/gateway, cmd/admitter and cmd/booking once per test
-// binary and returns the folder holding them.
+// Binaries builds cmd/gateway, cmd/admitter and cmd/booking (and
+// cmd/rehearse, which drives them) once per test binary and returns the
+// folder holding them.
 func Binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -45,7 +46,7 @@ func Binaries(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/gateway", "./cmd/admitter", "./cmd/booking")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/gateway", "./cmd/admitter", "./cmd/booking", "./cmd/rehearse")
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		if err != nil {

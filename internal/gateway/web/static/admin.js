@@ -15,6 +15,8 @@
 //   #ticket + #revoke
 //   #chart                                   the SVG; polyline.admitted-line, polyline.waiting-line
 //   #audit li                                the audit, newest first
+//   #show-previews, #previews                the previews of the chosen event (data-event once loaded);
+//                                            iframe.preview[data-state][data-lang], data-status its answer
 //   #message                                 the last answer (data-status="<HTTP status>")
 
 import { $, h, s, setText, show } from './ui.js';
@@ -35,6 +37,8 @@ const rows = $('events').querySelector('tbody');
 const picker = $('event');
 const chart = $('chart');
 const audit = $('audit');
+const previews = $('previews');
+const showPreviews = $('show-previews');
 let timer = 0;
 
 function token() {
@@ -174,6 +178,41 @@ async function refresh() {
   timer = setTimeout(refresh, EVERY_MS);
 }
 
+// loadPreviews puts the chosen event's preview of each state and language
+// (GET …/preview, HTML) into its frame. The frames are sandboxed without
+// scripts (allow-same-origin only lets them load the gateway's style
+// sheet): a preview is a picture of the page, nothing in it runs.
+async function loadPreviews() {
+  const ev = picker.value;
+  if (!ev) return;
+  show(previews, true);
+  showPreviews.textContent = 'Reload previews';
+  delete previews.dataset.event;
+  const frames = [...previews.querySelectorAll('iframe.preview')];
+  const langs = Object.fromEntries(frames.map((f) => [f.dataset.lang, f.title.split(' · ').pop()]));
+  const answers = await Promise.all(
+    frames.map(async (f) => {
+      const { state, lang } = f.dataset;
+      f.title = `${ev}: ${state} · ${langs[lang]}`;
+      try {
+        const r = await fetch(`${eventPath()}/preview?state=${encodeURIComponent(state)}&lang=${encodeURIComponent(lang)}`, {
+          headers: { Authorization: `Bearer ${token()}` },
+        });
+        f.dataset.status = String(r.status);
+        f.srcdoc = r.ok ? await r.text() : '<!doctype html><html lang="en"><title>no preview</title></html>';
+        return r.status;
+      } catch {
+        f.dataset.status = '0';
+        return 0;
+      }
+    }),
+  );
+  const bad = answers.filter((code) => code !== 200);
+  if (bad.length > 0) say(`previews of ${ev}: ${bad.length} failed (HTTP ${bad[0]})`, bad[0]);
+  if (bad.includes(401)) stop('token refused (401)');
+  previews.dataset.event = ev;
+}
+
 async function act(method, path, body) {
   const r = await call(method, path, body);
   if (r.status === 401) return;
@@ -198,7 +237,11 @@ $('revoke').addEventListener('click', () => {
   const id = $('ticket').value.trim();
   if (id) act('DELETE', `${eventPath()}/tickets/${encodeURIComponent(id)}`);
 });
-picker.addEventListener('change', refresh);
+picker.addEventListener('change', () => {
+  refresh();
+  if (!previews.hidden) loadPreviews();
+});
+showPreviews.addEventListener('click', loadPreviews);
 
 form.addEventListener('submit', (e) => {
   e.preventDefault();

@@ -1,5 +1,9 @@
-// Package plot draws the line plots of the docs (docs/sale.png,
-// docs/adaptive.png) from test measurements.
+// Package plot draws line plots of measurements with the standard library
+// only: PNG for the figures in the docs (docs/sale.png, docs/adaptive.png,
+// written by the benchmarks and the end-to-end tests), SVG for the
+// rehearsal's plot (cmd/rehearse -plot). Both draw on the same frame: axes
+// from (0, 0) to a round number above the largest x and y, ticks of 1, 2 or
+// 5 × 10^k.
 package plot
 
 import (
@@ -11,10 +15,10 @@ import (
 	"strconv"
 )
 
-// A line plot drawn with the standard library only (image, image/png): no
-// plotting dependency for one chart. Axis ticks are labelled with a tiny
-// bitmap font of digits; titles and the legend live in the Markdown next to
-// the image.
+// The PNG is drawn with image and image/png: no plotting dependency for a
+// few charts. Its axis ticks are labelled with a tiny bitmap font of digits;
+// titles and the legend live in the Markdown next to the image. The SVG
+// (svg.go) is text, so it carries its own titles, axis names and legend.
 
 // Point is one (x, y) sample.
 type Point struct{ X, Y float64 }
@@ -24,6 +28,9 @@ type Series struct {
 	Points []Point
 	Color  color.RGBA
 	Dashed bool
+	// Name is the line's entry in an SVG's legend ("" = none); the PNG has
+	// no legend.
+	Name string
 }
 
 var (
@@ -31,16 +38,61 @@ var (
 	gridGray = color.RGBA{225, 225, 225, 255}
 	Blue     = color.RGBA{31, 119, 180, 255}
 	Red      = color.RGBA{214, 39, 40, 255}
+	Green    = color.RGBA{44, 160, 44, 255}
 )
 
 // plot margins (pixels) around the data area: room for the tick labels.
 const (
 	marginLeft   = 56
 	marginRight  = 16
-	MarginTop    = 16
-	MarginBottom = 36
+	marginTop    = 16
+	marginBottom = 36
 	fontScale    = 2
 )
+
+// frame is the data area of a plot and the scale of its axes: x from 0
+// to xMax, y from 0 to yMax, in pixels from (x0, y0), the origin at the
+// bottom left, to (x1, y1) at the top right.
+type frame struct {
+	xMax, yMax, xStep, yStep float64
+	x0, y0, x1, y1           int
+}
+
+// frameOf fits lines into the rectangle (left, top)–(right, bottom): axes
+// that start at (0, 0) and end at a round number above the largest x and y.
+func frameOf(left, top, right, bottom int, lines []Series) frame {
+	var xMax, yMax float64
+	for _, s := range lines {
+		for _, p := range s.Points {
+			xMax, yMax = math.Max(xMax, p.X), math.Max(yMax, p.Y)
+		}
+	}
+	xStep, yStep := niceStep(xMax), niceStep(yMax)
+	return frame{
+		xMax: xStep * math.Max(1, math.Ceil(xMax/xStep)), yMax: yStep * math.Max(1, math.Ceil(yMax/yStep)),
+		xStep: xStep, yStep: yStep,
+		x0: left, y0: bottom, x1: right, y1: top,
+	}
+}
+
+// px and py place a value on the frame, in pixels.
+func (f frame) px(x float64) int { return f.x0 + int(math.Round(x/f.xMax*float64(f.x1-f.x0))) }
+func (f frame) py(y float64) int { return f.y0 - int(math.Round(y/f.yMax*float64(f.y0-f.y1))) }
+
+// xTicks and yTicks are the labelled values of each axis past 0.
+func (f frame) xTicks() []float64 { return ticks(f.xStep, f.xMax) }
+func (f frame) yTicks() []float64 { return ticks(f.yStep, f.yMax) }
+
+func ticks(step, end float64) []float64 {
+	var out []float64
+	for v := step; v <= end+step/2; v += step {
+		out = append(out, v)
+	}
+	return out
+}
+
+// label is a tick's text: the shortest decimal that reads back as v.
+func label(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // PNG draws the Series on axes that start at (0, 0) and end at a round
 // number above the largest x and y, and writes the PNG to w.
@@ -49,31 +101,18 @@ func PNG(w io.Writer, width, height int, lines ...Series) error {
 	for i := range img.Pix {
 		img.Pix[i] = 255
 	}
-	var xMax, yMax float64
-	for _, s := range lines {
-		for _, p := range s.Points {
-			xMax, yMax = math.Max(xMax, p.X), math.Max(yMax, p.Y)
-		}
-	}
-	xStep, yStep := niceStep(xMax), niceStep(yMax)
-	xMax = xStep * math.Max(1, math.Ceil(xMax/xStep))
-	yMax = yStep * math.Max(1, math.Ceil(yMax/yStep))
-
-	x0, y0 := marginLeft, height-MarginBottom // origin, in pixels
-	x1, y1 := width-marginRight, MarginTop
-	px := func(x float64) int { return x0 + int(math.Round(x/xMax*float64(x1-x0))) }
-	py := func(y float64) int { return y0 - int(math.Round(y/yMax*float64(y0-y1))) }
-
-	for y := yStep; y <= yMax+yStep/2; y += yStep { // horizontal grid + y labels
-		line(img, x0, py(y), x1, py(y), gridGray, 1, false)
-		label := strconv.FormatFloat(y, 'f', -1, 64)
-		text(img, x0-6-textWidth(label), py(y)-fontScale*5/2, label, black)
+	f := frameOf(marginLeft, marginTop, width-marginRight, height-marginBottom, lines)
+	x0, y0, x1, y1 := f.x0, f.y0, f.x1, f.y1
+	for _, y := range f.yTicks() { // horizontal grid + y labels
+		line(img, x0, f.py(y), x1, f.py(y), gridGray, 1, false)
+		l := label(y)
+		text(img, x0-6-textWidth(l), f.py(y)-fontScale*5/2, l, black)
 	}
 	text(img, x0-6-textWidth("0"), y0-fontScale*5/2, "0", black)
-	for x := xStep; x <= xMax+xStep/2; x += xStep { // x ticks + labels
-		line(img, px(x), y0, px(x), y0+4, black, 1, false)
-		label := strconv.FormatFloat(x, 'f', -1, 64)
-		text(img, px(x)-textWidth(label)/2, y0+8, label, black)
+	for _, x := range f.xTicks() { // x ticks + labels
+		line(img, f.px(x), y0, f.px(x), y0+4, black, 1, false)
+		l := label(x)
+		text(img, f.px(x)-textWidth(l)/2, y0+8, l, black)
 	}
 	line(img, x0, y0, x1, y0, black, 1, false) // x axis
 	line(img, x0, y0, x0, y1, black, 1, false) // y axis
@@ -81,7 +120,7 @@ func PNG(w io.Writer, width, height int, lines ...Series) error {
 	for _, s := range lines {
 		for i := 1; i < len(s.Points); i++ {
 			a, b := s.Points[i-1], s.Points[i]
-			line(img, px(a.X), py(a.Y), px(b.X), py(b.Y), s.Color, 2, s.Dashed)
+			line(img, f.px(a.X), f.py(a.Y), f.px(b.X), f.py(b.Y), s.Color, 2, s.Dashed)
 		}
 	}
 	return png.Encode(w, img)

@@ -1,0 +1,304 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/testsupport/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
+)
+
+// rehearsalEvents: a sale at 100 fans a second with room for everyone the
+// rehearsal's buyers take (600 seats and a 300-place floor).
+const rehearsalEvents = `  - id: "premiere"
+    name: "Premiere night"
+    venue: "Shinjuku Hall 3"
+    admission: {admit_per_second: 100, max_active: 500, access_ttl: "5m", abandon_after: "60s"}
+    showtimes:
+      - {id: 42, title: "Premiere 19:00", starts_at: "2036-12-01T19:00:00+09:00", rows: 20, seats_per_row: 30, price_cents: 1500,
+         general_admission: [{code: "FLOOR", capacity: 300, price_cents: 900}]}
+`
+
+const rehearsalFans = 2000
+
+// TestRehearsal is issue 36 on one stack: cmd/rehearse drives 2,000 fans
+// through the real binaries on loopback and its summary agrees with the
+// room's own report; then, with the admitter and the booking core stopped
+// (nothing else writes to Redis), every preview in every language is
+// rendered in Chromium, accessible, and leaves every key of the line as it
+// was, byte for byte, as does the operators' page showing them side by side.
+func TestRehearsal(t *testing.T) {
+	axeSource(t)
+	s := stack.Start(t, stack.Options{Events: rehearsalEvents, AdminToken: opsToken})
+	t.Run("rehearse agrees with the room's report", func(t *testing.T) { rehearseAgrees(t, s) })
+	t.Run("the README's operators' block, pasted as it is", func(t *testing.T) { operatorsBlock(t, s) })
+	t.Run("previews touch nothing", func(t *testing.T) { previewsTouchNothing(t, s) })
+}
+
+// operatorsBlock runs the README's operators' block (Operating it) as a
+// reader pastes it, against this stack: its one placeholder of old, a
+// ticket id, is now worked out by the block itself.
+func operatorsBlock(t *testing.T, s *stack.Stack) {
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the README's block needs %s: %v", tool, err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(testenv.Repo(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first = "T=$WAITROOM_ADMIN_TOKEN API=localhost:8080/api/v1"
+	_, block, ok := strings.Cut(string(b), "```sh\n"+first)
+	_, block, _ = strings.Cut(block, "\n") // the rest of the first line: a comment
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 || strings.Contains(block, "<") {
+		t.Fatalf("README.md has no sh block starting %q without placeholders", first)
+	}
+	script := "T=" + opsToken + " API=" + strings.TrimPrefix(s.Gateway, "http://") + "/api/v1\n" + block
+	out, err := exec.Command("bash", "-euo", "pipefail", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's block: %v\n%s", err, out)
+	}
+	// The revocation answers 204, and the revoked pass 401 at the gate.
+	if !strings.Contains(string(out), "204\n401\n") || !strings.Contains(string(out), `"mode":"paused"`) {
+		t.Fatalf("the README's block printed:\n%s\nwant the pause, then 204 and 401 for the revoked fan", out)
+	}
+}
+
+func rehearseAgrees(t *testing.T, s *stack.Stack) {
+	dir := t.TempDir()
+	out, svg := filepath.Join(dir, "summary.json"), filepath.Join(dir, "plot.svg")
+	cmd := exec.Command(filepath.Join(stack.Binaries(t), "rehearse"), "-url", s.Gateway, "-event", "premiere",
+		"-fans", fmt.Sprint(rehearsalFans), "-arrival", "burst", "-duration", "2m", "-buy", "0.1", "-out", out, "-plot", svg)
+	cmd.Env = append(os.Environ(), "WAITROOM_ADMIN_TOKEN=") // the public API alone
+	start := time.Now()
+	output, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	t.Logf("rehearse took %v:\n%s", took.Round(100*time.Millisecond), output)
+	if err != nil {
+		t.Fatalf("rehearse: %v; want exit 0", err)
+	}
+	var sum struct {
+		Ended             string `json:"ended"`
+		AdmittedPerSecond struct {
+			Waited     bool    `json:"waited"`
+			Mean       float64 `json:"mean"`
+			Configured float64 `json:"configured"`
+		} `json:"admittedPerSecond"`
+		Seen struct {
+			Joined, Admitted, Bought int
+		} `json:"seen"`
+		FIFO struct {
+			Compared, Inversions int
+		} `json:"fifo"`
+		Answers struct {
+			Status5xx int64 `json:"5xx"`
+		} `json:"answers"`
+		Room struct {
+			Admitted int64 `json:"admitted"`
+		} `json:"room"`
+		OK bool `json:"ok"`
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatalf("summary: %v", err)
+	}
+	_, rep := reportOf(t, s.Gateway, "premiere")
+	rate := rep["admittedPerSecond"].(map[string]any)
+	roomAdmitted, roomMean, roomConfigured := int(rep["admitted"].(float64)), rate["mean"].(float64), rate["configured"].(float64)
+	t.Logf("rehearse: %d admitted, %.2f/s (configured %.2f), %d FIFO inversions among %d fans; the room's report: %d admitted, %.2f/s (configured %.2f), %v inversions",
+		sum.Seen.Admitted, sum.AdmittedPerSecond.Mean, sum.AdmittedPerSecond.Configured, sum.FIFO.Inversions, sum.FIFO.Compared,
+		roomAdmitted, roomMean, roomConfigured, rep["fifoInversions"])
+
+	if sum.Ended != "every fan was done" || sum.Seen.Joined != rehearsalFans || !sum.OK || sum.Answers.Status5xx != 0 {
+		t.Errorf("ended %q, %d joined, ok %v, %d 5xx; want every one of %d fans done, no problem", sum.Ended, sum.Seen.Joined, sum.OK, sum.Answers.Status5xx, rehearsalFans)
+	}
+	// Admitted: every fan polls until let in, so the fans saw exactly what
+	// the room counted.
+	if sum.Seen.Admitted != roomAdmitted || sum.Room.Admitted != int64(roomAdmitted) || roomAdmitted != rehearsalFans {
+		t.Errorf("admitted: the fans saw %d, the summary's report %d, the room's report %d; want all %d", sum.Seen.Admitted, sum.Room.Admitted, roomAdmitted, rehearsalFans)
+	}
+	// The rate: the same definition (admitted while fans waited, over that
+	// time), measured from outside with samples every 500 ms against the
+	// admitter's own ticks (200 ms): within one tick's admissions at each
+	// end of a line of 20 s, 5 %.
+	if !sum.AdmittedPerSecond.Waited || math.Abs(sum.AdmittedPerSecond.Mean-roomMean) > 0.05*roomMean {
+		t.Errorf("admitted per second: rehearse %.2f, the room %.2f; want within 5%%", sum.AdmittedPerSecond.Mean, roomMean)
+	}
+	if sum.AdmittedPerSecond.Configured != roomConfigured || roomConfigured != 100 {
+		t.Errorf("configured: rehearse %.2f, the room %.2f; want 100 both", sum.AdmittedPerSecond.Configured, roomConfigured)
+	}
+	// FIFO: none seen by the fans, none in the room's own books, and the
+	// fans' check covered most of them (those seen waiting once).
+	if sum.FIFO.Inversions != 0 || rep["fifoInversions"] != 0.0 || sum.FIFO.Compared < rehearsalFans/2 {
+		t.Errorf("FIFO: fans saw %d among %d checked, the room %v; want 0 among at least %d", sum.FIFO.Inversions, sum.FIFO.Compared, rep["fifoInversions"], rehearsalFans/2)
+	}
+	if sum.Seen.Bought < rehearsalFans/20 {
+		t.Errorf("%d fans bought; want about a tenth of %d (-buy 0.1)", sum.Seen.Bought, rehearsalFans)
+	}
+	if plot, err := os.ReadFile(svg); err != nil || !strings.Contains(string(plot), "<polyline") {
+		t.Errorf("plot: %v; want an SVG with lines", err)
+	}
+}
+
+// reportOf reads the sale's report.
+func reportOf(t *testing.T, gateway, event string) (int, map[string]any) {
+	t.Helper()
+	code, _, raw, err := sendJSON(context.Background(), http.DefaultClient, gateway, http.MethodGet, "/api/v1/events/"+event+"/report", "", nil, nil)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("report: %d %v", code, err)
+	}
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return code, out
+}
+
+// dumpLine is every key of the event's line, as DUMP serializes it.
+func dumpLine(t *testing.T, rdb redis.UniversalClient, event string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	keys, err := rdb.Keys(ctx, "wr:{"+event+"}*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		v, err := rdb.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("DUMP %s: %v", k, err)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func previewsTouchNothing(t *testing.T, s *stack.Stack) {
+	// Nothing else may write: the admitter ticks and the booking core
+	// publishes the inventory. Fans in line, so the line has its keys.
+	s.Stop("admitter")
+	s.Stop("booking")
+	for range 5 {
+		joinPlain(t, s.Gateway, "premiere")
+	}
+	before := dumpLine(t, s.RDB, "premiere")
+	if _, ok := before["wr:{premiere}:wait"]; !ok || len(before) < 5 {
+		t.Fatalf("the line's keys %v; want the wait set and the rest", slices.Sorted(maps.Keys(before)))
+	}
+
+	ctx := tab(t, browser(t))
+	run(t, ctx, 10*time.Second, "the operators' token on every request of this tab",
+		network.Enable(), network.SetExtraHTTPHeaders(network.Headers{"Authorization": "Bearer " + opsToken}))
+	startsAt := time.Date(2036, 12, 1, 19, 0, 0, 0, time.FixedZone("", 9*3600))
+	for _, state := range gateway.PreviewStates {
+		for _, lang := range web.Languages {
+			what := "preview " + state + " in " + lang.Code
+			run(t, ctx, 20*time.Second, what, chromedp.Navigate(s.Gateway+"/api/v1/admin/events/premiere/preview?state="+state+"&lang="+lang.Code))
+			var page struct {
+				Lang, Text, Status string
+				Loaded             []string
+			}
+			run(t, ctx, 10*time.Second, what, chromedp.Evaluate(`({
+				lang: document.documentElement.lang,
+				text: document.body.innerText,
+				status: document.querySelector('#status').dataset.status,
+				loaded: performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname),
+			})`, &page))
+			l := web.LocaleFor(lang.Code)
+			for _, want := range []string{"Premiere night", "Shinjuku Hall 3", l.When(startsAt), l.Price("USD", 900)} {
+				if !strings.Contains(page.Text, want) {
+					t.Errorf("%s: the page does not say %q", what, want)
+				}
+			}
+			if page.Lang != lang.Code {
+				t.Errorf("%s: <html lang=%q>", what, page.Lang)
+			}
+			// Inert: it loaded its style sheet and icon, and nothing else.
+			for _, p := range page.Loaded {
+				if !strings.HasPrefix(p, "/static/") {
+					t.Errorf("%s: the page asked for %s; want nothing but /static/", what, p)
+				}
+			}
+			checkA11y(t, ctx, what)
+		}
+	}
+	var cookies []*network.Cookie
+	run(t, ctx, 5*time.Second, "cookies", chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		cookies, err = network.GetCookies().WithURLs([]string{s.Gateway}).Do(ctx)
+		return err
+	}))
+	if len(cookies) > 0 {
+		t.Errorf("the previews set %d cookies (%s …); want none", len(cookies), cookies[0].Name)
+	}
+
+	// The operators' page shows them side by side: every state in every
+	// language, each in a frame that runs no script. (The same tab, the
+	// token no longer added: the page sends it itself.)
+	page := ctx
+	run(t, page, 20*time.Second, "open /admin",
+		network.SetExtraHTTPHeaders(network.Headers{}),
+		chromedp.EmulateViewport(1400, 1000),
+		chromedp.Navigate(s.Gateway+"/admin"),
+		chromedp.WaitVisible(`#token`, chromedp.ByQuery),
+		chromedp.SendKeys(`#token`, opsToken, chromedp.ByQuery),
+		chromedp.Click(`#sign-in`, chromedp.ByQuery),
+	)
+	waitPage(t, page, 10*time.Second, "the console", `!document.querySelector('#console').hidden && document.querySelector('#event').value === 'premiere'`)
+	run(t, page, 5*time.Second, "show the previews", chromedp.Click(`#show-previews`, chromedp.ByQuery))
+	n := len(gateway.PreviewStates) * len(web.Languages)
+	waitPage(t, page, 30*time.Second, "every preview in its frame", fmt.Sprintf(`document.querySelector('#previews').dataset.event === 'premiere' &&
+		[...document.querySelectorAll('iframe.preview')].filter((f) => f.dataset.status === '200' && f.contentDocument &&
+			f.contentDocument.querySelector('#status') && f.contentDocument.styleSheets.length > 0).length === %d`, n))
+	var frames []struct{ State, Lang, Status, Sandbox, HTMLLang string }
+	run(t, page, 5*time.Second, "the frames", chromedp.Evaluate(`[...document.querySelectorAll('iframe.preview')].map((f) => ({
+		state: f.dataset.state, lang: f.dataset.lang, status: f.contentDocument.querySelector('#status').dataset.status,
+		sandbox: f.getAttribute('sandbox'), htmlLang: f.contentDocument.documentElement.lang }))`, &frames))
+	if len(frames) != n {
+		t.Fatalf("%d frames; want %d", len(frames), n)
+	}
+	for _, f := range frames {
+		if f.Sandbox != "allow-same-origin" || f.HTMLLang != f.Lang {
+			t.Errorf("frame %s/%s: sandbox %q, lang %q; want scripts off, its language", f.State, f.Lang, f.Sandbox, f.HTMLLang)
+		}
+	}
+	if dir := os.Getenv("WAITROOM_SCREENSHOTS"); dir != "" {
+		(&shooter{t: t, dir: dir}).shot(page, "admin-previews")
+	}
+	checkA11y(t, page, "the operators' page with its previews")
+
+	after := dumpLine(t, s.RDB, "premiere")
+	for k, v := range before {
+		if w, ok := after[k]; !ok {
+			t.Errorf("%s is gone", k)
+		} else if w != v {
+			t.Errorf("%s changed", k)
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			t.Errorf("%s appeared", k)
+		}
+	}
+	t.Logf("%d keys of the line unchanged, byte for byte, across %d previews and the operators' page", len(before), n)
+}

@@ -1,0 +1,156 @@
+package gateway
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// The previews (DESIGN.md "Rehearsing a sale"): the fans' waiting page of
+// an event as it would look in each state, in each language, for the
+// operators to check its words, prices and dates before the sale. A
+// preview is rendered from the event's config and the settings in force
+// (kept in this gateway's memory) by the very templates and the same
+// state-to-page mapping as the live page (viewOf, roomOf), with a made-up
+// fan in it. It touches no live state: no Redis command, no cookie, and
+// the page it renders is inert (no script, no self-refresh), so that
+// nothing in it polls or joins.
+
+// PreviewStates are the states a preview renders, in the order the
+// operators' page shows them.
+//
+// The presale's states (registration, selected, waitlisted, not_invited)
+// join this list with the presale itself: each will be one more case of
+// previewOf, rendering the presale's page for a made-up registrant. Until
+// then they are unknown states, 400, like any other.
+var PreviewStates = []string{"prequeue", "waiting", "next", "paused", "admitted", "soldout", "closed"}
+
+// previewFrom is how far from the front the previews' fan stands: about
+// ten minutes of admission at the rate in force.
+const previewFrom = 10 * time.Minute
+
+// GET /api/v1/admin/events/{event}/preview?state=<state>&lang=<en|ja|ko>
+func (s *Server) adminPreview(c *fiber.Ctx) error {
+	ev, err := s.event(c)
+	if err != nil {
+		return err
+	}
+	name := c.Query("state")
+	if !slices.Contains(PreviewStates, name) {
+		return invalidField("state", "must be one of %s", strings.Join(PreviewStates, ", "))
+	}
+	lang := c.Query("lang", web.DefaultLanguage)
+	if !web.Supported(lang) {
+		var codes []string
+		for _, l := range web.Languages {
+			codes = append(codes, l.Code)
+		}
+		return invalidField("lang", "must be one of %s", strings.Join(codes, ", "))
+	}
+	l := web.LocaleFor(lang)
+	now := s.now()
+	set := s.settingsFor(ev)
+	view, st, from := previewOf(ev, set, name, now)
+	room := &web.Room{NeedsScript: ev.Admission.JoinProofBits > 0}
+	roomOf(room, st, from)
+	room.Refresh = 0 // inert: a preview never reloads itself
+	if room.Waiting() {
+		// The share link as a fan's looks, without a ticket to carry; no
+		// QR code (it would be the fan's ticket).
+		room.ShareURL = s.publicURL(c) + "/e/" + ev.ID + "?t=…"
+	}
+	p := &web.Page{
+		L: l, Title: l.T("room.pageTitle", "event", ev.Name), Currency: s.config().Booking.Currency,
+		Event: view, Room: room,
+	}
+	if st.State == queue.Admitted {
+		p.Title = l.T("room.turnTitle", "event", ev.Name)
+	}
+	for _, lg := range web.Languages {
+		// The switcher as the fan's page has it: links to the live page.
+		p.Langs = append(p.Langs, web.LangLink{Code: lg.Code, Name: lg.Name, Href: "/e/" + ev.ID + "?lang=" + lg.Code, Current: lg.Code == l.Lang})
+	}
+	var buf bytes.Buffer
+	if err := s.pages.Render(&buf, web.RoomPage, p); err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentSecurityPolicy, csp)
+	c.Set(fiber.HeaderXFrameOptions, "DENY")
+	c.Set(fiber.HeaderContentLanguage, l.Lang)
+	c.Type("html", "utf-8")
+	return c.Send(buf.Bytes())
+}
+
+// renderAdmin writes the operators' page with the frames of its previews,
+// one per state and language.
+func (s *Server) renderAdmin(w io.Writer) error {
+	return s.pages.RenderAdmin(w, web.Admin{PreviewStates: PreviewStates, Languages: web.Languages})
+}
+
+// previewOf is the preview of state name: the event as the page shows it
+// then, the line's answer for a made-up fan, and the place that fan
+// started at.
+func previewOf(ev *config.Event, set queue.Settings, name string, now time.Time) (*web.Event, queue.Status, int64) {
+	far := farPlace(set.AdmitPerSecond)
+	places := placesOf(ev)
+	waitingAt := func(pos int64, eta bool) queue.Status {
+		p := queue.Position{Position: pos, Ahead: pos - 1, Available: &places}
+		if r := set.AdmitPerSecond; eta && r > 0 {
+			// As the line tells a fan (queue's position): its place over the rate.
+			d := time.Duration(float64(pos) / r * float64(time.Second)).Round(time.Millisecond)
+			p.ETA = &d
+		}
+		return queue.Status{State: queue.Waiting, Position: p}
+	}
+	view := func(state string) *web.Event { return viewOf(ev, set, state, -1, now) }
+	switch name {
+	case "prequeue":
+		if set.OpensAt != nil && !now.Before(*set.OpensAt) {
+			// The page names the draw's time only when there is one to come.
+			set.OpensAt = nil
+		}
+		return view(statePrequeue), waitingAt(far, false), far
+	case "waiting":
+		return view(stateOpen), waitingAt(far, true), far
+	case "next":
+		return view(stateOpen), waitingAt(1, true), far
+	case "paused":
+		return view(statePaused), waitingAt(far/2, false), far
+	case "admitted":
+		return view(stateOpen), queue.Status{State: queue.Admitted}, far
+	case "soldout":
+		return view(stateSoldOut), queue.Status{State: queue.SoldOut}, far
+	}
+	return view(stateClosed), queue.Status{State: queue.Closed}, far
+}
+
+// farPlace is the place of a fan previewFrom from the front at rate (a
+// thousand when nothing is admitted).
+func farPlace(rate float64) int64 {
+	if rate <= 0 {
+		return 1000
+	}
+	return max(2, int64(math.Round(rate*previewFrom.Seconds())))
+}
+
+// placesOf is every place the event's config sells: its showtimes' seats
+// and general-admission places, the "places left" of a sale not yet begun.
+func placesOf(ev *config.Event) int64 {
+	var n int64
+	for _, st := range ev.Showtimes {
+		n += int64(st.Rows) * int64(st.SeatsPerRow)
+		for _, b := range st.GeneralAdmission {
+			n += int64(b.Capacity)
+		}
+	}
+	return n
+}
