@@ -151,14 +151,9 @@ func (s *Server) adminEvent(ctx context.Context, ev *config.Event) (adminEvent, 
 
 // GET /api/v1/admin/events
 func (s *Server) adminEvents(c *fiber.Ctx) error {
-	cfg := s.config()
-	out := make([]adminEvent, 0, len(cfg.Events))
-	for i := range cfg.Events {
-		e, err := s.adminEvent(c.UserContext(), &cfg.Events[i])
-		if err != nil {
-			return err
-		}
-		out = append(out, e)
+	out, err := everyEvent(c.UserContext(), s.config(), s.adminEvent)
+	if err != nil {
+		return err
 	}
 	return c.JSON(fiber.Map{"events": out})
 }

@@ -47,6 +47,7 @@ var (
 	errNotDrawn          = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the lottery is drawn when the sale opens"}
 	errDrawing           = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the sale has opened and the lottery is being drawn: try again in a few seconds", RetryAfter: 2}
 	errNotInLottery      = &apiError{Status: fiber.StatusNotFound, Code: "not_in_lottery", Message: "this ticket joined after the pre-queue: its place is first come, first served"}
+	errCrossSite         = &apiError{Status: fiber.StatusForbidden, Code: "cross_site", Message: "cross-site form post refused"}
 	errInternal          = &apiError{Status: fiber.StatusInternalServerError, Code: "internal", Message: "internal error"}
 )
 

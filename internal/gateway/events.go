@@ -144,15 +144,23 @@ func (s *Server) event(c *fiber.Ctx) (*config.Event, error) {
 	return ev, nil
 }
 
-func (s *Server) listEvents(c *fiber.Ctx) error {
-	cfg := s.config()
-	out := make([]eventJSON, 0, len(cfg.Events))
+// everyEvent is f of every event of cfg, in the config's order.
+func everyEvent[T any](ctx context.Context, cfg *config.Config, f func(context.Context, *config.Event) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(cfg.Events))
 	for i := range cfg.Events {
-		info, err := s.eventInfo(c.UserContext(), &cfg.Events[i])
+		v, err := f(ctx, &cfg.Events[i])
 		if err != nil {
-			return err
+			return nil, err
 		}
-		out = append(out, info)
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (s *Server) listEvents(c *fiber.Ctx) error {
+	out, err := everyEvent(c.UserContext(), s.config(), s.eventInfo)
+	if err != nil {
+		return err
 	}
 	noStore(c)
 	return c.JSON(fiber.Map{"events": out})

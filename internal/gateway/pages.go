@@ -377,16 +377,26 @@ func (s *Server) moveTo(c *fiber.Ctx, ev *config.Event, ticket string, from int6
 	return c.Redirect(to, fiber.StatusSeeOther)
 }
 
+// formEvent is the event of a form post of this site; another site's is
+// refused (403), as a fan's own forms never come from elsewhere.
+func (s *Server) formEvent(c *fiber.Ctx) (*config.Event, error) {
+	ev, err := s.event(c)
+	if err != nil {
+		return nil, err
+	}
+	if !s.sameSite(c) {
+		return nil, errCrossSite
+	}
+	return ev, nil
+}
+
 // moveForm: POST /e/:event/move — the fan said yes to the question of
 // takeOver: the place of form field t replaces the fan's here. Another
 // site's form post is refused, as the join and leave forms refuse it.
 func (s *Server) moveForm(c *fiber.Ctx) error {
-	ev, err := s.event(c)
+	ev, err := s.formEvent(c)
 	if err != nil {
 		return err
-	}
-	if !s.sameSite(c) {
-		return c.Status(fiber.StatusForbidden).SendString("cross-site form post refused")
 	}
 	t := c.FormValue("t")
 	if t == "" || s.line.CheckTicket(ev.ID, t) != nil {
@@ -400,12 +410,9 @@ func (s *Server) moveForm(c *fiber.Ctx) error {
 // join of the API, answered with a redirect (303): to the booking page when
 // admitted at once, else to the waiting room, which shows the place.
 func (s *Server) joinForm(c *fiber.Ctx) error {
-	ev, err := s.event(c)
+	ev, err := s.formEvent(c)
 	if err != nil {
 		return err
-	}
-	if !s.sameSite(c) {
-		return c.Status(fiber.StatusForbidden).SendString("cross-site form post refused")
 	}
 	room := "/e/" + ev.ID
 	if err := s.join(c); err != nil {
@@ -434,12 +441,9 @@ func (s *Server) joinForm(c *fiber.Ctx) error {
 // leaveForm: POST /e/:event/leave — leaving without JavaScript, once the
 // fan said yes on the leave page.
 func (s *Server) leaveForm(c *fiber.Ctx) error {
-	ev, err := s.event(c)
+	ev, err := s.formEvent(c)
 	if err != nil {
 		return err
-	}
-	if !s.sameSite(c) {
-		return c.Status(fiber.StatusForbidden).SendString("cross-site form post refused")
 	}
 	if t := s.ticketCookie(c, ev); t != "" {
 		if err := s.line.Leave(c.UserContext(), ev.ID, t); err != nil {

@@ -22,42 +22,33 @@ import (
 
 // LoadPrivateKey reads an Ed25519 private key in PKCS#8 PEM.
 func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("pass: signing key: %w", err)
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return nil, fmt.Errorf("pass: signing key %s: no PEM block", path)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("pass: signing key %s: %w", path, err)
-	}
-	ek, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("pass: signing key %s: not an Ed25519 key (%T)", path, k)
-	}
-	return ek, nil
+	return loadKey[ed25519.PrivateKey](path, "signing key", x509.ParsePKCS8PrivateKey)
 }
 
 // LoadPublicKey reads an Ed25519 public key in PKIX PEM.
 func LoadPublicKey(path string) (ed25519.PublicKey, error) {
+	return loadKey[ed25519.PublicKey](path, "public key", x509.ParsePKIXPublicKey)
+}
+
+// loadKey reads the one PEM block of the file at path and parses it into
+// a key of type K; what names the key in errors.
+func loadKey[K any](path, what string, parse func([]byte) (any, error)) (K, error) {
+	var zero K
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("pass: public key: %w", err)
+		return zero, fmt.Errorf("pass: %s: %w", what, err)
 	}
 	blk, _ := pem.Decode(b)
 	if blk == nil {
-		return nil, fmt.Errorf("pass: public key %s: no PEM block", path)
+		return zero, fmt.Errorf("pass: %s %s: no PEM block", what, path)
 	}
-	k, err := x509.ParsePKIXPublicKey(blk.Bytes)
+	k, err := parse(blk.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("pass: public key %s: %w", path, err)
+		return zero, fmt.Errorf("pass: %s %s: %w", what, path, err)
 	}
-	ek, ok := k.(ed25519.PublicKey)
+	ek, ok := k.(K)
 	if !ok {
-		return nil, fmt.Errorf("pass: public key %s: not an Ed25519 key (%T)", path, k)
+		return zero, fmt.Errorf("pass: %s %s: not an Ed25519 key (%T)", what, path, k)
 	}
 	return ek, nil
 }

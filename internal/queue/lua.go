@@ -166,11 +166,32 @@ local function join_state(stats, inventory, lottery, mode, pre, opens, closes, n
   return nil, js
 end
 
--- one join: its answer when it makes no place (a refusal, or {"account",
--- entry}: the account's place, which may be live: live(id, joined ms) says
--- what this layout can see of it), else nil, its sequence number and id.
--- A proof is spent only by a join that makes a place.
-local function join_one(js, k, now, random, acct, live, proof, proof_exp)
+-- a call's joins, begun: the reply with its head, the joins' count and
+-- their shared state; or the reply already answered for them all (a
+-- refusal, a layout bounce) and no state. The ARGV are the join scripts':
+-- a header of 8, then 5 per join.
+local function join_call(layout_k, want, stats, inventory, lottery, now)
+  local n = (#ARGV - 8) / 5
+  local out = {now, '', -1}
+  local function all(v)
+    for i = 1, n do out[i + 3] = v end
+    return out
+  end
+  if layout_k ~= want then return all({'layout', layout_k}) end
+  local refused, js = join_state(stats, inventory, lottery, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), now)
+  if refused then return all(refused) end
+  js.rate = js.rate or ARGV[5]
+  out[2], out[3] = js.rate, js.avail
+  return out, n, js
+end
+
+-- one join: its answer when it makes no place in line (a refusal;
+-- {"account", entry}: the account's place, which may be live: live(id,
+-- joined ms) says what this layout can see of it; {-1, seq, expiry}: let in
+-- at once, in passthrough, admitted and claimed now, its fan holds its
+-- pass), else nil, its sequence number and id. A proof is spent only by a
+-- join that makes a place.
+local function join_one(js, k, now, now_s, ttl, random, acct, live, proof, proof_exp)
   if acct ~= '' then
     local v = redis.call('HGET', k.accounts, acct)
     if v then
@@ -190,17 +211,14 @@ local function join_one(js, k, now, random, acct, live, proof, proof_exp)
   local id = b36(seq) .. '.' .. random
   if acct ~= '' then redis.call('HSET', k.accounts, acct, id .. ' ' .. now .. ' ?') end
   if js.until_open > 0 then redis.call('RPUSH', k.entries, id) end
+  if js.passthrough then
+    local exp = now + ttl
+    redis.call('ZADD', k.active, exp, id)
+    redis.call('HSET', k.claims, id, now_s)
+    js.admitted = js.admitted + 1
+    return {-1, seq, exp}
+  end
   return nil, seq, id
-end
-
--- a new place let in at once (passthrough): admitted and claimed now, its
--- fan holds its pass; counted joined and admitted on the event's tag.
-local function join_admit(js, k, id, now, now_s, ttl)
-  local exp = now + ttl
-  redis.call('ZADD', k.active, exp, id)
-  redis.call('HSET', k.claims, id, now_s)
-  js.admitted = js.admitted + 1
-  return exp
 end
 
 -- what the joins of a call write once: the sequence, the counters, the
@@ -309,6 +327,17 @@ local function expire_actives(active, inventory, holders, claims, now)
   end
   redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
   return #gone
+end
+
+-- a tick's start on the event's tag: the actives whose window ended are
+-- dropped; then whether the line is let in now (queueing, passthrough),
+-- how many are active, and the draw's bound (lotteryPrelude).
+local function tick_start(k, lottery, mode, opens, closes, now)
+  local expired = expire_actives(k.active, k.inventory, k.holders, k.claims, now)
+  local open = (not opens or now >= opens) and (not closes or now < closes)
+  local through = drawn_through(lottery)
+  if through == false then open = false end
+  return expired, redis.call('ZCARD', k.active), open and mode == 'queue', open and mode == 'passthrough', through
 end
 
 -- the budget of a tick: how many to let in now. The bucket refills at

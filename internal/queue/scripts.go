@@ -72,18 +72,8 @@ import (
 //	{"layout", k} (a sharded event)
 var joinScript = redis.NewScript(prelude + invPrelude + layoutPrelude + joinLua + placeLua + `
 local now, now_s = clock()
-local n = (#ARGV - 8) / 5
-local out = {now, '', -1}
-local function all(v)
-  for i = 1, n do out[i + 3] = v end
-  return out
-end
-local k = sharded(KEYS[4])
-if k then return all({'layout', k}) end
-local refused, js = join_state(KEYS[4], KEYS[5], KEYS[6], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), now)
-if refused then return all(refused) end
-js.rate = js.rate or ARGV[5]
-out[2], out[3] = js.rate, js.avail
+local out, n, js = join_call(sharded(KEYS[4]) or 1, 1, KEYS[4], KEYS[5], KEYS[6], now)
+if not js then return out end
 local keys = {stats = KEYS[4], active = KEYS[2], claims = KEYS[9], accounts = KEYS[8], entries = KEYS[7], spent = KEYS[10]}
 local function live(id)
   local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
@@ -93,11 +83,9 @@ local ttl = tonumber(ARGV[6])
 local p = placer(KEYS[1], KEYS[3], 1, poll_per(tonumber(js.rate)), tonumber(ARGV[7]), now)
 for i = 1, n do
   local a = 9 + 5 * (i - 1)
-  local answer, seq, id = join_one(js, keys, now, ARGV[a], ARGV[a + 2], live, ARGV[a + 3], ARGV[a + 4])
+  local answer, seq, id = join_one(js, keys, now, now_s, ttl, ARGV[a], ARGV[a + 2], live, ARGV[a + 3], ARGV[a + 4])
   if answer then
     out[i + 3] = answer
-  elseif js.passthrough then
-    out[i + 3] = {-1, seq, join_admit(js, keys, id, now, now_s, ttl)}
   else
     local score = seq
     if js.until_open > 0 then score = tonumber(ARGV[a + 1]) end
@@ -130,18 +118,9 @@ return out
 //	a refusal, {"account", entry}, {"layout", k} as joinScript's
 var joinGlobalScript = redis.NewScript(prelude + invPrelude + layoutPrelude + joinLua + `
 local now, now_s = clock()
-local n = (#ARGV - 8) / 5
-local out = {now, '', -1}
-local function all(v)
-  for i = 1, n do out[i + 3] = v end
-  return out
-end
-local k = layout(KEYS[1], tonumber(ARGV[7]))
-if k ~= tonumber(ARGV[7]) then return all({'layout', k}) end
-local refused, js = join_state(KEYS[1], KEYS[3], KEYS[5], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), now)
-if refused then return all(refused) end
-js.rate = js.rate or ARGV[5]
-out[2], out[3] = js.rate, js.avail
+local want = tonumber(ARGV[7])
+local out, n, js = join_call(layout(KEYS[1], want), want, KEYS[1], KEYS[3], KEYS[5], now)
+if not js then return out end
 local keys = {stats = KEYS[1], active = KEYS[2], claims = KEYS[4], accounts = KEYS[7], entries = KEYS[6], spent = KEYS[8]}
 local ttl = tonumber(ARGV[6])
 for i = 1, n do
@@ -151,14 +130,8 @@ for i = 1, n do
     local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
     return (exp and exp > now) or id ~= replace or now - joined < ` + accountGraceMs + `
   end
-  local answer, seq, id = join_one(js, keys, now, ARGV[a], ARGV[a + 1], live, ARGV[a + 3], ARGV[a + 4])
-  if answer then
-    out[i + 3] = answer
-  elseif js.passthrough then
-    out[i + 3] = {-1, seq, join_admit(js, keys, id, now, now_s, ttl)}
-  else
-    out[i + 3] = {-2, seq, js.until_open}
-  end
+  out[i + 3] = join_one(js, keys, now, now_s, ttl, ARGV[a], ARGV[a + 1], live, ARGV[a + 3], ARGV[a + 4])
+    or {-2, js.seq0 + js.joined, js.until_open}
 end
 join_done(js, keys, ARGV[8])
 return out
@@ -487,18 +460,10 @@ var tickScript = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryP
 local now, now_s = clock()
 local k = sharded(KEYS[4])
 if k then return {'layout', k} end
-local mode = ARGV[1]
-local opens, closes = tonumber(ARGV[2]), tonumber(ARGV[3])
 local rate, cap, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local keys = {active = KEYS[2], claims = KEYS[10], holders = KEYS[7], inventory = KEYS[6], stats = KEYS[4], bucket = KEYS[5], report = KEYS[9]}
-
-local expired = expire_actives(KEYS[2], KEYS[6], KEYS[7], KEYS[10], now)
-local active = redis.call('ZCARD', KEYS[2])
-local open = (not opens or now >= opens) and (not closes or now < closes)
-local through = drawn_through(KEYS[8])
-if through == false then open = false end
-local queueing = open and mode == 'queue'
-local n, room = budget(KEYS[5], KEYS[6], rate, cap, active, redis.call('ZCARD', KEYS[1]), queueing, open and mode == 'passthrough', tonumber(ARGV[8]), now)
+local expired, active, queueing, passthrough, through = tick_start(keys, KEYS[8], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), now)
+local n, room = budget(KEYS[5], KEYS[6], rate, cap, active, redis.call('ZCARD', KEYS[1]), queueing, passthrough, tonumber(ARGV[8]), now)
 
 local live, abandoned = front(KEYS[1], KEYS[3], KEYS[4], n, tonumber(ARGV[7]), 1, through, now_s)
 keys.holding = #live > 0 and redis.call('EXISTS', KEYS[7]) == 1 and room >= 0
@@ -567,15 +532,9 @@ local epoch = redis.call('HINCRBY', KEYS[8], 'epoch', 1)
 local mark = tonumber(redis.call('HGET', KEYS[8], 'mark')) or 0
 redis.call('HSET', KEYS[8], 'mark', redis.call('HGET', KEYS[1], 'seq') or 0)
 
-local mode = ARGV[3]
-local opens, closes = tonumber(ARGV[4]), tonumber(ARGV[5])
-local expired = expire_actives(KEYS[2], KEYS[4], KEYS[5], KEYS[6], now)
-local active = redis.call('ZCARD', KEYS[2])
-local open = (not opens or now >= opens) and (not closes or now < closes)
-local through = drawn_through(KEYS[9])
-if through == false then open = false end
-local queueing = open and mode == 'queue'
-local n, room, soldout, avail = budget(KEYS[3], KEYS[4], tonumber(ARGV[6]), tonumber(ARGV[7]), active, nil, queueing, open and mode == 'passthrough', tonumber(ARGV[8]), now)
+local keys = {active = KEYS[2], claims = KEYS[6], holders = KEYS[5], inventory = KEYS[4]}
+local expired, active, queueing, passthrough, through = tick_start(keys, KEYS[9], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), now)
+local n, room, soldout, avail = budget(KEYS[3], KEYS[4], tonumber(ARGV[6]), tonumber(ARGV[7]), active, nil, queueing, passthrough, tonumber(ARGV[8]), now)
 local q = 0
 if queueing then q = 1 end
 -- Nobody to hand over: the lease is given back now (the shards' steps

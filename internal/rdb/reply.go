@@ -41,34 +41,26 @@ func (r *Reply) Str(i int) string {
 
 // Int is element i as an integer (an integer reply or a decimal string).
 func (r *Reply) Int(i int) int64 {
-	switch x := r.At(i).(type) {
-	case int64:
-		return x
-	case string:
-		n, err := strconv.ParseInt(x, 10, 64)
-		if err != nil && r.err == nil {
-			r.err = err
-		}
-		return n
-	}
-	if r.err == nil {
-		r.err = fmt.Errorf("reply element %d is %T", i, r.At(i))
-	}
-	return 0
+	return number(r, i, func(n int64) int64 { return n }, func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) })
 }
 
 // Float is element i as a float (floats come back as strings: Redis
 // truncates Lua numbers in replies to integers).
 func (r *Reply) Float(i int) float64 {
+	return number(r, i, func(n int64) float64 { return float64(n) }, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
+}
+
+// number reads element i, an integer reply or a string, as a T.
+func number[T int64 | float64](r *Reply, i int, fromInt func(int64) T, parse func(string) (T, error)) T {
 	switch x := r.At(i).(type) {
 	case int64:
-		return float64(x)
+		return fromInt(x)
 	case string:
-		f, err := strconv.ParseFloat(x, 64)
+		v, err := parse(x)
 		if err != nil && r.err == nil {
 			r.err = err
 		}
-		return f
+		return v
 	}
 	if r.err == nil {
 		r.err = fmt.Errorf("reply element %d is %T", i, r.At(i))
