@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/health"
@@ -35,6 +36,16 @@ func PassAuth(v *pass.Verifier) Authenticate {
 
 // maxBody bounds every request body.
 const maxBody = 64 << 10
+
+// RequestBudget bounds each request's work in the booking core, its
+// database statements above all: a database that stops answering is a 503
+// from here, before the gateway's proxy gives up (gateway.proxy_timeout, 10 s
+// by default, must stay above it).
+const RequestBudget = 5 * time.Second
+
+// errBudgetSpent is why a request's context ends when RequestBudget passes
+// (context.Cause), as opposed to its caller going away.
+var errBudgetSpent = fmt.Errorf("booking: request took more than %s: %w", RequestBudget, context.DeadlineExceeded)
 
 // errorTable maps the domain's sentinel errors to the contract's statuses and
 // codes: the one place where that mapping lives.
@@ -94,7 +105,18 @@ func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) err
 	return h
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP serves r within RequestBudget.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeoutCause(r.Context(), RequestBudget, errBudgetSpent)
+	defer cancel()
+	h.mux.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// callerGone reports whether r's client went away (nobody to answer), as
+// opposed to its budget running out (answered 503).
+func callerGone(r *http.Request) bool {
+	return r.Context().Err() != nil && !errors.Is(context.Cause(r.Context()), errBudgetSpent)
+}
 
 // WithAdminToken turns on the operators' routes, guarded by token
 // (auth.admin_token), and returns h.
@@ -306,8 +328,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			continue
 		}
 		if e.err == ErrUnavailable {
-			if r.Context().Err() != nil {
-				return // the caller is gone
+			if callerGone(r) {
+				return
 			}
 			dbErrorsTotal.WithLabelValues("api").Inc()
 			h.log.Warn("booking request failed: database unavailable", "method", r.Method, "route", r.Pattern, "err", err)
@@ -326,8 +348,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, e.status, body)
 		return
 	}
-	if r.Context().Err() != nil {
-		return // the caller is gone
+	if callerGone(r) {
+		return
+	}
+	if errors.Is(context.Cause(r.Context()), errBudgetSpent) {
+		// Whatever the budget cut short answers as the outage it is.
+		h.fail(w, r, fmt.Errorf("%w: %w", ErrUnavailable, err))
+		return
 	}
 	h.log.Error("booking request failed", "method", r.Method, "route", r.Pattern, "err", err)
 	writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal", Message: "internal error"})
