@@ -89,15 +89,16 @@ type Handler struct {
 func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) error, log *slog.Logger) *Handler {
 	h := &Handler{svc: svc, auth: auth, log: log, mux: http.NewServeMux()}
 	const p = "/api/v1/booking"
-	h.mux.HandleFunc("GET "+p+"/showtimes/{id}/seats", h.withPass(h.seatMap))
-	h.mux.HandleFunc("POST "+p+"/showtimes/{id}/holds", h.withPass(h.hold))
-	h.mux.HandleFunc("DELETE "+p+"/holds/{holdId}", h.withPass(h.release))
-	h.mux.HandleFunc("POST "+p+"/holds/{holdId}/checkout", h.withPass(h.checkout))
-	h.mux.HandleFunc("POST "+p+"/payments/callback", h.callback)
-	h.mux.HandleFunc("GET "+p+"/payments/{paymentId}", h.withPass(h.paymentPage))
-	h.mux.HandleFunc("GET "+p+"/bookings/{id}", h.withPass(h.booking))
-	h.mux.HandleFunc("GET "+p+"/wallet", h.withPass(h.wallet))
-	h.mux.HandleFunc("POST "+p+"/admin/wallets/{account}/credits", h.withAdmin(h.credit))
+	route := func(pattern string, f http.HandlerFunc) { h.mux.HandleFunc(pattern, bounded(f)) }
+	route("GET "+p+"/showtimes/{id}/seats", h.withPass(h.seatMap))
+	route("POST "+p+"/showtimes/{id}/holds", h.withPass(h.hold))
+	route("DELETE "+p+"/holds/{holdId}", h.withPass(h.release))
+	route("POST "+p+"/holds/{holdId}/checkout", h.withPass(h.checkout))
+	route("POST "+p+"/payments/callback", h.callback)
+	route("GET "+p+"/payments/{paymentId}", h.withPass(h.paymentPage))
+	route("GET "+p+"/bookings/{id}", h.withPass(h.booking))
+	route("GET "+p+"/wallet", h.withPass(h.wallet))
+	route("POST "+p+"/admin/wallets/{account}/credits", h.withAdmin(h.credit))
 	health.Routes(h.mux, health.Check{Name: "postgres", Ping: ready})
 	h.mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such route"})
@@ -105,11 +106,17 @@ func NewHandler(svc *Service, auth Authenticate, ready func(context.Context) err
 	return h
 }
 
-// ServeHTTP serves r within RequestBudget.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeoutCause(r.Context(), RequestBudget, errBudgetSpent)
-	defer cancel()
-	h.mux.ServeHTTP(w, r.WithContext(ctx))
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// bounded runs a route within RequestBudget. It wraps each route, not the
+// mux: the mux writes the matched pattern into the request it is given,
+// where the middleware around (metrics, health) reads it back.
+func bounded(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeoutCause(r.Context(), RequestBudget, errBudgetSpent)
+		defer cancel()
+		next(w, r.WithContext(ctx))
+	}
 }
 
 // callerGone reports whether r's client went away (nobody to answer), as
