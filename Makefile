@@ -6,7 +6,26 @@ BIN     := bin
 PKGS    := ./...
 TESTFLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: run test bench build lint clean
+# Every parser of outside input has a fuzz target (docs/RELIABILITY.md,
+# "Fuzzing"), package:target. `make test` runs each a few seconds, `make
+# fuzz` for FUZZTIME each; what a run finds is kept in the package's
+# testdata/fuzz/<target>/ and replayed by every `go test`.
+FUZZ_TARGETS := \
+	./internal/queue:FuzzTicket \
+	./internal/proof:FuzzVerify \
+	./internal/account:FuzzVerify \
+	./internal/pass:FuzzVerify \
+	./internal/booking:FuzzHold \
+	./internal/booking:FuzzCheckout \
+	./internal/booking:FuzzCredit \
+	./internal/gateway:FuzzJoin \
+	./internal/gateway:FuzzAdminPatch \
+	./internal/gateway:FuzzForwardedHeaders \
+	./internal/config:FuzzParse
+FUZZTIME     ?= 2m
+FUZZMINIMIZE ?= 5s
+
+.PHONY: run test bench build lint clean fuzz fuzz-each
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -18,6 +37,19 @@ test: build
 	$(GO) vet $(PKGS)
 	$(BIN)/devstack test -- $(GO) test $(TESTFLAGS) $(PKGS)
 	$(BIN)/devstack test -- $(GO) test -count=1 -run 'Allocations' ./internal/queue ./internal/gateway
+	$(BIN)/devstack test -- $(MAKE) --no-print-directory fuzz-each FUZZTIME=3s FUZZMINIMIZE=10x
+
+fuzz: build
+	$(BIN)/devstack test -- $(MAKE) --no-print-directory fuzz-each FUZZTIME=$(FUZZTIME) FUZZMINIMIZE=$(FUZZMINIMIZE)
+
+# fuzz-each runs the targets one after the other (go test -fuzz takes one
+# package and one target), inside devstack (the booking targets need its
+# PostgreSQL).
+fuzz-each:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $$t for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $${t%%:*}; \
+	done
 
 bench: build
 	$(BIN)/devstack test -- $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m $$($(GO) list $(PKGS) | grep -v /internal/loadtest)

@@ -50,6 +50,16 @@ var errLineDown = errors.New("booking: the waiting room's line did not answer")
 // maxBody bounds every request body.
 const maxBody = 64 << 10
 
+// RequestBudget bounds each request's work in the booking core, its
+// database statements above all: a database that stops answering is a 503
+// from here, before the gateway's proxy gives up (gateway.proxy_timeout, 10 s
+// by default, must stay above it).
+const RequestBudget = 5 * time.Second
+
+// errBudgetSpent is why a request's context ends when RequestBudget passes
+// (context.Cause), as opposed to its caller going away.
+var errBudgetSpent = fmt.Errorf("booking: request took more than %s: %w", RequestBudget, context.DeadlineExceeded)
+
 // errorTable maps the domain's sentinel errors to the contract's statuses and
 // codes: the one place where that mapping lives.
 var errorTable = []struct {
@@ -94,17 +104,18 @@ type Handler struct {
 func NewHandler(svc *Service, auth Authenticate, line ActiveLine, ready func(context.Context) error, log *slog.Logger) *Handler {
 	h := &Handler{svc: svc, auth: auth, line: line, log: log, mux: http.NewServeMux()}
 	const p = "/api/v1/booking"
-	h.mux.HandleFunc("GET "+p+"/showtimes/{id}/seats", h.withPass(h.seatMap))
-	h.mux.HandleFunc("POST "+p+"/showtimes/{id}/holds", h.withPass(h.hold))
-	h.mux.HandleFunc("DELETE "+p+"/holds/{holdId}", h.withPass(h.release))
-	h.mux.HandleFunc("POST "+p+"/holds/{holdId}/checkout", h.withPass(h.checkout))
-	h.mux.HandleFunc("POST "+p+"/payments/callback", h.callback)
-	h.mux.HandleFunc("GET "+p+"/payments/{paymentId}", h.withPass(h.paymentPage))
+	route := func(pattern string, f http.HandlerFunc) { h.mux.HandleFunc(pattern, bounded(f)) }
+	route("GET "+p+"/showtimes/{id}/seats", h.withPass(h.seatMap))
+	route("POST "+p+"/showtimes/{id}/holds", h.withPass(h.hold))
+	route("DELETE "+p+"/holds/{holdId}", h.withPass(h.release))
+	route("POST "+p+"/holds/{holdId}/checkout", h.withPass(h.checkout))
+	route("POST "+p+"/payments/callback", h.callback)
+	route("GET "+p+"/payments/{paymentId}", h.withPass(h.paymentPage))
 	// The gate's one exception: a fan whose booking completed (and freed
 	// its place) can still read it.
-	h.mux.HandleFunc("GET "+p+"/bookings/{id}", h.withValidPass(h.booking))
-	h.mux.HandleFunc("GET "+p+"/wallet", h.withPass(h.wallet))
-	h.mux.HandleFunc("POST "+p+"/admin/wallets/{account}/credits", h.withAdmin(h.credit))
+	route("GET "+p+"/bookings/{id}", h.withValidPass(h.booking))
+	route("GET "+p+"/wallet", h.withPass(h.wallet))
+	route("POST "+p+"/admin/wallets/{account}/credits", h.withAdmin(h.credit))
 	health.Routes(h.mux, health.Check{Name: "postgres", Ping: ready})
 	h.mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such route"})
@@ -113,6 +124,23 @@ func NewHandler(svc *Service, auth Authenticate, line ActiveLine, ready func(con
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// bounded runs a route within RequestBudget. It wraps each route, not the
+// mux: the mux writes the matched pattern into the request it is given,
+// where the middleware around (metrics, health) reads it back.
+func bounded(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeoutCause(r.Context(), RequestBudget, errBudgetSpent)
+		defer cancel()
+		next(w, r.WithContext(ctx))
+	}
+}
+
+// callerGone reports whether r's client went away (nobody to answer), as
+// opposed to its budget running out (answered 503).
+func callerGone(r *http.Request) bool {
+	return r.Context().Err() != nil && !errors.Is(context.Cause(r.Context()), errBudgetSpent)
+}
 
 // WithAdminToken turns on the operators' routes, guarded by token
 // (auth.admin_token), and returns h.
@@ -366,8 +394,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			continue
 		}
 		if e.err == ErrUnavailable {
-			if r.Context().Err() != nil {
-				return // the caller is gone
+			if callerGone(r) {
+				return
 			}
 			if errors.Is(err, errLineDown) {
 				h.log.Warn("booking request failed: the waiting room's line (Redis) unavailable", "method", r.Method, "route", r.Pattern, "err", err)
@@ -390,8 +418,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, e.status, body)
 		return
 	}
-	if r.Context().Err() != nil {
-		return // the caller is gone
+	if callerGone(r) {
+		return
+	}
+	if errors.Is(context.Cause(r.Context()), errBudgetSpent) {
+		// Whatever the budget cut short answers as the outage it is.
+		h.fail(w, r, fmt.Errorf("%w: %w", ErrUnavailable, err))
+		return
 	}
 	h.log.Error("booking request failed", "method", r.Method, "route", r.Pattern, "err", err)
 	writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal", Message: "internal error"})

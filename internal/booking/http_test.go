@@ -196,3 +196,25 @@ func TestDatabaseDownIs503(t *testing.T) {
 		}
 	}
 }
+
+// The middleware around the booking API (metrics, the health summary the
+// adaptive admitter reads) sees the route each request matched: a hold
+// counts as a hold.
+func TestRoutesSeenAround(t *testing.T) {
+	e := setup(t)
+	h := booking.NewHealth(nil, e.log, nil)
+	var route string
+	api := e.srv.Config.Handler
+	srv := httptest.NewServer(h.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(w, r)
+		route = r.Pattern
+	})))
+	defer srv.Close()
+	e.srv = srv
+	if code, out, _ := e.call(fan(live, "fan"), http.MethodPost, "/api/v1/booking/showtimes/43/holds", `{"seats":["A1"]}`, nil); code != http.StatusCreated {
+		t.Fatalf("hold: %d %v", code, out)
+	}
+	if s := h.Summary(); route != "POST /api/v1/booking/showtimes/{id}/holds" || s.Holds != 1 {
+		t.Fatalf("around the API: route %q, %d holds; want the hold's pattern and 1 hold", route, s.Holds)
+	}
+}

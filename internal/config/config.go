@@ -74,6 +74,9 @@ type Gateway struct {
 	// JoinsPerIPPerMinute limits joins per client IP; 0 disables the limit.
 	JoinsPerIPPerMinute *int `yaml:"joins_per_ip_per_minute"`
 	// ProxyTimeout bounds one proxied call to the booking core (504 past it).
+	// Keep it above the booking core's own bound (booking.RequestBudget, 5 s),
+	// so that a database that stops answering reaches the fan as the booking
+	// core's 503 with Retry-After.
 	ProxyTimeout Duration `yaml:"proxy_timeout"`
 	// TrustedProxies are the CIDRs (or single addresses) of the load
 	// balancers in front: only from them are X-Forwarded-For,

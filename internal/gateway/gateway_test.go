@@ -77,7 +77,7 @@ type upstream struct {
 	holdFor  atomic.Int64 // how long a hold it grants lasts (default 20m)
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.hits.Add(1)
@@ -102,12 +102,12 @@ func newUpstream(t *testing.T) *upstream {
 	return u
 }
 
-func setup(t *testing.T, joinsPerIP int) *env { t.Helper(); return setupWith(t, joinsPerIP, "", "") }
+func setup(t testing.TB, joinsPerIP int) *env { t.Helper(); return setupWith(t, joinsPerIP, "", "") }
 
 // setupWith is setup with extra flow-style keys for the gateway: map
 // (starting with ", ") and the booking: map's content ("" = just the
 // payment secret); opts edit the gateway's options.
-func setupWith(t *testing.T, joinsPerIP int, gatewayKeys, bookingKeys string, opts ...func(*gateway.Options)) *env {
+func setupWith(t testing.TB, joinsPerIP int, gatewayKeys, bookingKeys string, opts ...func(*gateway.Options)) *env {
 	t.Helper()
 	rs, rc := testenv.Redis(t)
 	up := newUpstream(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 
 	"github.com/jackc/pgx/v5"
@@ -45,16 +46,18 @@ func interpretError(err error) error {
 func translate(err *error) { *err = interpretError(*err) }
 
 // isOutage reports whether err means the database cannot serve right now
-// (down, restarting, recovering, unreachable) rather than that the request or
-// the code is wrong: the caller answers 503 and the client retries. Decided
-// by the error itself, never by a ping after the fact.
+// (down, restarting, recovering, unreachable, silent) rather than that the
+// request or the code is wrong: the caller answers 503 and the client
+// retries. Decided by the error itself, never by a ping after the fact
+// (recovery may end between the two): TestOutageIsUnavailable produces each
+// of these on a real server.
 func isOutage(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
 		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08": // connection exception
 			return true
-		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin/crash shutdown, cannot connect now
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin/crash shutdown, cannot connect now (starting up, in recovery, shutting down)
 			return true
 		case pgErr.Code == "53300": // too many connections
 			return true
@@ -63,8 +66,20 @@ func isOutage(err error) bool {
 	}
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
-	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
-		pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded)
+	switch {
+	case errors.As(err, &connErr), errors.As(err, &netErr): // refused, reset, unreachable
+		return true
+	case pgconn.Timeout(err), errors.Is(err, context.DeadlineExceeded): // no answer within the request's bound
+		return true
+	case pgconn.SafeToRetry(err), errors.Is(err, pgconn.ErrConnClosed): // never sent, or on a connection already lost
+		return true
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		// The server closed the connection mid-statement without a word: its
+		// backend crashed or was killed (the postmaster then restarts every
+		// backend, 57P02, and recovers, 57P03).
+		return true
+	}
+	return false
 }
 
 // sessionError is interpretError for the payment simulator's store

@@ -1,8 +1,10 @@
 package localsvc
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -101,8 +103,24 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 	}
 }
 
-func (pg *Postgres) start(ctx context.Context) error {
+func (pg *Postgres) start(ctx context.Context) error { return pg.startAs(ctx, false) }
+
+// standbySignal is the file that starts a server as a standby.
+const standbySignal = "standby.signal"
+
+// startAs starts the server; inRecovery starts it as a standby that has no
+// primary to follow and refuses connections (see StartInRecovery).
+func (pg *Postgres) startAs(ctx context.Context, inRecovery bool) error {
 	data := filepath.Join(pg.opts.Dir, "data")
+	addr := "127.0.0.1:" + strconv.Itoa(pg.Port)
+	signal := filepath.Join(data, standbySignal)
+	if inRecovery {
+		if err := os.WriteFile(signal, nil, 0o600); err != nil {
+			return err
+		}
+	} else if err := os.Remove(signal); err != nil && !os.IsNotExist(err) {
+		return err
+	}
 	args := []string{
 		"-D", data, "-p", strconv.Itoa(pg.Port),
 		"-c", "listen_addresses=127.0.0.1",
@@ -113,6 +131,11 @@ func (pg *Postgres) start(ctx context.Context) error {
 	}
 	if pg.opts.Fast {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	ready := func() bool { return pgAnswer(addr) == "" }
+	if inRecovery {
+		args = append(args, "-c", "hot_standby=off")
+		ready = func() bool { return pgAnswer(addr) == "57P03" }
 	}
 	cmd := exec.Command(pg.bin, args...)
 	if _, _, err := runAs(cmd, "postgres"); err != nil {
@@ -127,8 +150,7 @@ func (pg *Postgres) start(ctx context.Context) error {
 		return fmt.Errorf("localsvc: start postgres: %w", err)
 	}
 	pg.p = p
-	addr := "127.0.0.1:" + strconv.Itoa(pg.Port)
-	if err := waitFor(ctx, p, logPath, func() bool { return pgReady(addr) }); err != nil {
+	if err := waitFor(ctx, p, logPath, ready); err != nil {
 		p.stop(syscall.SIGKILL, 0)
 		return fmt.Errorf("localsvc: postgres on %s: %w", addr, err)
 	}
@@ -154,12 +176,65 @@ func (pg *Postgres) Start(ctx context.Context) error {
 	return pg.start(ctx)
 }
 
-// pgReady sends a startup packet and waits for any answer that is not a
-// "starting up" error: the server then accepts connections.
-func pgReady(addr string) bool {
+// StartInRecovery starts a stopped server as a database in recovery that
+// never ends: a standby with no primary to follow and hot_standby off. It
+// listens, and refuses every connection with SQLSTATE 57P03 ("the database
+// system is not accepting connections"), as a server does while it replays
+// its WAL after a crash, until it is stopped. Start afterwards brings it back
+// as a primary on the same data.
+func (pg *Postgres) StartInRecovery(ctx context.Context) error {
+	if pg.p != nil && pg.p.running() {
+		return fmt.Errorf("localsvc: postgres on port %d is running", pg.Port)
+	}
+	return pg.startAs(ctx, true)
+}
+
+// Pause stops the server and every backend (SIGSTOP): connections stay
+// open and nothing answers, as on a hung host or behind a network that drops
+// everything. Resume continues it.
+func (pg *Postgres) Pause() error { return pg.signalAll(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (pg *Postgres) Resume() error { return pg.signalAll(syscall.SIGCONT) }
+
+// signalAll signals the postmaster and each process it forked: these run in
+// sessions of their own (setsid), so the process group does not reach them.
+func (pg *Postgres) signalAll(sig syscall.Signal) error {
+	if pg.p == nil || !pg.p.running() {
+		return fmt.Errorf("localsvc: postgres on port %d is not running", pg.Port)
+	}
+	pid := pg.p.cmd.Process.Pid
+	if err := syscall.Kill(pid, sig); err != nil {
+		return err
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid …: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(pid) {
+			continue
+		}
+		child, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		_ = syscall.Kill(child, sig)
+	}
+	return nil
+}
+
+// pgAnswer sends a startup packet and says how the server answered: "" for
+// an authentication request (it accepts connections), the SQLSTATE of an
+// error (57P03 while it is starting up or in recovery), "?" for no answer.
+func pgAnswer(addr string) string {
 	c, err := dialTimeout(addr)
 	if err != nil {
-		return false
+		return "?"
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
@@ -168,15 +243,29 @@ func pgReady(addr string) bool {
 	msg := []byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n), 0, 3, 0, 0}
 	msg = append(msg, params...)
 	if _, err := c.Write(msg); err != nil {
-		return false
+		return "?"
 	}
-	buf := make([]byte, 512)
-	k, err := c.Read(buf)
+	buf := make([]byte, 2048)
+	k, err := io.ReadAtLeast(c, buf, 1)
 	if err != nil || k < 1 {
-		return false
+		return "?"
 	}
-	// 'R' = authentication request (ok). 'E' = error, e.g. "the database system is starting up".
-	return buf[0] == 'R'
+	switch buf[0] {
+	case 'R': // authentication request
+		return ""
+	case 'E': // error: fields after the 5-byte header, each a type byte and a C string
+		for f := buf[5:k]; len(f) > 1; {
+			end := bytes.IndexByte(f[1:], 0)
+			if end < 0 {
+				break
+			}
+			if f[0] == 'C' {
+				return string(f[1 : 1+end])
+			}
+			f = f[2+end:]
+		}
+	}
+	return "?"
 }
 
 func dialTimeout(addr string) (net.Conn, error) {

@@ -98,6 +98,8 @@ type Options struct {
 	// Admitter is extra flow-style keys of admitter: (starting with ", "),
 	// e.g. `, adaptive: {hold_p99: "300ms"}`.
 	Admitter string
+	// ProxyTimeout is gateway.proxy_timeout (default "5s").
+	ProxyTimeout string
 }
 
 // Stack is a running waitroom.
@@ -150,6 +152,9 @@ func Start(t testing.TB, o Options) *Stack {
 	if o.Gateways == 0 {
 		o.Gateways = 1
 	}
+	if o.ProxyTimeout == "" {
+		o.ProxyTimeout = "5s"
+	}
 	var (
 		rs       *localsvc.Redis
 		cluster  *localsvc.Cluster
@@ -189,7 +194,7 @@ func Start(t testing.TB, o Options) *Stack {
 	cfg := fmt.Sprintf(`redis: {url: %q, wait_replicas: %d}
 postgres: {url: %q}
 auth: {ticket_secret: %q, signing_key_file: %q, admin_token: %q}
-gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: "5s", trusted_proxies: %s}
+gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: %q, trusted_proxies: %s}
 admitter: {addr: "127.0.0.1:0", tick: %q%s}
 booking:
   addr: %q
@@ -197,7 +202,7 @@ booking:
 %s
 events:
 %s
-`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, gw, s.Booking, o.JoinsPerIP, yamlList(o.TrustedProxies), o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
+`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, gw, s.Booking, o.JoinsPerIP, o.ProxyTimeout, yamlList(o.TrustedProxies), o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
 	s.ConfigPath = filepath.Join(dir, "waitroom.yaml")
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

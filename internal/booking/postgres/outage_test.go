@@ -1,0 +1,245 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
+)
+
+// outageDB is a private PostgreSQL server (the shared test server must never
+// be stopped, paused or crashed) with a migrated, seeded database, and the
+// store on it.
+type outageDB struct {
+	pg    *localsvc.Postgres
+	url   string
+	store *Store
+}
+
+func startOutageDB(t *testing.T) *outageDB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "wr-out-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	pg, err := localsvc.StartPostgres(ctx, localsvc.PostgresOptions{Dir: dir, Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Resumed first: a paused server would not hear the stop.
+	t.Cleanup(func() { _ = pg.Resume(); pg.Stop() })
+	admin, err := pgx.Connect(ctx, pg.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE outage"); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close(ctx)
+	url := pg.URL("outage")
+	if err := Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store := New(pool)
+	if _, err := store.Seed(ctx, showtimes(1)); err != nil {
+		t.Fatal(err)
+	}
+	return &outageDB{pg: pg, url: url, store: store}
+}
+
+// warm has the store serve once, so that its pool holds live connections
+// when the fault comes (the harder case: a fresh pool only connects).
+func (d *outageDB) warm(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		_, err := d.store.SeatMap(ctx, 1)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the database does not serve again: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// blockedHold starts a hold of seat A1 that waits on a row lock the test
+// holds, and returns the pid of the backend serving it and where its error
+// will come.
+func (d *outageDB) blockedHold(t *testing.T) (pid uint32, done <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	locker, err := pgx.Connect(ctx, d.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locker.Close(context.Background()) })
+	if _, err := locker.Exec(ctx, "BEGIN; SELECT 1 FROM seats WHERE showtime_id = 1 AND seat_code = 'A1' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.store.Hold(ctx, holdReq(1, "fan-"+booking.NewID(), []string{"A1"}, nil))
+		errc <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		err := locker.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+		                               WHERE datname = current_database() AND wait_event_type = 'Lock' LIMIT 1`).Scan(&pid)
+		if err == nil {
+			return pid, errc
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the hold never waited on the seat's lock")
+	return 0, nil
+}
+
+// sqlState is the SQLSTATE err carries, "" for none.
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// However PostgreSQL fails, the store says booking.ErrUnavailable (the HTTP
+// table's 503 with Retry-After), decided by the error it got, never by a
+// ping afterwards: refused connections (the server stopped), a database in
+// recovery (57P03), a backend terminated by an operator (57P01) or crashed
+// (the connection cut mid-statement, then 57P02 and crash recovery), and a
+// server that stops answering (the caller's deadline, here 1 s).
+func TestOutageIsUnavailable(t *testing.T) {
+	d := startOutageDB(t)
+	ctx := context.Background()
+	call := func(t *testing.T, within time.Duration) error {
+		t.Helper()
+		c, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		_, err := d.store.SeatMap(c, 1)
+		return err
+	}
+	unavailable := func(t *testing.T, what string, err error, state string) {
+		t.Helper()
+		switch {
+		case err == nil:
+			t.Fatalf("%s: no error", what)
+		case !errors.Is(err, booking.ErrUnavailable):
+			t.Fatalf("%s: %v (SQLSTATE %q); want booking.ErrUnavailable", what, err, sqlState(err))
+		case state != "" && sqlState(err) != state:
+			t.Fatalf("%s: %v; want SQLSTATE %s (the fault under test)", what, err, state)
+		}
+	}
+
+	t.Run("refused", func(t *testing.T) {
+		d.warm(t)
+		d.pg.Stop()
+		defer func() {
+			if err := d.pg.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		// The pool's connections were closed by the shutdown; new ones are refused.
+		for range 3 {
+			unavailable(t, "seat map", call(t, 5*time.Second), "")
+			_, err := d.store.Hold(ctx, holdReq(1, "refused", []string{"B1"}, nil))
+			unavailable(t, "hold", err, "")
+		}
+	})
+
+	t.Run("in recovery", func(t *testing.T) {
+		d.warm(t)
+		d.pg.Stop()
+		if err := d.pg.StartInRecovery(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			d.pg.Stop()
+			if err := d.pg.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		// The first calls may meet the old connections' end; then every
+		// new connection is refused with 57P03.
+		var err error
+		for range 3 {
+			err = call(t, 5*time.Second)
+			unavailable(t, "seat map", err, "")
+		}
+		unavailable(t, "seat map", err, "57P03")
+	})
+
+	t.Run("terminated", func(t *testing.T) {
+		d.warm(t)
+		pid, done := d.blockedHold(t)
+		var ok bool
+		if err := d.store.pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+			t.Fatalf("pg_terminate_backend(%d): %v %v", pid, ok, err)
+		}
+		unavailable(t, "hold whose backend was terminated", <-done, "57P01")
+	})
+
+	t.Run("backend crashed", func(t *testing.T) {
+		d.warm(t)
+		pid, done := d.blockedHold(t)
+		// The postmaster ends every other backend (57P02) and replays its
+		// WAL; meanwhile connections are refused (57P03).
+		if err := syscall.Kill(int(pid), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		unavailable(t, "hold whose backend crashed", <-done, "")
+		for range 3 {
+			if err := call(t, 5*time.Second); err != nil {
+				unavailable(t, "seat map during crash recovery", err, "")
+			}
+		}
+	})
+
+	t.Run("stops answering", func(t *testing.T) {
+		d.warm(t)
+		if err := d.pg.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := d.pg.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		for range 2 {
+			start := time.Now()
+			err := call(t, time.Second)
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("seat map took %s with a 1s deadline", took)
+			}
+			unavailable(t, "seat map", err, "")
+			start = time.Now()
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			_, err = d.store.Hold(c, holdReq(1, "paused", []string{"C1"}, nil))
+			cancel()
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("hold took %s with a 1s deadline", took)
+			}
+			unavailable(t, "hold", err, "")
+		}
+	})
+	d.warm(t)
+}

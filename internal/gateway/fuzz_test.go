@@ -1,0 +1,183 @@
+package gateway_test
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"html"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/waitroom/waitroom/internal/account"
+	"github.com/waitroom/waitroom/internal/gateway"
+)
+
+// The gateway's parsers of outside input, fuzzed through the real fiber
+// application (its handler called in process with a request the fuzzer
+// shaped, on a real Redis): the join request, the operators' PATCH body,
+// and the forwarded headers. Whatever comes, no answer is a 5xx, a JSON
+// refusal carries an error code, and what the answer prints comes only from
+// where the contract lets it.
+
+// fuzzAccountKey is the origin site's key the fuzzed gateways trust.
+var fuzzAccountKey = ed25519.NewKeyFromSeed([]byte("gateway-fuzz-account-seed-012345"))
+
+// fuzzServe sends one request the fuzzer shaped to e's gateway from peer,
+// and returns its answer; a 5xx fails t.
+func fuzzServe(t *testing.T, e *env, peer net.IP, method, uri, host string, body []byte, hdr ...string) resp {
+	t.Helper()
+	var req fasthttp.Request
+	req.Header.SetMethod(method)
+	req.SetRequestURI(uri)
+	if host != "" {
+		req.Header.SetHost(host)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] != "" {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	req.SetBody(body)
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, &net.TCPAddr{IP: peer, Port: 40000}, nil)
+	e.srv.App().Handler()(&ctx)
+	out := resp{code: ctx.Response.StatusCode(), hdr: http.Header{}, raw: append([]byte(nil), ctx.Response.Body()...)}
+	ctx.Response.Header.VisitAll(func(k, v []byte) { out.hdr.Add(string(k), string(v)) })
+	if out.code >= 500 {
+		t.Fatalf("%s %q from %s (Host %q, headers %q, body %q): %d %s; want no 5xx", method, uri, peer, host, hdr, body, out.code, out.raw)
+	}
+	if strings.HasPrefix(out.hdr.Get("Content-Type"), "application/json") {
+		err := json.Unmarshal(out.raw, &out.body)
+		if err != nil || (out.code >= 400 && out.body["error"] == nil) {
+			t.Fatalf("%s %q: %d %s; want a JSON object (with an error code when refused)", method, uri, out.code, out.raw)
+		}
+	}
+	return out
+}
+
+// FuzzJoin: POST /api/v1/events/{event}/tickets with the fan's words: the
+// event in the path, a ticket (X-Waitroom-Ticket, cookie), a proof, an
+// account token, and a body (join has none; one sent is ignored). The
+// answer is one the contract lets a join give.
+func FuzzJoin(f *testing.F) {
+	e := setupWith(f, 0, "", "", func(o *gateway.Options) {
+		o.Accounts = account.NewVerifier([]ed25519.PublicKey{fuzzAccountKey.Public().(ed25519.PublicKey)}, nil)
+	})
+	ticket := e.join("premiere").body["ticket"].(string)
+	tok, err := account.Mint(fuzzAccountKey, "acct-42", "", time.Now(), time.Hour)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add("premiere", ticket, "", "", "", []byte(nil))
+	f.Add("premiere", "", "wr_t_premiere="+ticket, "", tok, []byte(`{}`))
+	f.Add("other", ticket, "", "AAAA:1", "", []byte(nil))
+	f.Add("shut", "", "", "", "", []byte(nil))
+	f.Add("later", "", "wr_t_later=x; wr_u="+tok, "", "", []byte(nil))
+	f.Add("nope", "x", "wr_t_nope", "", "eyJhbGciOiJub25lIn0.e30.", []byte("garbage"))
+	f.Add("premiere/../other", strings.Repeat("A", 300), "", strings.Repeat("9", 90), "a.b.c", []byte(nil))
+	allowed := map[int]bool{200: true, 201: true, 400: true, 401: true, 403: true, 404: true, 405: true, 409: true, 410: true, 428: true, 429: true}
+	f.Fuzz(func(t *testing.T, event, ticket, cookie, proof, acct string, body []byte) {
+		r := fuzzServe(t, e, net.IPv4(198, 51, 100, 7), http.MethodPost, "/api/v1/events/"+url.PathEscape(event)+"/tickets", "", body,
+			"X-Waitroom-Ticket", ticket, "Cookie", cookie, "X-Waitroom-Proof", proof, "X-Waitroom-Account", acct)
+		if !allowed[r.code] {
+			t.Fatalf("join of %q: %d %s; not an answer a join gives", event, r.code, r.raw)
+		}
+		if r.code == http.StatusCreated || r.code == http.StatusOK {
+			if tk, _ := r.body["ticket"].(string); tk == "" || r.hdr.Get("Cache-Control") != "no-store" {
+				t.Fatalf("join of %q: %d %s (Cache-Control %q); want a ticket, no-store", event, r.code, r.raw, r.hdr.Get("Cache-Control"))
+			}
+		}
+	})
+}
+
+// FuzzAdminPatch: the operators' PATCH /api/v1/admin/events/{event}, its
+// JSON body ({"mode","admitPerSecond","maxActive"}, each a value or null).
+// For an event, 200 is for an object naming only those settings, anything
+// else 400 naming the field; a path that names no event is refused.
+func FuzzAdminPatch(f *testing.F) {
+	const token = "fuzz-admin-token-0123456789abcdef"
+	e := setupWith(f, 0, "", "", func(o *gateway.Options) { o.Config.Auth.AdminToken = token })
+	for _, b := range []string{
+		`{"mode":"paused"}`, `{"admitPerSecond":12.5,"maxActive":40}`, `{"mode":null,"admitPerSecond":null}`,
+		`{"maxActive":1e9}`, `{"maxActive":1.5}`, `{"admitPerSecond":-1}`, `{"admitPerSecond":"5"}`,
+		`{"mode":"queue","extra":1}`, `{}`, `null`, `[]`, `{"mode":"paused"}{}`, `{"maxActive":1e400}`,
+	} {
+		f.Add("premiere", []byte(b))
+	}
+	f.Add("unknown", []byte(`{"mode":"paused"}`))
+	fields := map[string]bool{"mode": true, "admitPerSecond": true, "maxActive": true}
+	f.Fuzz(func(t *testing.T, event string, body []byte) {
+		r := fuzzServe(t, e, net.IPv4(198, 51, 100, 7), http.MethodPatch, "/api/v1/admin/events/"+url.PathEscape(event), "", body,
+			"Authorization", "Bearer "+token, "Content-Type", "application/json")
+		switch {
+		case r.code == http.StatusOK:
+			var m map[string]json.RawMessage
+			if event != "premiere" || json.Unmarshal(body, &m) != nil || len(m) == 0 {
+				t.Fatalf("PATCH %q with %q: 200; want a refusal", event, body)
+			}
+			for k := range m {
+				if !fields[k] {
+					t.Fatalf("PATCH %q with %q: 200 though it names %q; want 400 naming it", event, body, k)
+				}
+			}
+		case event == "premiere" && r.code != http.StatusBadRequest:
+			t.Fatalf("PATCH %q with %q: %d %s; want 200 or 400", event, body, r.code, r.raw)
+		case r.code < 400:
+			// No event, or a path that is no event's (corpus ad4f6727…:
+			// "" is the events' list, 405 for a PATCH): a refusal.
+			t.Fatalf("PATCH %q with %q: %d %s; want a refusal", event, body, r.code, r.raw)
+		}
+	})
+}
+
+// linkBase is a share link's base: a scheme and a host a link may carry.
+var linkBase = regexp.MustCompile(`^https?://[A-Za-z0-9._:\[\]-]{1,259}$`)
+
+// FuzzForwardedHeaders: Host, X-Forwarded-For, -Host and -Proto, Origin,
+// Referer and Sec-Fetch-Site, from a balancer the gateway trusts or from
+// anyone, on the waiting room page (whose share link is built from them)
+// and on a join (whose budget is counted by the fan's address). No answer
+// is a 5xx; the share link is relative or on a well-formed host, and that
+// host is the request's own Host unless a trusted balancer named another.
+func FuzzForwardedHeaders(f *testing.F) {
+	e := setupWith(f, 1000, `, trusted_proxies: ["`+balancer+`/32", "2001:db8::/32"]`, "")
+	ticket := e.join("premiere").body["ticket"].(string)
+	f.Add(true, "backend:8080", "198.51.100.7", "tickets.example", "https", "", "", "")
+	f.Add(true, "backend:8080", "203.0.113.9, 192.0.2.10", "evil.example, tickets.example", "http, https", "https://tickets.example", "", "same-origin")
+	f.Add(false, "tickets.example", "1.2.3.4", "evil.example", "https", "https://evil.example", "https://evil.example/x", "cross-site")
+	f.Add(true, "[::1]:8080", "::ffff:1.2.3.4, 2001:db8::1", "[2001:db8::1]:443", "HTTPS", "null", "/relative", "none")
+	f.Add(true, "a b", "not-an-ip", "x/y?z@w", "ftp", "http://[::1", "%zz", "same-site")
+	f.Add(false, strings.Repeat("h", 300), strings.Repeat("1.1.1.1,", 50), strings.Repeat("x", 300), "https", "", "", "")
+	f.Fuzz(func(t *testing.T, trusted bool, host, xff, xfh, xfp, origin, referer, site string) {
+		peer := net.ParseIP(stranger)
+		if trusted {
+			peer = net.ParseIP(balancer)
+		}
+		hdr := []string{"X-Forwarded-For", xff, "X-Forwarded-Host", xfh, "X-Forwarded-Proto", xfp,
+			"Origin", origin, "Referer", referer, "Sec-Fetch-Site", site, "Cookie", "wr_t_premiere=" + ticket}
+		page := fuzzServe(t, e, peer, http.MethodGet, "/e/premiere", host, nil, hdr...)
+		if m := shareLinkRE.FindSubmatch(page.raw); m != nil {
+			link := html.UnescapeString(string(m[1]))
+			i := strings.Index(link, "/e/premiere?t=")
+			if i < 0 {
+				t.Fatalf("share link %q; want …/e/premiere?t=…", link)
+			}
+			if base := link[:i]; base != "" {
+				if !linkBase.MatchString(base) {
+					t.Fatalf("share link %q (Host %q, X-Forwarded-Host %q); want a relative link or one on a well-formed host", link, host, xfh)
+				}
+				if h := base[strings.Index(base, "//")+2:]; !trusted && h != host {
+					t.Fatalf("share link %q for a stranger whose Host is %q; want the request's own Host", link, host)
+				}
+			}
+		}
+		fuzzServe(t, e, peer, http.MethodGet, "/e/premiere?t="+url.QueryEscape(ticket), host, nil, hdr...)
+		fuzzServe(t, e, peer, http.MethodPost, "/api/v1/events/premiere/tickets", host, nil, hdr...)
+	})
+}
