@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // The booking API's parsers of outside input, fuzzed through the real
@@ -45,9 +46,15 @@ func fuzzSetup(f *testing.F) *fuzzEnv {
 	return &fuzzEnv{env: e, h: e.srv.Config.Handler}
 }
 
-// fan is a customer of live no other execution uses (its own hold limits).
-func (fe *fuzzEnv) fan() booking.Pass {
-	return booking.NewPass(fmt.Sprintf("fz%d.%d", fe.seq.Add(1), time.Now().UnixNano()), "", "live")
+// fan is a customer of live no other execution uses (its own hold limits),
+// admitted through the line (the booking core asks it whether the pass's
+// ticket is active).
+func (fe *fuzzEnv) fan(t *testing.T) booking.Pass {
+	r, err := fe.line.JoinWith(context.Background(), "live", admitAtOnce, queue.JoinOptions{})
+	if err != nil || r.State != queue.Admitted {
+		t.Fatalf("join live: %+v, %v; want admitted at once", r, err)
+	}
+	return booking.NewPass(r.ID, "", "live")
 }
 
 // serve answers one request in process.
@@ -122,7 +129,7 @@ func FuzzHold(f *testing.F) {
 		f.Add(s.id, []byte(s.body))
 	}
 	f.Fuzz(func(t *testing.T, id string, body []byte) {
-		code, out := fe.serve(t, fe.fan(), http.MethodPost, "/api/v1/booking/showtimes/"+url.PathEscape(id)+"/holds", body, nil)
+		code, out := fe.serve(t, fe.fan(t), http.MethodPost, "/api/v1/booking/showtimes/"+url.PathEscape(id)+"/holds", body, nil)
 		if code != http.StatusCreated {
 			return
 		}
@@ -172,7 +179,7 @@ func FuzzCheckout(f *testing.F) {
 		f.Add(s.key, []byte(s.body))
 	}
 	f.Fuzz(func(t *testing.T, key string, body []byte) {
-		p := fe.fan()
+		p := fe.fan(t)
 		p = booking.NewPass(p.Ticket, "fz-"+p.Ticket, p.Event)
 		points := int64(1_000_000)
 		if _, err := fe.svc.Credit(context.Background(), p.Account, booking.CreditInput{Points: &points, Reference: "fz"}); err != nil {

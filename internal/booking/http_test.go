@@ -211,7 +211,8 @@ func TestRoutesSeenAround(t *testing.T) {
 	})))
 	defer srv.Close()
 	e.srv = srv
-	if code, out, _ := e.call(fan(live, "fan"), http.MethodPost, "/api/v1/booking/showtimes/43/holds", `{"seats":["A1"]}`, nil); code != http.StatusCreated {
+	p, _ := e.admit("live", "")
+	if code, out, _ := e.call(p, http.MethodPost, "/api/v1/booking/showtimes/43/holds", `{"seats":["A1"]}`, nil); code != http.StatusCreated {
 		t.Fatalf("hold: %d %v", code, out)
 	}
 	if s := h.Summary(); route != "POST /api/v1/booking/showtimes/{id}/holds" || s.Holds != 1 {
