@@ -10,7 +10,6 @@ import (
 	"net/http"
 
 	"github.com/waitroom/waitroom/internal/admission"
-	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
@@ -24,15 +23,11 @@ func main() { service.Main("admitter", run) }
 // run ticks until ctx ends, then stops gracefully: the tick in flight
 // finishes (a script runs whole or not at all).
 func run(ctx context.Context, p service.Process) error {
-	cfg, err := config.Load(p.ConfigPath)
+	cfg := p.Config
+	redis, err := rdb.Open(cfg.Redis.URL, "admitter", cfg.Redis.WaitReplicas)
 	if err != nil {
 		return err
 	}
-	redis, err := rdb.Open(cfg.Redis.URL, "admitter")
-	if err != nil {
-		return err
-	}
-	redis.WaitReplicas(cfg.Redis.WaitReplicas)
 	defer redis.Close()
 	line := queue.New(redis, []byte(cfg.Auth.TicketSecret))
 	adm := admission.New(admission.Options{Line: line, Operators: operators.New(redis), Config: cfg, ConfigPath: p.ConfigPath, Log: p.Log})

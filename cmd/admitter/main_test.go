@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
@@ -42,7 +43,12 @@ events:
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, service.Process{ConfigPath: path, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+		cfg, err := config.Load(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		done <- run(ctx, service.Process{Config: cfg, ConfigPath: path, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	}()
 
 	get := func(p string) (int, string) {

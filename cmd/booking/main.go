@@ -39,10 +39,7 @@ func run(ctx context.Context, p service.Process) error {
 	if len(p.Args) > 1 {
 		return fmt.Errorf("unexpected arguments %q (usage: booking [-config PATH] [migrate | seed | serve])", p.Args[1:])
 	}
-	cfg, err := config.Load(p.ConfigPath)
-	if err != nil {
-		return err
-	}
+	cfg := p.Config
 	log := p.Log
 	cmd := "serve"
 	if len(p.Args) > 0 {
@@ -88,11 +85,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer pool.Close()
 	store := postgres.New(pool)
 
-	redis, err := rdb.Open(cfg.Redis.URL, "booking")
+	redis, err := rdb.Open(cfg.Redis.URL, "booking", cfg.Redis.WaitReplicas)
 	if err != nil {
 		return err
 	}
-	redis.WaitReplicas(cfg.Redis.WaitReplicas)
 	defer redis.Close()
 	line := queue.New(redis, []byte(cfg.Auth.TicketSecret))
 

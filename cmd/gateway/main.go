@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitroom/waitroom/internal/account"
-	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
@@ -20,10 +19,7 @@ import (
 func main() { service.Main("gateway", run) }
 
 func run(ctx context.Context, p service.Process) error {
-	cfg, err := config.Load(p.ConfigPath)
-	if err != nil {
-		return err
-	}
+	cfg := p.Config
 	key, err := pass.LoadPrivateKey(cfg.Auth.SigningKeyFile)
 	if err != nil {
 		return err
@@ -36,11 +32,10 @@ func run(ctx context.Context, p service.Process) error {
 		}
 		accounts = account.NewVerifier(keys, nil)
 	}
-	redis, err := rdb.Open(cfg.Redis.URL, "gateway")
+	redis, err := rdb.Open(cfg.Redis.URL, "gateway", cfg.Redis.WaitReplicas)
 	if err != nil {
 		return err
 	}
-	redis.WaitReplicas(cfg.Redis.WaitReplicas)
 	defer redis.Close()
 
 	srv, err := gateway.New(gateway.Options{

@@ -59,7 +59,7 @@ func TestRedisFailover(t *testing.T) {
 	ctx := context.Background()
 	// The test's own client is made as the processes make theirs (it
 	// follows the failover at once, see queue.reloadHook).
-	rc, err := rdb.Open(s.Cluster.Seeds(), "test")
+	rc, err := rdb.Open(s.Cluster.Seeds(), "test", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 func TestOnRedisCluster(t *testing.T) {
 	c, _ := testenv.Cluster(t)
 	ctx := context.Background()
-	rc, err := rdb.Open(c.Seeds(), "test")
+	rc, err := rdb.Open(c.Seeds(), "test", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,9 +57,10 @@ const poolSize = 128
 
 // Open connects to Redis as config redis.url names it: a redis:// (or
 // rediss://) URL is a single node; a comma-separated list of host:port seeds
-// is a Redis Cluster. service labels the Redis metrics of this process.
-// Close the Client when done.
-func Open(url, service string) (*Client, error) {
+// is a Redis Cluster. service labels the Redis metrics of this process;
+// told calls wait for waitReplicas replicas (config redis.wait_replicas; see
+// WaitReplicas). Close the Client when done.
+func Open(url, service string, waitReplicas int) (*Client, error) {
 	c, err := newClient(url)
 	if err != nil {
 		return nil, err
@@ -67,6 +68,7 @@ func Open(url, service string) (*Client, error) {
 	c.AddHook(metricsHook{service: service})
 	out := New(c)
 	out.close = c.Close
+	out.WaitReplicas(waitReplicas)
 	return out, nil
 }
 

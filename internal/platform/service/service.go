@@ -24,7 +24,9 @@ import (
 
 // Process is what Main hands a process's run.
 type Process struct {
-	// ConfigPath is -config, else $WAITROOM_CONFIG, else the default.
+	// Config is the config file, loaded and valid; ConfigPath is where it
+	// is: -config, else $WAITROOM_CONFIG, else the default.
+	Config     *config.Config
 	ConfigPath string
 	// Args are the command line's words after the flags.
 	Args []string
@@ -34,8 +36,8 @@ type Process struct {
 }
 
 // Main runs the process named name: it parses -config (wherever it stands
-// among the words), logs JSON with the service's name, and calls run with
-// a context that ends on SIGINT or SIGTERM. It exits non-zero, logging why,
+// among the words), loads the config, logs JSON with the service's name,
+// and calls run with a context that ends on SIGINT or SIGTERM. It exits non-zero, logging why,
 // if run fails.
 func Main(name string, run func(ctx context.Context, p Process) error) {
 	fs := flag.NewFlagSet(name, flag.ExitOnError)
@@ -49,12 +51,16 @@ func Main(name string, run func(ctx context.Context, p Process) error) {
 		args, rest = append(args, fs.Arg(0)), fs.Args()[1:]
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", name)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	err := run(ctx, Process{ConfigPath: config.Path(*cfgFlag), Args: args, Log: log, Hup: hup})
-	signal.Stop(hup)
-	stop()
+	path := config.Path(*cfgFlag)
+	cfg, err := config.Load(path)
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		err = run(ctx, Process{Config: cfg, ConfigPath: path, Args: args, Log: log, Hup: hup})
+		signal.Stop(hup)
+		stop()
+	}
 	if err != nil {
 		log.Error(name+" stopped", "err", err)
 		os.Exit(1)
