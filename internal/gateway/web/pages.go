@@ -29,6 +29,10 @@ type Pages struct{ sets map[string]*template.Template }
 // NewPages parses every page with the base layout.
 func NewPages() (*Pages, error) {
 	funcs := template.FuncMap{
+		// showtime bundles what the "showtime" template draws of one.
+		"showtime": func(l *Locale, currency string, st Showtime) showtimeItem {
+			return showtimeItem{L: l, Currency: currency, Showtime: st}
+		},
 		"deref": func(p *int64) int64 {
 			if p == nil {
 				return 0
@@ -141,6 +145,13 @@ type Detail struct {
 
 // Showtime as the pages show it; StartsAt keeps the offset it was written
 // with, which is the event's time zone.
+// showtimeItem is one showtime as the "showtime" template draws it.
+type showtimeItem struct {
+	L        *Locale
+	Currency string
+	Showtime
+}
+
 type Showtime struct {
 	ID         int64
 	Title      string
