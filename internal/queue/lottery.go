@@ -15,7 +15,6 @@ import (
 	"io"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -737,64 +736,41 @@ func (w drawWriter) scores(ctx context.Context, from, to int) error {
 	return nil
 }
 
-// ranks writes every entry's rank (BITFIELD by sequence number) and the
-// list in rank order (rankedKey), two pipelines in flight.
+// ranks writes every entry's rank and the list in rank order
+// (rdb.RankedKey, one part a command, pipelined). The ranks are a u32 per
+// sequence number, big-endian, as BITFIELD u32 #seq reads them (0: not an
+// entry): built here whole and written in one SET (4 bytes a sequence
+// number up to the last entry's: 4 MB for a million), rather than a
+// million BITFIELD operations.
 func (w drawWriter) ranks(ctx context.Context) error {
-	jobs := make(chan int)
-	errs := make(chan error, 2)
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				if err := w.ranksOf(ctx, i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	var err error
-send:
-	for i := range w.parts() {
-		select {
-		case jobs <- i:
-		case err = <-errs:
-			break send
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	if err == nil {
-		err = <-errs
-	}
-	return rdb.Interpret("draw", err)
-}
-
-func (w drawWriter) ranksOf(ctx context.Context, i int) error {
-	part := w.part(i)
-	args := make([]any, 0, 2+4*len(part))
-	args = append(args, "BITFIELD", w.k.Ranks)
-	var list strings.Builder
-	list.Grow(len(part) * 28)
-	for j, e := range part {
+	var last int64
+	for _, e := range w.entries {
 		seq, err := w.seq(e)
 		if err != nil {
 			return err
 		}
-		args = append(args, "SET", "u32", "#"+strconv.FormatInt(seq, 10), i*drawWrite+j+1)
-		list.WriteString(e.id)
-		list.WriteByte('\n')
+		last = max(last, seq)
+	}
+	blob := make([]byte, 4*(last+1))
+	for i, e := range w.entries {
+		seq, _ := w.seq(e)
+		binary.BigEndian.PutUint32(blob[4*seq:], uint32(i+1))
 	}
 	_, err := w.s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Do(ctx, args...)
-		// rankedPart == drawWrite: part i of the list.
-		p.Set(ctx, rdb.RankedKey(w.event, i), list.String(), 0)
+		p.Set(ctx, w.k.Ranks, blob, 0)
+		var list strings.Builder
+		for i := range w.parts() {
+			list.Reset()
+			for _, e := range w.part(i) {
+				list.WriteString(e.id)
+				list.WriteByte('\n')
+			}
+			// rankedPart == drawWrite: part i of the list.
+			p.Set(ctx, rdb.RankedKey(w.event, i), list.String(), 0)
+		}
 		return nil
 	})
-	return err
+	return rdb.Interpret("draw", err)
 }
 
 // drawKey reads the key of event's draw from the seed and the digest (a
