@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -250,7 +251,7 @@ func (s *Store) placeOnShard(ctx context.Context, event string, set Settings, t 
 		if err != nil {
 			return 0, 0, fmt.Errorf("join: %w", err)
 		}
-		return s.placeOnShard(ctx, event, set, t, rate, drawScore(key, t.id()), untilOpen, true)
+		return s.placeOnShard(ctx, event, set, t, rate, draw.ScoreOf(key, t.id()), untilOpen, true)
 	case "late":
 		return 0, 0, fmt.Errorf("join: %w: the place reached its shard too late", ErrUnavailable)
 	}

@@ -1,26 +1,16 @@
 package queue
 
 import (
-	"bufio"
-	"cmp"
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
-	"runtime"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -261,11 +251,11 @@ func (s *Store) TicketDraw(ctx context.Context, event, ticket string) (TicketDra
 	case "absent":
 		return TicketDraw{}, ErrNotInLottery
 	}
-	key, err := keyOf(r.Str(1), r.Str(2))
+	key, err := draw.KeyHex(r.Str(1), r.Str(2))
 	if err != nil {
 		return TicketDraw{}, err
 	}
-	out := TicketDraw{TicketID: t.id(), Draw: hex.EncodeToString(drawOf(key, t.id())), Rank: r.Int(3)}
+	out := TicketDraw{TicketID: t.id(), Draw: hex.EncodeToString(draw.Of(key, t.id())), Rank: r.Int(3)}
 	if r.Err() != nil {
 		return TicketDraw{}, fmt.Errorf("lottery: %w", r.Err())
 	}
@@ -287,7 +277,7 @@ func (s *Store) LotteryEntries(ctx context.Context, event string, w io.Writer) e
 		return ErrNotDrawn
 	}
 	n := int(rdb.Num(v[2]))
-	for i := 0; i*rankedPart < n; i++ {
+	for i := 0; i*draw.PartSize < n; i++ {
 		part, err := s.c.Get(ctx, rdb.RankedKey(event, i)).Result()
 		if err != nil {
 			return rdb.Interpret("lottery entries", err)
@@ -298,39 +288,6 @@ func (s *Store) LotteryEntries(ctx context.Context, event string, w io.Writer) e
 	}
 	return nil
 }
-
-// keyOf is the draw's key from the seed and the entries' digest (hex).
-func keyOf(seedHex, digestHex string) ([]byte, error) {
-	seed, err := hex.DecodeString(seedHex)
-	if err != nil || len(seed) != 32 {
-		return nil, fmt.Errorf("lottery: seed %q: %v", seedHex, err)
-	}
-	digest, err := hex.DecodeString(digestHex)
-	if err != nil || len(digest) != sha256.Size {
-		return nil, fmt.Errorf("lottery: digest %q: %v", digestHex, err)
-	}
-	k := sha256.Sum256(append(seed, digest...))
-	return k[:], nil
-}
-
-// drawOf is an entry's draw: HMAC-SHA256(key, ticket id).
-func drawOf(key []byte, id string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(id))
-	return m.Sum(nil)
-}
-
-// scoreOfDraw is the wait score of a draw: its first 52 bits, less 2^53,
-// so in [-2^53, -2^52-1]: exact in a float64, in the draw's order, and
-// below every score not drawn (a pre-queue place's until the draw reaches
-// it is in [-2^52, -1], a post-opening one from 1 up), which is what lets
-// the line be let in while the draw is applied (lotteryPrelude).
-func scoreOfDraw(d []byte) int64 {
-	return int64(binary.BigEndian.Uint64(d[:8])>>12) - 1<<53
-}
-
-// drawScore is the wait score of the entry id under key.
-func drawScore(key []byte, id string) int64 { return scoreOfDraw(drawOf(key, id)) }
 
 // keepLottery commits event's lottery once its pre-queue is open, freezes
 // its entries at opens_at and draws it then (Tick, before admitting
@@ -419,13 +376,12 @@ func (s *Store) commit(ctx context.Context, event string, set Settings) error {
 }
 
 func (s *Store) lotteryStep(ctx context.Context, event string, set Settings) ([]any, error) {
-	var seed [32]byte
-	if _, err := rand.Read(seed[:]); err != nil {
+	seed, commitment, err := draw.NewSeed()
+	if err != nil {
 		return nil, fmt.Errorf("lottery: %w", err)
 	}
-	sum := sha256.Sum256(seed[:])
 	k := rdb.KeysOf(event)
-	v, err := s.c.Run(ctx, rdb.Call{Script: lotteryStepScript, Keys: []string{k.Lottery, k.Stats, k.Entries}, Args: []any{msArg(set.PrequeueOpensAt), msArg(set.OpensAt), hex.EncodeToString(seed[:]), hex.EncodeToString(sum[:])}}).Slice()
+	v, err := s.c.Run(ctx, rdb.Call{Script: lotteryStepScript, Keys: []string{k.Lottery, k.Stats, k.Entries}, Args: []any{msArg(set.PrequeueOpensAt), msArg(set.OpensAt), seed, commitment}}).Slice()
 	if err != nil {
 		return nil, rdb.Interpret("lottery", err)
 	}
@@ -458,7 +414,7 @@ func (s *Store) keyOf(event string, fresh bool) ([]byte, bool) {
 }
 
 func (s *Store) remember(event, seedHex, digestHex string) error {
-	key, err := keyOf(seedHex, digestHex)
+	key, err := draw.KeyHex(seedHex, digestHex)
 	if err != nil {
 		return err
 	}
@@ -481,12 +437,12 @@ func (s *Store) learnKey(ctx context.Context, event string) {
 	_ = s.remember(event, seed, digest)
 }
 
-// The draw's sizes: entries read per LRANGE, written per pipeline, and
-// listed per part of the published list (rankedKey).
+// The draw's sizes: entries read per LRANGE and written per pipeline
+// (draw.PartSize, so the bound moves a part of the published list at a
+// time).
 const (
-	drawRead   = 10_000
-	drawWrite  = 10_000
-	rankedPart = 10_000
+	drawRead  = 10_000
+	drawWrite = draw.PartSize
 )
 
 // drawLease is how long one admitter may draw before another takes over
@@ -504,12 +460,6 @@ if h and h ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 `)
-
-// drawEntry is one entry as the draw ranks it.
-type drawEntry struct {
-	score int64
-	id    string
-}
 
 // draw ranks the frozen entries of event's lottery and applies it: every
 // entry still waiting gets its draw's score, in rank order, part by part,
@@ -544,8 +494,8 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, sh
 	if err != nil {
 		return err
 	}
-	digest := digestOf(ids)
-	key := sha256.Sum256(append(append([]byte(nil), seed...), digest...))
+	digest := draw.Digest(ids)
+	key := draw.Key(seed, digest)
 	digestHex := hex.EncodeToString(digest)
 	var sks []rdb.ShardKeys
 	if shards > 1 {
@@ -564,10 +514,10 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, sh
 			return rdb.Interpret("draw", err)
 		}
 	}
-	entries := rank(key[:], ids)
+	entries := draw.Rank(key, ids)
 	var last int64
 	for _, e := range entries {
-		if seq, ok := seqOf(e.id); ok && seq > last {
+		if seq, ok := seqOf(e.ID); ok && seq > last {
 			last = seq
 		}
 	}
@@ -591,7 +541,7 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, sh
 	if err = s.c.Run(ctx, rdb.Call{Script: appliedScript, Keys: []string{k.Lottery, k.Drawing}}).Err(); err != nil {
 		return rdb.Interpret("draw", err)
 	}
-	s.drawn.Store(event, drawnKey{key: key[:], at: time.Now()})
+	s.drawn.Store(event, drawnKey{key: key, at: time.Now()})
 	return nil
 }
 
@@ -622,56 +572,6 @@ func (s *Store) readEntries(ctx context.Context, list string, n int64) ([]string
 	return ids, nil
 }
 
-// digestOf is SHA-256 of ids sorted bytewise, each followed by "\n".
-func digestOf(ids []string) []byte {
-	sorted := slices.Clone(ids)
-	slices.Sort(sorted)
-	h := sha256.New()
-	b := bufio.NewWriterSize(h, 64<<10)
-	for _, id := range sorted {
-		b.WriteString(id)
-		b.WriteByte('\n')
-	}
-	b.Flush()
-	return h.Sum(nil)
-}
-
-// rank computes every entry's draw under key (on every core) and sorts
-// them, lowest first; ties by id, as Redis sorts equal scores.
-func rank(key []byte, ids []string) []drawEntry {
-	out := make([]drawEntry, len(ids))
-	workers := runtime.GOMAXPROCS(0)
-	per := (len(ids) + workers - 1) / workers
-	var wg sync.WaitGroup
-	for from := 0; from < len(ids); from += per {
-		wg.Add(1)
-		go func(part []string, into []drawEntry) {
-			defer wg.Done()
-			m := hmac.New(sha256.New, key)
-			var sum [sha256.Size]byte
-			for i, id := range part {
-				into[i] = drawEntry{score: scoreOfDrawWith(m, id, &sum), id: id}
-			}
-		}(ids[from:min(from+per, len(ids))], out[from:])
-	}
-	wg.Wait()
-	slices.SortFunc(out, func(a, b drawEntry) int {
-		if c := cmp.Compare(a.score, b.score); c != 0 {
-			return c
-		}
-		return strings.Compare(a.id, b.id)
-	})
-	return out
-}
-
-// scoreOfDrawWith is drawScore with a keyed HMAC state used again (Reset
-// restores the key's pads without hashing them again).
-func scoreOfDrawWith(m hash.Hash, id string, sum *[sha256.Size]byte) int64 {
-	m.Reset()
-	m.Write([]byte(id))
-	return scoreOfDraw(m.Sum(sum[:0]))
-}
-
 // drawWriter writes what the draw decided, part by part (drawWrite
 // entries each).
 type drawWriter struct {
@@ -679,19 +579,19 @@ type drawWriter struct {
 	k       rdb.Keys
 	event   string
 	sks     []rdb.ShardKeys // a sharded line's shards
-	entries []drawEntry     // in rank order
+	entries []draw.Entry    // in rank order
 }
 
 func (w drawWriter) parts() int { return (len(w.entries) + drawWrite - 1) / drawWrite }
 
-func (w drawWriter) part(i int) []drawEntry {
+func (w drawWriter) part(i int) []draw.Entry {
 	return w.entries[i*drawWrite : min((i+1)*drawWrite, len(w.entries))]
 }
 
-func (w drawWriter) seq(e drawEntry) (int64, error) {
-	seq, ok := seqOf(e.id)
+func (w drawWriter) seq(e draw.Entry) (int64, error) {
+	seq, ok := seqOf(e.ID)
 	if !ok {
-		return 0, fmt.Errorf("draw: entry %q has no sequence number", e.id)
+		return 0, fmt.Errorf("draw: entry %q has no sequence number", e.ID)
 	}
 	return seq, nil
 }
@@ -707,7 +607,7 @@ func (w drawWriter) scores(ctx context.Context, from, to int) error {
 		_, err := w.s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if i > from {
 				prev := w.part(i - 1)
-				p.HSet(ctx, w.k.Lottery, "through", prev[len(prev)-1].score)
+				p.HSet(ctx, w.k.Lottery, "through", prev[len(prev)-1].Score)
 			}
 			if i == to {
 				return nil
@@ -722,7 +622,7 @@ func (w drawWriter) scores(ctx context.Context, from, to int) error {
 				if len(w.sks) > 1 {
 					wait = w.sks[seq%int64(len(w.sks))].Wait
 				}
-				byWait[wait] = append(byWait[wait], redis.Z{Score: float64(e.score), Member: e.id})
+				byWait[wait] = append(byWait[wait], redis.Z{Score: float64(e.Score), Member: e.ID})
 			}
 			for wait, zs := range byWait {
 				p.ZAddXX(ctx, wait, zs...)
@@ -736,38 +636,18 @@ func (w drawWriter) scores(ctx context.Context, from, to int) error {
 	return nil
 }
 
-// ranks writes every entry's rank and the list in rank order
-// (rdb.RankedKey, one part a command, pipelined). The ranks are a u32 per
-// sequence number, big-endian, as BITFIELD u32 #seq reads them (0: not an
-// entry): built here whole and written in one SET (4 bytes a sequence
-// number up to the last entry's: 4 MB for a million), rather than a
-// million BITFIELD operations.
+// ranks writes every entry's rank (draw.Ranks: one SET of the table the
+// scripts read with BITFIELD_RO, rather than a million BITFIELD
+// operations) and the list in rank order (rdb.RankedKey, a part a
+// command), in one pipeline.
 func (w drawWriter) ranks(ctx context.Context) error {
-	var last int64
-	for _, e := range w.entries {
-		seq, err := w.seq(e)
-		if err != nil {
-			return err
-		}
-		last = max(last, seq)
+	table, err := draw.Ranks(w.entries, seqOf)
+	if err != nil {
+		return err
 	}
-	blob := make([]byte, 4*(last+1))
-	for i, e := range w.entries {
-		seq, _ := w.seq(e)
-		binary.BigEndian.PutUint32(blob[4*seq:], uint32(i+1))
-	}
-	_, err := w.s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, w.k.Ranks, blob, 0)
-		var list strings.Builder
-		for i := range w.parts() {
-			list.Reset()
-			for _, e := range w.part(i) {
-				list.WriteString(e.id)
-				list.WriteByte('\n')
-			}
-			// rankedPart == drawWrite: part i of the list.
-			p.Set(ctx, rdb.RankedKey(w.event, i), list.String(), 0)
-		}
+	_, err = w.s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, w.k.Ranks, table, 0)
+		draw.Parts(w.entries, func(i int, part string) { p.Set(ctx, rdb.RankedKey(w.event, i), part, 0) })
 		return nil
 	})
 	return rdb.Interpret("draw", err)
@@ -782,5 +662,5 @@ func (s *Store) drawKey(ctx context.Context, event string) ([]byte, error) {
 	}
 	seed, _ := v[0].(string)
 	digest, _ := v[1].(string)
-	return keyOf(seed, digest)
+	return draw.KeyHex(seed, digest)
 }

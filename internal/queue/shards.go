@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -84,7 +85,7 @@ func lotteryOf(random [16]byte) int64 {
 func (s *Store) scoreOf(event string, t ticket, set Settings) int64 {
 	if set.OpensAt != nil && t.joinedAt < set.OpensAt.UnixMilli() {
 		if key, ok := s.keyOf(event, false); ok {
-			return drawScore(key, t.id())
+			return draw.ScoreOf(key, t.id())
 		}
 		return lotteryOf(t.random)
 	}
