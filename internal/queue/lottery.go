@@ -449,18 +449,6 @@ const (
 // (an admitter that died mid-draw).
 const drawLease = 30 * time.Second
 
-// takeLeaseScript takes a lease for its caller: free, or its own already.
-//
-// KEYS: 1 lease
-// ARGV: 1 the caller's id, 2 how long (ms)
-// Returns 1 if the caller holds it now, else 0.
-var takeLeaseScript = redis.NewScript(`
-local h = redis.call('GET', KEYS[1])
-if h and h ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-`)
-
 // draw ranks the frozen entries of event's lottery and applies it: every
 // entry still waiting gets its draw's score, in rank order, part by part,
 // the bound moving on after each (lotteryPrelude), so the first fans are
@@ -477,9 +465,9 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, sh
 		}
 	}()
 	k := rdb.KeysOf(event)
-	ok, err := s.c.Run(ctx, rdb.Call{Script: takeLeaseScript, Keys: []string{k.Drawing}, Args: []any{s.owner, drawLease.Milliseconds()}}).Bool()
+	ok, err := s.c.TakeLease(ctx, k.Drawing, s.owner, drawLease)
 	if err != nil {
-		return rdb.Interpret("draw", err)
+		return fmt.Errorf("draw: %w", err)
 	}
 	if !ok {
 		return nil // another admitter draws now
@@ -487,7 +475,7 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, sh
 	defer func() {
 		if err != nil {
 			// Another admitter (or this one) may take it up at once.
-			_ = s.c.Run(context.WithoutCancel(ctx), rdb.Call{Script: releaseScript, Keys: []string{k.Drawing}, Args: []any{s.owner}}).Err()
+			_ = s.c.ReleaseLease(ctx, k.Drawing, s.owner)
 		}
 	}()
 	ids, err := s.readEntries(ctx, k.Entries, n)

@@ -25,21 +25,7 @@ import "github.com/waitroom/waitroom/internal/rdb"
 // a table carries what needs more than a number.
 
 // prelude holds the helpers every line script shares.
-const prelude = rdb.Prelude + `
--- base36 of a positive integer, as Go's strconv.FormatInt(n, 36): the
--- digits' bytes, lowest first, made one string (a string per digit made
--- this the join's costliest line).
-local function b36(n)
-  local d, i = {}, 0
-  repeat
-    local r = n % 36
-    i = i + 1
-    if r < 10 then d[i] = 48 + r else d[i] = 87 + r end
-    n = (n - r) / 36
-  until n == 0
-  return string.reverse(string.char(unpack(d)))
-end
-
+const prelude = rdb.Prelude + rdb.Base36 + `
 -- pollAfter (ms) for a fan with ahead fans in front of it. See docs/QUEUE.md:
 -- base = ahead / (4 × rate) seconds (about four polls over the wait), but
 -- never more than ahead / 250 s, so that a line that speeds up past the

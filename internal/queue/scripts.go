@@ -642,15 +642,6 @@ if redis.call('GET', KEYS[9]) == ARGV[7] then redis.call('DEL', KEYS[9]) end
 return {table.concat(codes), redis.call('ZCARD', KEYS[2]), tostring(measured)}
 `)
 
-// releaseScript gives a lease back (if its caller still holds it).
-//
-// KEYS: 1 lease
-// ARGV: 1 the caller's id
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`)
-
 // tickDoneScript: step 6, on one shard; also how a dead tick's handover is
 // finished (with the outcomes it recorded, r for any it did not).
 //

@@ -171,7 +171,7 @@ func (s *Store) beginHandover(ctx context.Context, event string, set Settings) (
 // giveBackLease gives the lease back if this tick still holds it.
 func (h *handover) giveBackLease() {
 	if !h.leaseGone {
-		_ = h.s.c.Run(context.WithoutCancel(h.ctx), rdb.Call{Script: releaseScript, Keys: []string{h.k.Lease}, Args: []any{h.s.owner}}).Err()
+		_ = h.s.c.ReleaseLease(h.ctx, h.k.Lease, h.s.owner)
 	}
 }
 

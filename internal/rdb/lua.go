@@ -19,3 +19,22 @@ end
 
 local function int(n) return string.format('%d', n) end
 `
+
+// Base36 is b36(n): a positive integer in base 36, as Go's
+// strconv.FormatInt(n, 36) writes it (the sequence number in front of a
+// ticket's or a registration's id).
+const Base36 = `
+-- base36 of a positive integer, as Go's strconv.FormatInt(n, 36): the
+-- digits' bytes, lowest first, made one string (a string per digit made
+-- this the join's costliest line).
+local function b36(n)
+  local d, i = {}, 0
+  repeat
+    local r = n % 36
+    i = i + 1
+    if r < 10 then d[i] = 48 + r else d[i] = 87 + r end
+    n = (n - r) / 36
+  until n == 0
+  return string.reverse(string.char(unpack(d)))
+end
+`
