@@ -21,6 +21,7 @@ import (
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -252,7 +253,7 @@ func TestOneBadEventDoesNotStopOthers(t *testing.T) { onEach(t, testOneBadEventD
 func testOneBadEventDoesNotStopOthers(t *testing.T, b backend) {
 	e := setupOn(t, b, yamlConfig(eventYAML("broken", "10")+eventYAML("fine", "10")))
 	// The broken event's line is not a ZSET: its script fails every tick.
-	e.rdb.Set(context.Background(), "wr:{broken}:wait", "not a zset", 0)
+	e.rdb.Set(context.Background(), queuetest.Of(t, e.rdb, "broken").Keys().Wait, "not a zset", 0)
 	before := testutil.ToFloat64(admission.TickErrorsMetric("broken"))
 	r, err := e.store.Join(context.Background(), "fine", policy.SettingsFor(e.adm.Config().Events[1]))
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -107,9 +108,10 @@ events:
 		out := map[string]point{}
 		for _, ev := range events {
 			var adm, ts *redis.StringCmd
+			k := queuetest.Of(t, rc, ev).Keys()
 			if _, err := rc.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				adm = p.HGet(ctx, "wr:{"+ev+"}:stats", "admitted")
-				ts = p.HGet(ctx, "wr:{"+ev+"}:bucket", "ts")
+				adm = p.HGet(ctx, k.Stats, "admitted")
+				ts = p.HGet(ctx, k.Bucket, "ts")
 				return nil
 			}); err != nil {
 				t.Fatalf("sample %s: %v", ev, err)
@@ -139,8 +141,8 @@ events:
 		t.Errorf("capped event: %d active sampled; want ≤ %d", m, cappedCap)
 	}
 	for _, ev := range cfg.Events {
-		active := rc.ZRange(ctx, "wr:{"+ev.ID+"}:active", 0, -1).Val()
-		waiting := rc.ZRange(ctx, "wr:{"+ev.ID+"}:wait", 0, -1).Val()
+		line := queuetest.Of(t, rc, ev.ID)
+		active, waiting := line.Active(), line.Waiting()
 		st, err := store.Stats(ctx, ev.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -187,7 +189,7 @@ func mastersOf(t *testing.T, rc *redis.ClusterClient, events []string) map[strin
 	}
 	out := map[string][]string{}
 	for _, ev := range events {
-		slot, err := rc.ClusterKeySlot(ctx, "wr:{"+ev+"}:wait").Result()
+		slot, err := rc.ClusterKeySlot(ctx, queuetest.Of(t, rc, ev).Keys().Wait).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

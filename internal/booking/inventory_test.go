@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 )
 
 var tiny = booking.Pass{Event: "tiny"}
@@ -324,11 +325,12 @@ func TestNobodyIsAdmittedToNothing(t *testing.T) {
 func (e *invEnv) dumpInventory(ctx context.Context, event string) {
 	t := e.t
 	t.Helper()
-	for _, k := range []string{"inventory", "places", "ended", "holders"} {
-		m, err := e.rdb.HGetAll(ctx, "wr:{"+event+"}:"+k).Result()
-		t.Logf("Redis %s: %v %v", k, m, err)
+	k := queuetest.Of(t, e.rdb, event).Keys()
+	for _, h := range [][2]string{{"inventory", k.Inventory}, {"places", k.Places}, {"ended", k.Ended}, {"holders", k.Holders}} {
+		m, err := e.rdb.HGetAll(ctx, h[1]).Result()
+		t.Logf("Redis %s: %v %v", h[0], m, err)
 	}
-	act, err := e.rdb.ZRangeWithScores(ctx, "wr:{"+event+"}:active", 0, -1).Result()
+	act, err := e.rdb.ZRangeWithScores(ctx, k.Active, 0, -1).Result()
 	t.Logf("Redis active: %v %v", act, err)
 	for _, q := range []struct{ what, sql string }{
 		{"hold", `SELECT h.id::text || ' ' || h.status || ' ' || h.places || ' ' || coalesce(h.ticket_id, '') || ' ' || h.created_at::text || ' ' || h.expires_at::text || ' ' || array_to_string(h.seats, ',') || ' ' || h.ga::text || ' ' || coalesce(b.status, '-')

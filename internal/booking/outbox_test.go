@@ -12,6 +12,7 @@ import (
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -45,7 +46,7 @@ func TestOutboxRelayKilledMidBatchLosesNoEvent(t *testing.T) {
 		// A ticket id shaped as the queue makes them (sequence.random).
 		p := fan(premiere, fmt.Sprintf("t%02d.%022d", i, i))
 		// The fan's ticket is active in the waiting room until the relay completes it.
-		rdb.ZAdd(e.ctx(), "wr:{premiere}:active", redisZ(p.Customer))
+		rdb.ZAdd(e.ctx(), queuetest.Of(t, rdb, "premiere").Keys().Active, redisZ(p.Customer))
 		_, c := e.holdAndCheckout(p, 42, booking.HoldInput{Seats: seats[i : i+1]})
 		if out, err := e.svc.Settle(e.ctx(), c.PaymentID, payment.Succeeded); err != nil || out.Outcome != booking.Confirmed {
 			t.Fatalf("settle: %+v %v", out, err)
@@ -89,7 +90,7 @@ func TestOutboxRelayKilledMidBatchLosesNoEvent(t *testing.T) {
 		}
 	}
 	e.q(&published, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)
-	active, _ := rdb.ZCard(e.ctx(), "wr:{premiere}:active").Result()
+	active := queuetest.Of(t, rdb, "premiere").ActiveCount()
 	if published != 0 || active != 0 {
 		t.Fatalf("%d rows unpublished, %d tickets still active; want 0 and 0", published, active)
 	}

@@ -2,8 +2,9 @@ package booking_test
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -21,18 +23,10 @@ import (
 // refused request told the line nothing.
 func (e *env) redisState(event string) string {
 	e.t.Helper()
-	keys, err := e.rdb.Keys(e.ctx(), "wr:{"+event+"}:*").Result()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	sort.Strings(keys)
+	dump := queuetest.Of(e.t, e.rdb, event).Dump()
 	var b strings.Builder
-	for _, k := range keys {
-		v, err := e.rdb.Dump(e.ctx(), k).Result()
-		if err != nil {
-			e.t.Fatalf("dump %s: %v", k, err)
-		}
-		fmt.Fprintf(&b, "%s=%x\n", k, v)
+	for _, k := range slices.Sorted(maps.Keys(dump)) {
+		fmt.Fprintf(&b, "%s=%x\n", k, dump[k])
 	}
 	return b.String()
 }
@@ -124,12 +118,13 @@ func (e *env) holdAs(p booking.Pass, seats ...string) string {
 // time would: the ticket is still in the active set, no longer active.
 func (e *env) endWindow(p booking.Pass) {
 	e.t.Helper()
-	past := float64(time.Now().Add(-time.Second).UnixMilli())
-	if n, err := e.rdb.ZAddXX(e.ctx(), "wr:{"+p.Event+"}:active", redis.Z{Score: past, Member: p.Ticket}).Result(); err != nil || n != 0 {
+	past := time.UnixMilli(time.Now().Add(-time.Second).UnixMilli())
+	line := queuetest.Of(e.t, e.rdb, p.Event)
+	if n, err := e.rdb.ZAddXX(e.ctx(), line.Keys().Active, redis.Z{Score: float64(past.UnixMilli()), Member: p.Ticket}).Result(); err != nil || n != 0 {
 		e.t.Fatalf("end the window of %s: %d, %v", p.Ticket, n, err)
 	}
-	if ok, err := e.rdb.ZScore(e.ctx(), "wr:{"+p.Event+"}:active", p.Ticket).Result(); err != nil || ok != past {
-		e.t.Fatalf("the window of %s did not move: %v, %v", p.Ticket, ok, err)
+	if w := line.Window(p.Ticket); !w.Equal(past) {
+		e.t.Fatalf("the window of %s did not move: %v", p.Ticket, w)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -106,8 +107,8 @@ func TestJoinOnePlacePerAccount(t *testing.T) {
 	if codes[http.StatusCreated] != 1 || codes[http.StatusOK] != n-1 || len(tickets) != 1 {
 		t.Fatalf("codes %v, %d distinct tickets; want one 201, %d × 200, one ticket", codes, len(tickets), n-1)
 	}
-	if got, err := e.rdb.ZCard(context.Background(), "wr:{premiere}:wait").Result(); err != nil || got != 1 {
-		t.Fatalf("wait ZSET holds %d, %v; want 1 ticket", got, err)
+	if got := queuetest.Of(t, e.rdb, "premiere").WaitingCount(); got != 1 {
+		t.Fatalf("wait ZSET holds %d; want 1 ticket", got)
 	}
 	r := e.join("premiere", "Cookie", "wr_u="+tok)
 	if r.code != http.StatusOK || !tickets[r.body["ticket"].(string)] {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/policy"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 )
 
 // fixedClock pins the gateway's clock (the per-IP window is a calendar
@@ -56,7 +57,7 @@ func TestRejoinWithADeadTicketCountsAgainstTheIPLimit(t *testing.T) {
 			t.Fatalf("rejoin %d past the limit: %d %s; want 429 rate_limited", i, r.code, r.raw)
 		}
 	}
-	joined, _ := e.rdb.HGet(context.Background(), "wr:{premiere}:stats", "joined").Int()
+	joined := queuetest.Of(t, e.rdb, "premiere").Stat("joined")
 	if joined != 5 {
 		t.Fatalf("the line handed out %d places; want 5 (joins_per_ip_per_minute)", joined)
 	}
@@ -131,8 +132,7 @@ func TestHoldsNeverStretchTheWindowPastItsCeiling(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	score, _ := e.rdb.ZScore(context.Background(), "wr:{premiere}:active", id).Result()
-	inRedis := time.UnixMilli(int64(score))
+	inRedis := queuetest.Of(t, e.rdb, "premiere").Window(id)
 	if inRedis.After(ceiling) || latest.After(ceiling) {
 		t.Fatalf("window ends %v, pass until %v; want no later than %v", inRedis, latest, ceiling)
 	}

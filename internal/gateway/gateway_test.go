@@ -29,6 +29,7 @@ import (
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -288,7 +289,7 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("not_open body = %s; want opensAt 2099-01-01T09:00:00Z", r.raw)
 	}
 	// Nothing above added a place in line.
-	if n := e.rdb.ZCard(context.Background(), "wr:{premiere}:wait").Val(); n != 1 {
+	if n := queuetest.Of(t, e.rdb, "premiere").WaitingCount(); n != 1 {
 		t.Errorf("premiere line holds %d tickets; want 1", n)
 	}
 }
@@ -304,7 +305,7 @@ func TestJoinRateLimitPerIP(t *testing.T) {
 	if r.code != http.StatusTooManyRequests || r.body["error"] != "rate_limited" || r.hdr.Get("Retry-After") == "" {
 		t.Fatalf("4th join: %d %s (Retry-After %q); want 429 rate_limited with Retry-After", r.code, r.raw, r.hdr.Get("Retry-After"))
 	}
-	if n := e.rdb.ZCard(context.Background(), "wr:{premiere}:wait").Val(); n != 3 {
+	if n := queuetest.Of(t, e.rdb, "premiere").WaitingCount(); n != 3 {
 		t.Errorf("line holds %d; want 3 (a refused join takes no place)", n)
 	}
 }
@@ -452,8 +453,7 @@ func TestGate(t *testing.T) {
 		if r.code != http.StatusCreated {
 			t.Fatalf("hold: %d %s", r.code, r.raw)
 		}
-		score := e.rdb.ZScore(context.Background(), "wr:{premiere}:active", id).Val()
-		until := time.UnixMilli(int64(score))
+		until := queuetest.Of(t, e.rdb, "premiere").Window(id)
 		if d := time.Until(until); d < 19*time.Minute || d > 21*time.Minute {
 			t.Errorf("active expiry in %v; want about 20m (the hold's expiry)", d)
 		}

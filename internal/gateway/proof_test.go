@@ -27,6 +27,7 @@ import (
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/proof"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -155,8 +156,7 @@ func diff(after, before map[string]int) map[string]int {
 
 func joined(t *testing.T, rdb redis.UniversalClient, event string) int {
 	t.Helper()
-	n, _ := rdb.HGet(context.Background(), "wr:{"+event+"}:stats", "joined").Int()
-	return n
+	return int(queuetest.Of(t, rdb, event).Stat("joined"))
 }
 
 // Every refusal of a proof is a 428 with a fresh challenge, counted under
@@ -294,7 +294,7 @@ func TestJoinProofRace(t *testing.T) {
 	if got := diff(e.proofCounts("guarded"), before); got["ok"] != 1 || got["reused"] != n-1 || len(got) != 2 {
 		t.Errorf("waitroom_join_proofs_total moved %v; want ok 1, reused %d", got, n-1)
 	}
-	if j, w := joined(t, e.rdb, "guarded"), e.rdb.ZCard(context.Background(), "wr:{guarded}:wait").Val(); j != 1 || w != 1 {
+	if j, w := joined(t, e.rdb, "guarded"), queuetest.Of(t, e.rdb, "guarded").WaitingCount(); j != 1 || w != 1 {
 		t.Errorf("Redis: joined %d, waiting %d; want 1 and 1", j, w)
 	}
 }

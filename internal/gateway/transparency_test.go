@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 )
 
 // The transparency routes refuse what they must, and change nothing.
@@ -37,7 +38,7 @@ func TestTransparencyRoutesRefuseBadInput(t *testing.T) {
 	if r := e.do(http.MethodGet, "/api/v1/events/premiere/lottery/"+tk, nil); r.code != http.StatusNotFound || r.body["error"] != "no_lottery" {
 		t.Errorf("a ticket's draw with no lottery: %d %s; want 404 no_lottery", r.code, r.raw)
 	}
-	if n := e.rdb.Exists(context.Background(), "wr:{premiere}:lottery").Val(); n != 0 {
+	if l := queuetest.Of(t, e.rdb, "premiere"); l.Has(l.Keys().Lottery) {
 		t.Errorf("the refusals wrote a lottery")
 	}
 }
