@@ -67,6 +67,16 @@ func (c *Catalog) EventIDs() []string {
 	return ids
 }
 
+// HasEvent reports whether the catalog sells event.
+func (c *Catalog) HasEvent(id string) bool {
+	for _, ev := range c.events {
+		if ev.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // Showtime finds a showtime by id.
 func (c *Catalog) Showtime(id int64) (*Showtime, bool) {
 	st, ok := c.showtimes[id]

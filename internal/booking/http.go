@@ -15,8 +15,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/breaker"
 	"github.com/waitroom/waitroom/internal/platform/health"
+	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // Authenticate verifies an access JWT and returns who it admits. Any error
@@ -40,12 +45,9 @@ func PassAuth(v *pass.Verifier) Authenticate {
 // completed).
 type ActiveLine interface {
 	Active(ctx context.Context, event, ticket string) (bool, error)
+	// Ping reports whether the line answers (the breaker's probe).
+	Ping(ctx context.Context) error
 }
-
-// errLineDown: the line did not answer whether a pass's ticket is active.
-// It is ErrUnavailable to the client (503, retry), and not counted as a
-// database error.
-var errLineDown = errors.New("booking: the waiting room's line did not answer")
 
 // maxBody bounds every request body.
 const maxBody = 64 << 10
@@ -92,8 +94,13 @@ type Handler struct {
 	svc  *Service
 	auth Authenticate
 	line ActiveLine
-	log  *slog.Logger
-	mux  *http.ServeMux
+	// redis guards the check of the line: a Redis that does not answer
+	// holds a request at most a second, and none again while it stays
+	// silent; meanwhile passes are honoured alone (admitted).
+	redis    *breaker.Breaker
+	degraded prometheus.Counter // waitroom_gate_degraded_total{service="booking"}
+	log      *slog.Logger
+	mux      *http.ServeMux
 	// adminToken guards the operators' routes of the booking core (the
 	// wallet credits the gateway's operators' API forwards); "" = off.
 	adminToken string
@@ -102,7 +109,15 @@ type Handler struct {
 // NewHandler builds the API. line says whether a pass's ticket is still
 // active; ready reports whether PostgreSQL is reachable.
 func NewHandler(svc *Service, auth Authenticate, line ActiveLine, ready func(context.Context) error, log *slog.Logger) *Handler {
-	h := &Handler{svc: svc, auth: auth, line: line, log: log, mux: http.NewServeMux()}
+	h := &Handler{svc: svc, auth: auth, line: line, log: log, mux: http.NewServeMux(),
+		degraded: metrics.GateDegraded("booking")}
+	// One breaker for the process's Redis: a request that found it silent
+	// checking the pass does not wait for it again telling the inventory.
+	if svc.inv != nil {
+		h.redis = svc.inv.redis
+	} else {
+		h.redis = queue.NewBreaker(line.Ping, log)
+	}
 	const p = "/api/v1/booking"
 	route := func(pattern string, f http.HandlerFunc) { h.mux.HandleFunc(pattern, bounded(f)) }
 	route("GET "+p+"/showtimes/{id}/seats", h.withPass(h.seatMap))
@@ -215,24 +230,30 @@ func (h *Handler) pass(active bool, next passHandler) http.HandlerFunc {
 	}
 }
 
-// lineWait bounds how long a request waits for the line's answer: a Redis
-// that does not answer makes go-redis redial for longer than a fan should
-// wait (and than the gateway's proxy would), and the fan is better told 503
-// and retries ("When parts fail": a check waits at most 1 s).
-const lineWait = time.Second
-
-// admitted is nil if p's ticket holds its active place in p's event now.
+// admitted is nil if p's ticket holds its active place in p's event now,
+// or, while the line does not answer, if p names an event sold here: the
+// pass verified already (signature, audience, exp), and a fan in the middle
+// of paying goes on (DESIGN.md, "When parts fail"; a revocation waits for
+// Redis).
 func (h *Handler) admitted(ctx context.Context, p Pass) error {
 	ticket := p.Ticket
 	if ticket == "" {
 		ticket = p.Customer // a pass made without NewPass: its sub
 	}
-	ctx, cancel := context.WithTimeout(ctx, lineWait)
-	defer cancel()
-	ok, err := h.line.Active(ctx, p.Event, ticket)
+	var ok bool
+	err := h.redis.Do(ctx, func(ctx context.Context) (err error) {
+		ok, err = h.line.Active(ctx, p.Event, ticket)
+		return err
+	})
 	switch {
+	case errors.Is(err, queue.ErrUnavailable):
+		if !h.svc.cat.HasEvent(p.Event) {
+			return ErrAdmissionRequired
+		}
+		h.degraded.Inc()
+		return nil
 	case err != nil:
-		return fmt.Errorf("%w: %w: %w", ErrUnavailable, errLineDown, err)
+		return fmt.Errorf("active: %w", err)
 	case !ok:
 		return ErrAdmissionRequired
 	}
@@ -397,12 +418,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			if callerGone(r) {
 				return
 			}
-			if errors.Is(err, errLineDown) {
-				h.log.Warn("booking request failed: the waiting room's line (Redis) unavailable", "method", r.Method, "route", r.Pattern, "err", err)
-			} else {
-				dbErrorsTotal.WithLabelValues("api").Inc()
-				h.log.Warn("booking request failed: database unavailable", "method", r.Method, "route", r.Pattern, "err", err)
-			}
+			dbErrorsTotal.WithLabelValues("api").Inc()
+			h.log.Warn("booking request failed: database unavailable", "method", r.Method, "route", r.Pattern, "err", err)
 		}
 		body := errorBody{Error: e.code, Message: message(e.err, err)}
 		if e.retryAfter > 0 {

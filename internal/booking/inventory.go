@@ -9,6 +9,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/queue"
 
+	"github.com/waitroom/waitroom/internal/platform/breaker"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 )
 
@@ -22,6 +23,7 @@ type InventoryLine interface {
 	PaymentSettled(ctx context.Context, event, paymentID string) error
 	SyncMark(ctx context.Context) (int64, error)
 	SyncInventory(ctx context.Context, event string, mark int64, snap queue.Snapshot) error
+	Ping(ctx context.Context) error
 }
 
 // InventorySnapshot is an event's places as the database has them at one
@@ -63,10 +65,12 @@ var (
 // snapshot at the start and every syncEvery (or at once when Redis lost it),
 // which repairs what a crash or a Redis outage between the two stores left.
 //
-// Redis failing never fails a fan's request: the change is counted, logged,
-// and the next sync puts it right.
+// Redis failing never fails a fan's request, nor holds it more than a
+// second (a breaker: while Redis stays silent the next changes are not sent
+// at all): the change is counted, logged, and the next sync puts it right.
 type Inventory struct {
 	line   InventoryLine
+	redis  *breaker.Breaker
 	store  Store
 	events []string
 	log    *slog.Logger
@@ -85,12 +89,16 @@ const (
 // NewInventory publishes the inventory of events (every event of the
 // catalog) through line.
 func NewInventory(line InventoryLine, store Store, events []string, log *slog.Logger) *Inventory {
-	return &Inventory{line: line, store: store, events: events, log: log, dirty: make(chan struct{}, 1)}
+	return &Inventory{line: line, redis: queue.NewBreaker(line.Ping, log), store: store, events: events, log: log, dirty: make(chan struct{}, 1)}
 }
 
 // reserve counts a hold's places out before the hold is decided.
 func (i *Inventory) reserve(ctx context.Context, event, holdID, customer string, places int) {
-	known, err := i.line.Reserve(ctx, event, holdID, customer, places)
+	var known bool
+	err := i.redis.Do(ctx, func(ctx context.Context) (err error) {
+		known, err = i.line.Reserve(ctx, event, holdID, customer, places)
+		return err
+	})
 	switch {
 	case err != nil:
 		i.failed("reserve", event, err)
@@ -101,7 +109,7 @@ func (i *Inventory) reserve(ctx context.Context, event, holdID, customer string,
 
 // released gives a refused, released or lapsed hold's places back.
 func (i *Inventory) released(ctx context.Context, event, holdID string) {
-	if err := i.line.Release(ctx, event, holdID); err != nil {
+	if err := i.redis.Do(ctx, func(ctx context.Context) error { return i.line.Release(ctx, event, holdID) }); err != nil {
 		i.failed("release", event, err)
 	}
 }
@@ -109,7 +117,7 @@ func (i *Inventory) released(ctx context.Context, event, holdID string) {
 // booked moves a confirmed hold's places to sold, and closes its payment
 // ("" for a hold paid with points, which had none).
 func (i *Inventory) booked(ctx context.Context, event, holdID, paymentID string) {
-	if err := i.line.Booked(ctx, event, holdID); err != nil {
+	if err := i.redis.Do(ctx, func(ctx context.Context) error { return i.line.Booked(ctx, event, holdID) }); err != nil {
 		i.failed("booked", event, err)
 	}
 	if paymentID != "" {
@@ -118,13 +126,13 @@ func (i *Inventory) booked(ctx context.Context, event, holdID, paymentID string)
 }
 
 func (i *Inventory) opened(ctx context.Context, event, paymentID string) {
-	if err := i.line.PaymentOpened(ctx, event, paymentID); err != nil {
+	if err := i.redis.Do(ctx, func(ctx context.Context) error { return i.line.PaymentOpened(ctx, event, paymentID) }); err != nil {
 		i.failed("payment opened", event, err)
 	}
 }
 
 func (i *Inventory) settled(ctx context.Context, event, paymentID string) {
-	if err := i.line.PaymentSettled(ctx, event, paymentID); err != nil {
+	if err := i.redis.Do(ctx, func(ctx context.Context) error { return i.line.PaymentSettled(ctx, event, paymentID) }); err != nil {
 		i.failed("payment settled", event, err)
 	}
 }

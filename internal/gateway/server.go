@@ -16,12 +16,14 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitroom/waitroom/internal/account"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway/web"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/breaker"
 	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/proof"
@@ -71,6 +73,11 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	proxy    *proxy
+	// redis guards the gate's calls to the line (the active set, the
+	// window a hold stretches): a Redis that does not answer holds no fan
+	// for more than a second, and no one again while it stays silent.
+	redis    *breaker.Breaker
+	degraded prometheus.Counter // waitroom_gate_degraded_total{service="gateway"}
 
 	proxies atomic.Pointer[proxies] // gateway.trusted_proxies, parsed; swapped on reload
 	pages   *web.Pages              // the fans' pages, rendered per request
@@ -113,6 +120,8 @@ func New(o Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	s.redis = queue.NewBreaker(o.Line.Ping, s.log)
+	s.degraded = metrics.GateDegraded("gateway")
 	// The gateway verifies passes with its own key: no network hop.
 	s.verifier = pass.NewStaticVerifier(o.Signer.PublicKey())
 	p, err := newProxy(o.Config.Gateway.BookingURL, o.Config.Gateway.ProxyTimeout.D())

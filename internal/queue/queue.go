@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/platform/breaker"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -201,6 +203,18 @@ func (s *Store) tickEvery() time.Duration { return time.Duration(s.every.Load())
 
 // Ping reports whether Redis answers (readiness).
 func (s *Store) Ping(ctx context.Context) error { return s.c.Ping(ctx) }
+
+// NewBreaker is the breaker of a process's calls to the line that must not
+// wait for a Redis that stopped answering (DESIGN.md, "When parts fail"):
+// each waits at most a second, and while Redis stays silent the next ones
+// do not wait again; ping (Store.Ping) asks every 250 ms whether it answers
+// again. Only ErrUnavailable (or the second running out) opens it.
+func NewBreaker(ping func(context.Context) error, log *slog.Logger) *breaker.Breaker {
+	return breaker.New(breaker.Options{
+		Name: "redis", Wait: time.Second, Retry: 250 * time.Millisecond, Probe: ping, Log: log,
+		Outage: func(err error) bool { return errors.Is(err, ErrUnavailable) },
+	})
+}
 
 // Counts reads the waiting and active counts of event.
 func (s *Store) Counts(ctx context.Context, event string) (Counts, error) {

@@ -27,6 +27,8 @@ var (
 	redisDuration = HistogramVec("waitroom_redis_duration_seconds",
 		"Latency of Redis commands and pipelines.",
 		[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}, "service")
+	gateDegraded = CounterVec("waitroom_gate_degraded_total",
+		"Passes honoured by their signature, event and exp alone because Redis did not answer whether their ticket is active.", "service")
 )
 
 // The config reload pair, the same in every process that follows its file.
@@ -155,6 +157,11 @@ func ObserveRedis(service string, d time.Duration) {
 // RedisFailed counts one failed Redis command, pipeline or dial of service
 // (replies such as redis.Nil are not failures).
 func RedisFailed(service string) { redisErrors.WithLabelValues(service).Inc() }
+
+// GateDegraded is service's count of passes honoured without Redis (the
+// gate's or the booking core's check of the active set did not answer);
+// asking for it exports the series at zero.
+func GateDegraded(service string) prometheus.Counter { return gateDegraded.WithLabelValues(service) }
 
 // CounterVec registers a counter with labels in the default registry.
 func CounterVec(name, help string, labels ...string) *prometheus.CounterVec {

@@ -45,6 +45,7 @@ var agreedMetrics = map[string]string{
 	// every Redis client
 	"waitroom_redis_errors_total":     counter,
 	"waitroom_redis_duration_seconds": histogram,
+	"waitroom_gate_degraded_total":    counter,
 	// booking core
 	"booking_holds_total":           counter,
 	"booking_confirmations_total":   counter,
