@@ -190,6 +190,9 @@ type Event struct {
 	Venue     string     `yaml:"venue"`
 	Admission Admission  `yaml:"admission"`
 	Showtimes []Showtime `yaml:"showtimes"`
+	// Protect lists the paths of other sites this event guards, behind
+	// their own reverse proxy (forward auth, protect.go).
+	Protect []Protect `yaml:"protect"`
 }
 
 type Admission struct {
@@ -591,6 +594,7 @@ func (c *Config) Validate() error {
 
 	eventIDs := map[string]int{}
 	showtimeIDs := map[int64]string{}
+	guarded := map[Protect]string{} // each rule's key, to name a duplicate
 	for i, e := range c.Events {
 		k := fmt.Sprintf("events[%d]", i)
 		if !eventIDPattern.MatchString(e.ID) {
@@ -657,6 +661,7 @@ func (c *Config) Validate() error {
 		default:
 			bad(k+".admission.accounts", "must be optional or required, not %q", a.Accounts)
 		}
+		c.validateProtect(k, e.Protect, guarded, bad)
 		for j, s := range e.Showtimes {
 			sk := fmt.Sprintf("%s.showtimes[%d]", k, j)
 			if s.ID < 1 {

@@ -34,6 +34,7 @@ var notices = map[string]bool{
 	"rate_limited": true, "not_open": true, "event_closed": true, "sold_out": true, "invalid_link": true, "error": true,
 	"proof_required":   true,                          // a sale that asks a proof of work, joined by a form that cannot pay it
 	"account_required": true, "invalid_account": true, // accounts.go
+	"invalid_return": true, // a way back to a site this event does not guard (forwardauth.go)
 }
 
 func (s *Server) pageRoutes() {
@@ -257,7 +258,19 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	// link to ?moved=1 from elsewhere must not make it forget the fan's.
 	room.Moved = c.Query("moved") != "" && s.sameSite(c)
 	p := &web.Page{Title: l.T("room.pageTitle", "event", ev.Name), Script: "room.js", Event: view, Room: room}
+	if r := c.Query("return"); r != "" {
+		// The way back to the site behind the room that sent the fan here:
+		// the join carries it, or it is kept with the live ticket at once.
+		if room.Return, err = s.wayBack(ev, r); err != nil {
+			room.Notice = "invalid_return"
+			noStore(c)
+			return s.render(c, fiber.StatusBadRequest, web.RoomPage, l, p)
+		}
+	}
 	if ticket := s.ticketCookie(c, ev); ticket != "" {
+		if room.Return != "" {
+			s.keepReturn(c, ev, ticket, room.Return)
+		}
 		st, err := s.line.Status(c.UserContext(), ev.ID, ticket, s.settingsFor(ev))
 		switch {
 		case errors.Is(err, queue.ErrInvalidTicket):
@@ -273,8 +286,14 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 				room.QRURL = "/e/" + ev.ID + "/qr.svg?from=" + strconv.FormatInt(room.From, 10)
 			case queue.Admitted:
 				s.observeAdmission(ev, st)
-				if _, err := s.grant(c, ev, "", st.ID, st.Account, st.ActiveUntil); err != nil {
+				out, err := s.grant(c, ev, "", st.ID, st.Account, st.ActiveUntil)
+				if err != nil {
 					return err
+				}
+				if out.ReturnURL != "" {
+					// Back to the site behind the room, with its token.
+					noStore(c)
+					return c.Redirect(out.ReturnURL, fiber.StatusSeeOther)
 				}
 				p.Title = l.T("room.turnTitle", "event", ev.Name)
 			case queue.SoldOut:
@@ -426,13 +445,17 @@ func (s *Server) joinForm(c *fiber.Ctx) error {
 		return c.Redirect(room+"?e="+code, fiber.StatusSeeOther)
 	}
 	var out struct {
-		Status   string `json:"status"`
-		Position int64  `json:"position"`
+		Status    string `json:"status"`
+		Position  int64  `json:"position"`
+		ReturnURL string `json:"returnUrl"`
 	}
 	_ = json.Unmarshal(c.Response().Body(), &out)
 	c.Response().ResetBody()
 	c.Response().Header.SetContentType(fiber.MIMETextPlainCharsetUTF8)
-	if out.Status == string(queue.Admitted) {
+	switch {
+	case out.Status == string(queue.Admitted) && out.ReturnURL != "":
+		return c.Redirect(out.ReturnURL, fiber.StatusSeeOther)
+	case out.Status == string(queue.Admitted):
 		return c.Redirect(room+"/book", fiber.StatusSeeOther)
 	}
 	return c.Redirect(room+"?from="+strconv.FormatInt(out.Position, 10), fiber.StatusSeeOther)

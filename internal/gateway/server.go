@@ -50,6 +50,11 @@ type Line interface {
 	Lottery(ctx context.Context, event string, set queue.Settings) (queue.Lottery, error)
 	TicketDraw(ctx context.Context, event, ticket string) (queue.TicketDraw, error)
 	LotteryEntries(ctx context.Context, event string, w io.Writer) error
+	// The way back to a site behind the room, and its return tokens
+	// (forwardauth.go).
+	SetReturn(ctx context.Context, event, ticket, returnURL string, ttl time.Duration) error
+	Return(ctx context.Context, event, id string) (string, error)
+	SpendReturn(ctx context.Context, event, id, jti string, keep time.Duration) (until time.Time, active bool, err error)
 }
 
 // Operators is what the operators' API needs of their state (package
@@ -80,8 +85,12 @@ type Server struct {
 	degraded prometheus.Counter // waitroom_gate_degraded_total{service="gateway"}
 
 	proxies atomic.Pointer[proxies] // gateway.trusted_proxies, parsed; swapped on reload
-	pages   *web.Pages              // the fans' pages, rendered per request
-	history *history                // the operators' chart (history.go)
+	guard   atomic.Pointer[guard]   // the events' protect rules, compiled; swapped on reload
+
+	// The site's pass and the return token of forward auth (forwardauth.go).
+	siteVerifier, returnVerifier *pass.Verifier
+	pages                        *web.Pages // the fans' pages, rendered per request
+	history                      *history   // the operators' chart (history.go)
 
 	settingsMu sync.RWMutex
 	settings   map[string]queue.Settings
@@ -131,6 +140,9 @@ func New(o Options) (*Server, error) {
 	s.proxy = p
 	ps := proxiesOf(o.Config)
 	s.proxies.Store(&ps)
+	g := guardOf(o.Config)
+	s.guard.Store(&g)
+	s.siteVerifier, s.returnVerifier = passVerifiers(o.Signer)
 	if s.pages, err = web.NewPages(); err != nil {
 		return nil, err
 	}
@@ -167,6 +179,9 @@ func exportSeries(cfg *config.Config) {
 		for _, r := range proofResults {
 			joinProofs.WithLabelValues(ev.ID, r)
 		}
+		for _, r := range forwardAuthResults {
+			forwardAuths.WithLabelValues(ev.ID, r)
+		}
 	}
 	for _, r := range []string{"timeout", "unavailable"} {
 		proxyErrors.WithLabelValues(r)
@@ -177,8 +192,8 @@ func exportSeries(cfg *config.Config) {
 func (s *Server) config() *config.Config { return s.cfg.Load() }
 
 // Watch follows the config file until ctx ends (see config.Live.Watch):
-// events (added, removed, renamed, their showtimes), the per-IP join limit
-// and the trusted proxies act at once; addresses, secrets, the signing key
+// events (added, removed, renamed, their showtimes and protect rules), the
+// per-IP join limit and the trusted proxies act at once; addresses, secrets, the signing key
 // and the booking URL need a restart.
 func (s *Server) Watch(ctx context.Context, hup <-chan os.Signal) {
 	s.cfg.Watch(ctx, hup, s.log, s.applied)
@@ -189,6 +204,8 @@ func (s *Server) applied(old, cfg *config.Config) {
 	exportSeries(cfg)
 	ps := proxiesOf(cfg)
 	s.proxies.Store(&ps)
+	g := guardOf(cfg)
+	s.guard.Store(&g)
 	s.loadSettings(context.Background())
 }
 
@@ -224,6 +241,7 @@ func (s *Server) routes() {
 
 	api := a.Group("/api/v1")
 	api.All("/booking/*", s.gate)
+	api.All("/forward-auth", lineBudget, s.forwardAuth)
 	line := api.Group("/events", lineBudget)
 	line.Get("", s.listEvents)
 	line.Get("/:event", s.getEvent)

@@ -45,12 +45,15 @@ type waitingJSON struct {
 	Available   *int64 `json:"available,omitempty"`
 }
 
-// admittedJSON is an admitted ticket's answer, with its access pass.
+// admittedJSON is an admitted ticket's answer, with its access pass, and
+// the way back to the site the fan came from when it is one the event
+// guards (forwardauth.go).
 type admittedJSON struct {
 	Ticket      string    `json:"ticket,omitempty"`
 	Status      string    `json:"status"`
 	AccessToken string    `json:"accessToken"`
 	ExpiresAt   time.Time `json:"expiresAt"`
+	ReturnURL   string    `json:"returnUrl,omitempty"`
 }
 
 func waiting(ticket string, p queue.Position) waitingJSON {
@@ -76,7 +79,8 @@ func (s *Server) grant(c *fiber.Ctx, ev *config.Event, ticket, id, account strin
 		return admittedJSON{}, err
 	}
 	s.setCookie(c, accessCookie+ev.ID, tok, until)
-	return admittedJSON{Ticket: ticket, Status: string(queue.Admitted), AccessToken: tok, ExpiresAt: until.UTC()}, nil
+	return admittedJSON{Ticket: ticket, Status: string(queue.Admitted), AccessToken: tok, ExpiresAt: until.UTC(),
+		ReturnURL: s.returnLink(c, ev, id)}, nil
 }
 
 func (s *Server) setCookie(c *fiber.Ctx, name, value string, expires time.Time) {
@@ -109,6 +113,10 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	ret, err := s.joinReturn(c, ev)
+	if err != nil {
+		return err
+	}
 	// The proof is checked here, before Redis: a bad one costs one HMAC and
 	// one SHA-256, never Redis, and never the network's join budget.
 	paid, bad := s.proofOf(c, ev)
@@ -125,6 +133,9 @@ func (s *Server) join(c *fiber.Ctx) error {
 		return s.proofRequired(c, ev, err)
 	case err != nil:
 		return err
+	}
+	if ret != "" {
+		s.keepReturn(c, ev, e.Ticket, ret)
 	}
 	if e.Resumed {
 		return s.resume(c, ev, set, e.Ticket, e.Status)
@@ -174,11 +185,17 @@ func (s *Server) resume(c *fiber.Ctx, ev *config.Event, set queue.Settings, tick
 
 // setTicketCookie keeps the fan's ticket for as long as the sale may need it.
 func (s *Server) setTicketCookie(c *fiber.Ctx, ev *config.Event, ticket string, set queue.Settings) {
+	s.setCookie(c, ticketCookie+ev.ID, ticket, s.ticketCookieUntil(set))
+}
+
+// ticketCookieUntil is how long the sale may need a ticket: a day, or an
+// hour past its close.
+func (s *Server) ticketCookieUntil(set queue.Settings) time.Time {
 	until := s.now().Add(24 * time.Hour)
 	if set.ClosesAt != nil && set.ClosesAt.After(s.now()) {
 		until = set.ClosesAt.Add(time.Hour)
 	}
-	s.setCookie(c, ticketCookie+ev.ID, ticket, until)
+	return until
 }
 
 // observeAdmission records the wait of a ticket whose place this request

@@ -21,6 +21,18 @@ const (
 	Audience = "booking"
 )
 
+// The audiences of the passes of a site behind the room (forward auth):
+// each is refused where another is asked for, so the booking core never
+// takes a site's pass, nor a site a booking pass or a return token.
+const (
+	// AudienceSite is the pass a site behind the room keeps in its cookie
+	// wr_fa_{event}, good while its ticket is active.
+	AudienceSite = "site"
+	// AudienceReturn is the one-use token (wr_token) that the room adds to
+	// the fan's way back to the site, for the site's pass.
+	AudienceReturn = "forward-auth"
+)
+
 // ErrInvalid is returned for any pass that does not verify: bad signature,
 // wrong algorithm, audience or issuer, expired, unknown key, malformed. The
 // reason is wrapped for logs; callers answer all of them the same way.
@@ -31,6 +43,7 @@ type Claims struct {
 	Ticket    string // sub: the ticket id
 	Event     string // evt
 	Account   string // acct: the fan's account ("" = none)
+	ID        string // jti: a return token's own id ("" for the passes)
 	IssuedAt  time.Time
 	ExpiresAt time.Time
 }
@@ -73,17 +86,39 @@ func (s *Signer) Mint(ticketID, event string, iat, exp time.Time) (string, error
 
 // MintFor is Mint for a ticket of account (claim acct; none when "").
 func (s *Signer) MintFor(ticketID, event, account string, iat, exp time.Time) (string, error) {
-	c := jwt.MapClaims{
+	c := claimsOf(Audience, ticketID, event, iat, exp)
+	if account != "" {
+		c["acct"] = account
+	}
+	return s.sign(c)
+}
+
+// MintSite signs the pass of a site behind the room (aud "site") for
+// ticketID of event, valid until exp (the end of the ticket's window).
+func (s *Signer) MintSite(ticketID, event string, iat, exp time.Time) (string, error) {
+	return s.sign(claimsOf(AudienceSite, ticketID, event, iat, exp))
+}
+
+// MintReturn signs a return token (aud "forward-auth") for ticketID of
+// event, valid until exp, with the id jti that spends it.
+func (s *Signer) MintReturn(ticketID, event, jti string, iat, exp time.Time) (string, error) {
+	c := claimsOf(AudienceReturn, ticketID, event, iat, exp)
+	c["jti"] = jti
+	return s.sign(c)
+}
+
+func claimsOf(aud, ticketID, event string, iat, exp time.Time) jwt.MapClaims {
+	return jwt.MapClaims{
 		"iss": Issuer,
-		"aud": Audience,
+		"aud": aud,
 		"sub": ticketID,
 		"evt": event,
 		"iat": iat.Unix(),
 		"exp": exp.Unix(),
 	}
-	if account != "" {
-		c["acct"] = account
-	}
+}
+
+func (s *Signer) sign(c jwt.MapClaims) (string, error) {
 	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
 	t.Header["kid"] = s.kid
 	return t.SignedString(s.priv)
@@ -130,11 +165,11 @@ func (v *Verifier) now() time.Time {
 	return v.Now()
 }
 
-func newVerifier() *Verifier {
+func newVerifier(aud string) *Verifier {
 	v := &Verifier{keys: map[string]ed25519.PublicKey{}, minInterval: 5 * time.Second}
 	v.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
-		jwt.WithAudience(Audience),
+		jwt.WithAudience(aud),
 		jwt.WithIssuer(Issuer),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
@@ -144,9 +179,15 @@ func newVerifier() *Verifier {
 	return v
 }
 
-// NewStaticVerifier trusts exactly pub.
+// NewStaticVerifier trusts exactly pub, for access passes (aud "booking").
 func NewStaticVerifier(pub ed25519.PublicKey) *Verifier {
-	v := newVerifier()
+	return NewStaticVerifierFor(pub, Audience)
+}
+
+// NewStaticVerifierFor trusts exactly pub, for tokens of audience aud
+// (Audience, AudienceSite or AudienceReturn) and no other.
+func NewStaticVerifierFor(pub ed25519.PublicKey, aud string) *Verifier {
+	v := newVerifier(aud)
 	v.keys[KeyID(pub)] = pub
 	return v
 }
@@ -157,7 +198,7 @@ func NewJWKSVerifier(url string, client *http.Client) *Verifier {
 	if client == nil {
 		client = &http.Client{Timeout: 5 * time.Second}
 	}
-	v := newVerifier()
+	v := newVerifier(Audience)
 	v.url, v.client = url, client
 	return v
 }
@@ -179,7 +220,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 	if c.Subject == "" || c.Event == "" || c.IssuedAt == nil {
 		return Claims{}, fmt.Errorf("%w: missing sub, evt or iat", ErrInvalid)
 	}
-	return Claims{Ticket: c.Subject, Event: c.Event, Account: c.Account, IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time}, nil
+	return Claims{Ticket: c.Subject, Event: c.Event, Account: c.Account, ID: c.ID, IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time}, nil
 }
 
 func (v *Verifier) key(ctx context.Context, kid string) (ed25519.PublicKey, error) {

@@ -54,6 +54,9 @@ var (
 	// idPattern is a well-formed ticket id; Active, Extend and Complete
 	// check it before they touch Redis.
 	idPattern = regexp.MustCompile(`^[0-9a-z]{1,13}\.[A-Za-z0-9_-]{22}$`)
+	// jtiPattern is a well-formed return token id (site.go): what the
+	// gateway mints, 16 random bytes in base64url.
+	jtiPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`)
 )
 
 // id is the ticket's id.

@@ -180,3 +180,11 @@ func AuditOnceKey(once string) string { return "wr:{admin}:once:" + once }
 // BookingStream is the Redis stream confirmed bookings are published to
 // (DESIGN.md: booking-events, one entry per booking, keyed by bookingId).
 const BookingStream = "booking-events"
+
+// ReturnKey holds the way back to a site behind the room (forward auth)
+// that the fan of ticket id came from: a STRING with an expiry.
+func ReturnKey(event, id string) string { return "wr:{" + event + "}:return:" + id }
+
+// SpentKey marks the return token jti as spent: a STRING with an expiry
+// past the token's own.
+func SpentKey(event, jti string) string { return "wr:{" + event + "}:spent:" + jti }

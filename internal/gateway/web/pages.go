@@ -211,6 +211,9 @@ type Room struct {
 	// the page's script can pay; without JavaScript the page says so in place
 	// of the join form.
 	NeedsScript bool
+	// Return is the way back to the site behind the room that sent the fan
+	// here (?return=, checked): the join carries it.
+	Return string
 }
 
 // Waiting is true while the fan has a place in line.

@@ -29,6 +29,7 @@ var agreedMetrics = map[string]string{
 	"waitroom_eta_error_seconds":    histogram,
 	"waitroom_proxy_errors_total":   counter,
 	"waitroom_join_proofs_total":    counter,
+	"waitroom_forward_auth_total":   counter,
 	// gateway and booking
 	"waitroom_http_requests_total":           counter,
 	"waitroom_http_request_duration_seconds": histogram,

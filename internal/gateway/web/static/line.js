@@ -104,6 +104,7 @@ export class Line {
     this.infoLoading = false;
     this.lastEtaNull = null;
     this.proofHeader = null; // X-Waitroom-Proof for the next join, once solved
+    this.returnTo = null; // main[data-return]: the way back a join carries
     // The fan's state, published frozen by publish().
     this.s = {
       status: null, // until start(): what the server rendered
@@ -117,6 +118,7 @@ export class Line {
       failures: 0,
       proofRounds: 0,
       next: null,
+      returnUrl: null, // once admitted: the way back to the site behind the room
     };
     this.snapshot = Object.freeze({ ...this.s, seq: 0, change: null, notice: null });
   }
@@ -142,9 +144,10 @@ export class Line {
 
   // start takes over from the page the server rendered: its #status, its
   // data-from, and data-moved (a move this site made: drop the kept ticket).
-  async start({ status, from, moved }) {
+  async start({ status, from, moved, returnTo = null }) {
     this.s.status = status;
     this.from = from;
+    this.returnTo = returnTo;
     if (!this.event) {
       this.fail('unknown-event');
       return;
@@ -308,6 +311,7 @@ export class Line {
     if (d.accessToken) this.store.access.set(this.event, { token: d.accessToken, expiresAt: d.expiresAt || null });
     this.smoother.reset();
     this.s.status = 'admitted';
+    this.s.returnUrl = d.returnUrl || null;
     const next = this.decide('admitted', after('book', TURN_PAUSE_MS));
     this.later(() => this.decide('book', STOP), TURN_PAUSE_MS);
     return next;
@@ -377,7 +381,9 @@ export class Line {
       headers['X-Waitroom-Proof'] = this.proofHeader;
       this.proofHeader = null; // good for one join only
     }
-    const r = await this.api('POST', `/api/v1/events/${this.enc}/tickets`, { headers });
+    // A fan sent here by a site behind the room carries the way back.
+    const body = this.returnTo ? { return: this.returnTo } : undefined;
+    const r = await this.api('POST', `/api/v1/events/${this.enc}/tickets`, { headers, body });
     if (r.status !== 428) this.s.proofRounds = 0;
     switch (r.status) {
       case 200:

@@ -81,6 +81,7 @@ export class RoomView {
       updated: $('updated'),
       message: $('message'),
       turn: $('turn'),
+      toBooking: $('to-booking'),
       leave: $('leave'),
       leaveLine: $('leave').parentElement,
       leaveDialog: $('leave-dialog'),
@@ -100,7 +101,14 @@ export class RoomView {
   // page is what the server rendered for the line to start from.
   page() {
     const { main, status } = this.ui;
-    return { status: status.dataset.status, from: Number(main.dataset.from), moved: main.dataset.moved === 'true' };
+    return {
+      status: status.dataset.status,
+      from: Number(main.dataset.from),
+      moved: main.dataset.moved === 'true',
+      // The way back to the site behind the room that sent the fan here
+      // (checked by the server), for the join to carry.
+      returnTo: main.dataset.return || null,
+    };
   }
 
   // wire hands the fan's asks to the line: leave() (a promise) and rejoin().
@@ -186,7 +194,9 @@ export class RoomView {
       case 'book':
         // replace, not assign: Back from booking should not land on a page
         // that forwards again at once.
-        location.replace(`/e/${this.enc}/book`);
+        // An admitted fan who came from a site behind the room goes back
+        // there (returnUrl: the way back with its one-use token).
+        location.replace(s.returnUrl || `/e/${this.enc}/book`);
         break;
       case 'left':
       case 'expired':
@@ -342,6 +352,7 @@ export class RoomView {
     this.setStatus('admitted');
     this.inLine(false);
     show(ui.turn, true);
+    if (s.returnUrl) ui.toBooking.href = s.returnUrl;
     this.setHint('admitted');
     setText(ui.message, '');
     document.title = t('room.turnTitle', { event: name });

@@ -1,0 +1,56 @@
+package pass_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/pass"
+)
+
+// Each kind of token is good for its own audience only: a site's pass is
+// no booking pass, a return token is neither, and a booking pass opens no
+// site.
+func TestAudiencesAreKeptApart(t *testing.T) {
+	priv := newKey(t)
+	s := pass.NewSigner(priv)
+	pub := priv.Public().(ed25519.PublicKey)
+	now := time.Now()
+	exp := now.Add(time.Minute)
+	booking, err := s.Mint("t1", "premiere", now, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	site, err := s.MintSite("t1", "premiere", now, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, err := s.MintReturn("t1", "premiere", "j1", now, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[string]string{pass.Audience: booking, pass.AudienceSite: site, pass.AudienceReturn: ret}
+	for _, aud := range []string{pass.Audience, pass.AudienceSite, pass.AudienceReturn} {
+		v := pass.NewStaticVerifierFor(pub, aud)
+		for kind, tok := range tokens {
+			c, err := v.Verify(context.Background(), tok)
+			if kind == aud {
+				if err != nil || c.Ticket != "t1" || c.Event != "premiere" {
+					t.Errorf("verifier of %q, its own token: %+v, %v; want t1/premiere", aud, c, err)
+				}
+				if want := map[string]string{pass.AudienceReturn: "j1"}[aud]; c.ID != want {
+					t.Errorf("verifier of %q: jti %q; want %q", aud, c.ID, want)
+				}
+				continue
+			}
+			if !errors.Is(err, pass.ErrInvalid) {
+				t.Errorf("verifier of %q took a token of %q: %+v, %v", aud, kind, c, err)
+			}
+		}
+	}
+	if _, err := pass.NewStaticVerifier(pub).Verify(context.Background(), site); !errors.Is(err, pass.ErrInvalid) {
+		t.Errorf("the booking verifier took a site's pass: %v", err)
+	}
+}

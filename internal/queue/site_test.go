@@ -1,0 +1,102 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
+)
+
+// The way back to a site behind the room is kept with the ticket, and a
+// later one replaces it; a forged ticket keeps nothing and asks nothing of
+// Redis.
+func TestReturnKeptWithTheTicket(t *testing.T) {
+	onEachLayout(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		set := e.open()
+		tk := join(t, e.store, set)
+		if got, err := e.store.Return(ctx, event, tk.ID); err != nil || got != "" {
+			t.Fatalf("Return before any = %q, %v; want none", got, err)
+		}
+		for _, u := range []string{"https://shop.example/a", "https://shop.example/b?x=1"} {
+			if err := e.store.SetReturn(ctx, event, tk.Ticket, u, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := e.store.Return(ctx, event, tk.ID); err != nil || got != u {
+				t.Errorf("Return = %q, %v; want %q", got, err, u)
+			}
+		}
+		before := e.cmds.n.Load()
+		if err := e.store.SetReturn(ctx, event, tk.Ticket+"x", "https://evil.example/", time.Minute); !errors.Is(err, queue.ErrInvalidTicket) {
+			t.Errorf("SetReturn of a forged ticket = %v; want ErrInvalidTicket", err)
+		}
+		if got, _ := e.store.Return(ctx, event, "not an id"); got != "" {
+			t.Errorf("Return of a malformed id = %q", got)
+		}
+		if n := e.cmds.n.Load() - before; n != 0 {
+			t.Errorf("a forged ticket and a malformed id sent %d commands; want 0", n)
+		}
+	})
+}
+
+// A return token is spent once, however many proxies race to trade it,
+// and only while its ticket is active: one that is not spends nothing.
+func TestReturnTokenSpentOnce(t *testing.T) {
+	onEachLayout(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		set := e.open()
+		waiting := join(t, e.store, set)
+		if _, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "AAAAAAAAAAAAAAAAAAAAAA", time.Minute); err != nil || active {
+			t.Fatalf("spend for a waiting ticket = %v, %v; want not active", active, err)
+		}
+		set.MaxActive = 1
+		tick(t, e.store, set)
+		time.Sleep(50 * time.Millisecond)
+		tick(t, e.store, set)
+		st := status(t, e.store, waiting.Ticket, set)
+		if st.State != queue.Admitted {
+			t.Fatalf("fan %s; want admitted", st.State)
+		}
+		// The token the waiting fan could not spend is still good now.
+		var won, spent atomic.Int32
+		testenv.Race(16, func(int) {
+			until, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "AAAAAAAAAAAAAAAAAAAAAA", time.Minute)
+			switch {
+			case err == nil && active:
+				won.Add(1)
+				if d := until.Sub(st.ActiveUntil); d < -time.Millisecond || d > time.Millisecond {
+					t.Errorf("spent until %v; want the ticket's window, %v", until, st.ActiveUntil)
+				}
+			case errors.Is(err, queue.ErrTokenSpent):
+				spent.Add(1)
+			default:
+				t.Errorf("SpendReturn = %v, %v", active, err)
+			}
+		})
+		if won.Load() != 1 || spent.Load() != 15 {
+			t.Errorf("16 racing spends: %d won, %d told spent; want 1 and 15", won.Load(), spent.Load())
+		}
+		if _, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "BBBBBBBBBBBBBBBBBBBBBB", time.Minute); err != nil || !active {
+			t.Errorf("another token = %v, %v; want spent", active, err)
+		}
+		if err := e.store.Revoke(ctx, event, waiting.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "CCCCCCCCCCCCCCCCCCCCCC", time.Minute); err != nil || active {
+			t.Errorf("spend after a revoke = %v, %v; want not active", active, err)
+		}
+		before := e.cmds.n.Load()
+		for _, bad := range [][2]string{{"x", "CCCCCCCCCCCCCCCCCCCCCC"}, {waiting.ID, "short"}, {waiting.ID, "CCCCCCCCCCCCCCCCCCCCC/"}} {
+			if _, active, err := e.store.SpendReturn(ctx, event, bad[0], bad[1], time.Minute); err != nil || active {
+				t.Errorf("SpendReturn(%q, %q) = %v, %v; want not active", bad[0], bad[1], active, err)
+			}
+		}
+		if n := e.cmds.n.Load() - before; n != 0 {
+			t.Errorf("malformed ids sent %d commands; want 0", n)
+		}
+	})
+}
