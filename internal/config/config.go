@@ -187,12 +187,56 @@ type Event struct {
 	OpensAt         *time.Time `yaml:"opens_at"`
 	ClosesAt        *time.Time `yaml:"closes_at"`
 	// Venue is where the event takes place, shown on the fans' pages.
-	Venue     string     `yaml:"venue"`
-	Admission Admission  `yaml:"admission"`
+	Venue     string    `yaml:"venue"`
+	Admission Admission `yaml:"admission"`
+	// Presale is the event's registration, selection and staggered
+	// windows (nil: none; DESIGN.md "Presale").
+	Presale   *Presale   `yaml:"presale"`
 	Showtimes []Showtime `yaml:"showtimes"`
 	// Protect lists the paths of other sites this event guards, behind
 	// their own reverse proxy (forward auth, protect.go).
 	Protect []Protect `yaml:"protect"`
+}
+
+// Presale is an event's presale: accounts register between the two times,
+// the selection is drawn at the close, Selected registrants are invited in
+// groups of GroupSize, group g may join from opens_at + g × Window (and
+// until it closes a Window later), and from GeneralSaleAt (if set) anyone
+// may join.
+type Presale struct {
+	RegistrationOpensAt  *time.Time   `yaml:"registration_opens_at"`
+	RegistrationClosesAt *time.Time   `yaml:"registration_closes_at"`
+	Selected             int          `yaml:"selected"`
+	GroupSize            int          `yaml:"group_size"`
+	Window               Duration     `yaml:"window"`
+	GeneralSaleAt        OptionalTime `yaml:"general_sale_at"`
+}
+
+// OptionalTime is an RFC 3339 time that may be absent or "" (none).
+type OptionalTime struct{ At *time.Time }
+
+func (t *OptionalTime) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: must be an RFC 3339 time or \"\"", n.Line)
+	}
+	if s == "" {
+		t.At = nil
+		return nil
+	}
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not an RFC 3339 time (e.g. 2026-12-01T10:00:00Z)", n.Line, s)
+	}
+	t.At = &at
+	return nil
+}
+
+func (t OptionalTime) MarshalYAML() (any, error) {
+	if t.At == nil {
+		return "", nil
+	}
+	return t.At.Format(time.RFC3339), nil
 }
 
 type Admission struct {
@@ -218,7 +262,20 @@ type Admission struct {
 	// Accounts is AccountsOptional ("" too) or AccountsRequired: a join
 	// without a valid account token is then refused.
 	Accounts string `yaml:"accounts"`
+	// Codes is CodesOff ("" too) or CodesRequired: a new place then spends
+	// one use of an access code.
+	Codes string `yaml:"codes"`
 }
+
+// Values of admission.codes.
+const (
+	CodesOff      = "off"
+	CodesRequired = "required"
+)
+
+// CodesRequired reports whether a new place of the event spends an access
+// code.
+func (a Admission) CodesRequired() bool { return a.Codes == CodesRequired }
 
 // Values of admission.accounts.
 const (
@@ -347,13 +404,14 @@ func Parse(b []byte, lookup func(string) (string, bool)) (*Config, error) {
 
 // timeKeys hold RFC 3339 timestamps; yaml's own error for a bad one names
 // neither the key nor the line, so they are checked first.
-var timeKeys = map[string]bool{"prequeue_opens_at": true, "opens_at": true, "closes_at": true, "starts_at": true}
+var timeKeys = map[string]bool{"prequeue_opens_at": true, "opens_at": true, "closes_at": true, "starts_at": true,
+	"registration_opens_at": true, "registration_closes_at": true, "general_sale_at": true}
 
 func checkTimes(n *yaml.Node) error {
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			if timeKeys[k.Value] && v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
+			if timeKeys[k.Value] && v.Kind == yaml.ScalarNode && v.Tag != "!!null" && !(k.Value == "general_sale_at" && v.Value == "") {
 				if _, err := time.Parse(time.RFC3339, v.Value); err != nil {
 					return &Error{Problems: []string{fmt.Sprintf("line %d: %s: %q is not an RFC 3339 time (e.g. 2026-12-01T10:00:00Z)", v.Line, k.Value, v.Value)}}
 				}
@@ -662,6 +720,14 @@ func (c *Config) Validate() error {
 			bad(k+".admission.accounts", "must be optional or required, not %q", a.Accounts)
 		}
 		c.validateProtect(k, e.Protect, guarded, bad)
+		switch a.Codes {
+		case "", CodesOff, CodesRequired:
+		default:
+			bad(k+".admission.codes", "must be off or required, not %q", a.Codes)
+		}
+		if p := e.Presale; p != nil {
+			c.validatePresale(k+".presale", e, bad)
+		}
 		for j, s := range e.Showtimes {
 			sk := fmt.Sprintf("%s.showtimes[%d]", k, j)
 			if s.ID < 1 {
@@ -769,3 +835,42 @@ func badBaseURL(v string) string {
 	}
 	return ""
 }
+
+// validatePresale checks an event's presale (k names it in the problems).
+func (c *Config) validatePresale(k string, e Event, bad func(key, format string, args ...any)) {
+	p := e.Presale
+	if c.Auth.AccountKeysFile == "" {
+		bad(k, "needs auth.account_keys_file (registration is by account)")
+	}
+	if e.PrequeueOpensAt != nil {
+		bad(k, "and prequeue_opens_at cannot both be set (the presale's selection is the draw)")
+	}
+	if e.OpensAt == nil {
+		bad(k, "needs opens_at (the first window opens then)")
+	}
+	switch {
+	case p.RegistrationOpensAt == nil:
+		bad(k+".registration_opens_at", "is required")
+	case p.RegistrationClosesAt == nil:
+		bad(k+".registration_closes_at", "is required")
+	case !p.RegistrationClosesAt.After(*p.RegistrationOpensAt):
+		bad(k+".registration_closes_at", "must be after registration_opens_at")
+	case e.OpensAt != nil && p.RegistrationClosesAt.After(*e.OpensAt):
+		bad(k+".registration_closes_at", "must not be after opens_at")
+	}
+	if p.Selected < 1 || p.Selected > MaxPresaleSelected {
+		bad(k+".selected", "must be between 1 and %d, not %d", MaxPresaleSelected, p.Selected)
+	}
+	if p.GroupSize < 1 {
+		bad(k+".group_size", "must be >= 1")
+	}
+	if p.Window.D() < time.Minute {
+		bad(k+".window", "must be >= 1m")
+	}
+	if g := p.GeneralSaleAt.At; g != nil && e.OpensAt != nil && g.Before(*e.OpensAt) {
+		bad(k+".general_sale_at", "must not be before opens_at")
+	}
+}
+
+// MaxPresaleSelected bounds presale.selected.
+const MaxPresaleSelected = 10_000_000

@@ -30,9 +30,25 @@ import (
 	"hash"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
+
+// Published is what a committed draw shows anyone: the commitment from the
+// start; the seed, the entries' count and digest once drawn, never before.
+type Published struct {
+	Commitment  string // hex SHA-256 of the seed
+	CommittedAt time.Time
+	DrawAt      time.Time // when the entries freeze (zero: unknown)
+	// Seed, EntriesDigest and Entries are shown once drawn, never before.
+	Seed          string // hex
+	EntriesDigest string // hex SHA-256 of the entries' ids, sorted, each followed by "\n"
+	Entries       int64
+	Drawn         bool
+	DrawnAt       time.Time
+}
 
 // NewSeed draws a seed and its commitment, both hex.
 func NewSeed() (seedHex, commitmentHex string, err error) {
@@ -167,6 +183,17 @@ func Ranks(entries []Entry, seq func(id string) (int64, bool)) ([]byte, error) {
 		binary.BigEndian.PutUint32(table[4*n:], uint32(i+1))
 	}
 	return table, nil
+}
+
+// Seq is the sequence number in front of an id ("<seq base 36>.<random>":
+// a ticket's or a registration's).
+func Seq(id string) (int64, bool) {
+	p, _, ok := strings.Cut(id, ".")
+	if !ok {
+		return 0, false
+	}
+	seq, err := strconv.ParseInt(p, 36, 64)
+	return seq, err == nil
 }
 
 // PartSize is how many ids one part of a published list holds: a list of

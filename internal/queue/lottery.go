@@ -154,18 +154,9 @@ if r == 0 then return {'absent'} end
 return {'ok', l[2], l[4], r}
 `)
 
-// Lottery is what the lottery's route shows.
-type Lottery struct {
-	Commitment  string // hex SHA-256 of the seed
-	CommittedAt time.Time
-	DrawAt      time.Time // opens_at (the frozen one once frozen)
-	// Seed, EntriesDigest and Entries are shown once drawn, never before.
-	Seed          string // hex
-	EntriesDigest string // hex SHA-256 of the entries' ids, sorted, each followed by "\n"
-	Entries       int64
-	Drawn         bool
-	DrawnAt       time.Time
-}
+// Lottery is what the lottery's route shows (the committed draw's public
+// face, as the presale's selection has it too).
+type Lottery = draw.Published
 
 // TicketDraw is one fan's draw.
 type TicketDraw struct {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -182,14 +181,7 @@ func eachShard(n int, f func(i int) error) error {
 }
 
 // seqOf is the sequence number in front of a ticket id.
-func seqOf(member string) (int64, bool) {
-	p, _, ok := strings.Cut(member, ".")
-	if !ok {
-		return 0, false
-	}
-	seq, err := strconv.ParseInt(p, 36, 64)
-	return seq, err == nil
-}
+func seqOf(member string) (int64, bool) { return draw.Seq(member) }
 
 // lotteryArg is a ticket's lottery number as the join scripts take it.
 func lotteryArg(random [16]byte) string { return strconv.FormatInt(lotteryOf(random), 10) }

@@ -43,6 +43,16 @@ type Keys struct {
 	Ranks   string // string: u32 per sequence number (BITFIELD #seq), an entry's rank in the draw (1 = first)
 	Drawing string // STRING the admitter drawing now, with an expiry (one draw at a time)
 	Report  string // HASH the sale's figures per minute and its wait histograms
+	Booked  string // HASH ticket id → when its booking was confirmed (ms): a place that bought
+
+	// The presale (package presale) and the access codes.
+	Presale         string // HASH the selection's commitment, seed, times, counts and state
+	PresaleAccounts string // HASH account id → registration id (one per account)
+	PresaleRanks    string // string: u32 per registration's sequence number (BITFIELD #seq), its rank
+	PresaleTopUps   string // LIST the top-up groups, "<first rank> <last rank> <opens ms> <closes ms>"
+	PresaleDrawing  string // STRING the admitter drawing the selection, with an expiry
+	Codes           string // HASH HMAC of an access code → uses left
+	CodesInfo       string // HASH codes, uses, used: the codes' counts
 }
 
 // ShardKeys are the keys of one shard of a sharded event, under the
@@ -139,6 +149,15 @@ func buildKeys(event string) Keys {
 		Ranks:   p + "lottery:ranks",
 		Drawing: p + "lottery:drawing",
 		Report:  p + "report",
+		Booked:  p + "booked",
+
+		Presale:         p + "presale",
+		PresaleAccounts: p + "presale:accounts",
+		PresaleRanks:    p + "presale:ranks",
+		PresaleTopUps:   p + "presale:topups",
+		PresaleDrawing:  p + "presale:drawing",
+		Codes:           p + "codes",
+		CodesInfo:       p + "codes:info",
 	}
 	return k
 }
@@ -148,6 +167,20 @@ func buildKeys(event string) Keys {
 // published list streams part by part (lottery.go).
 func RankedKey(event string, i int) string {
 	return "wr:{" + event + "}:lottery:ranked:" + strconv.Itoa(i)
+}
+
+// PresaleRankedKey is part i of the presale's selection in rank order:
+// registration ids, published once drawn (like RankedKey).
+func PresaleRankedKey(event string, i int) string {
+	return "wr:{" + event + "}:presale:ranked:" + strconv.Itoa(i)
+}
+
+// PresaleHoldersKey is part i of the accounts behind the selection's
+// ranks, in rank order, one per line: never published (the gateway reads
+// an account's rank from PresaleAccounts and PresaleRanks; the admitter
+// reads a group's accounts from here).
+func PresaleHoldersKey(event string, i int) string {
+	return "wr:{" + event + "}:presale:holders:" + strconv.Itoa(i)
 }
 
 // ProofsKey is the set of join proofs spent (their challenges' ids) whose
