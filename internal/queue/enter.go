@@ -58,7 +58,7 @@ func (s *Store) Enter(ctx context.Context, r EnterRequest) (Entry, error) {
 	}
 	// The proof is spent in the join's own script (one place per proof,
 	// whatever the race), and so is the account's place (one per account).
-	res, err := s.JoinWith(ctx, r.Event, r.Settings, JoinOptions{Proof: r.Proof, Account: r.Account})
+	res, err := s.JoinWith(ctx, r.Event, r.Settings, JoinOptions{Proof: r.Proof, Account: r.Account, Code: r.Code})
 	if errors.Is(err, ErrNotOpen) {
 		err = notOpen(r.Settings)
 	}
@@ -100,6 +100,9 @@ type EnterRequest struct {
 	// is the fan's, verified by the caller (nil: none, or a bad one).
 	ProofRequired bool
 	Proof         *Proof
+	// Code is the access code's hash the fan brought (presale.Store.CodeHash;
+	// "" = none): spent by a new place of an event with codes.
+	Code string
 	// Addr is the fan's network (the caller masks an IPv6 address to its
 	// prefix), counted against Limit joins per calendar minute of Now (0 =
 	// no limit).

@@ -19,6 +19,8 @@ type headerKey struct {
 	rate                    float64
 	ttl, abandon            time.Duration
 	shards                  int
+	gate                    string // the presale's gate (gateArg)
+	codes                   bool
 }
 
 const noTime = -1 << 63
@@ -29,8 +31,8 @@ type headers struct {
 	key         headerKey
 	status      []any // statusScript's ARGV 1–6
 	statusShard []any // statusShardScript's ARGV 1–6
-	join        []any // joinScript's ARGV 1–7
-	joinGlobal  []any // joinGlobalScript's ARGV 1–7
+	join        []any // joinScript's ARGV 1–9
+	joinGlobal  []any // joinGlobalScript's ARGV 1–9
 
 	// statusScript's, joinScript's and joinGlobalScript's KEYS (never
 	// modified: a proof's set is appended to a copy).
@@ -45,7 +47,8 @@ func headerKeyOf(set Settings) headerKey {
 		return t.UnixMilli()
 	}
 	return headerKey{mode: set.Mode, prequeue: ms(set.PrequeueOpensAt), opens: ms(set.OpensAt), closes: ms(set.ClosesAt),
-		rate: set.AdmitPerSecond, ttl: set.AccessTTL, abandon: set.AbandonAfter, shards: shardsOf(set)}
+		rate: set.AdmitPerSecond, ttl: set.AccessTTL, abandon: set.AbandonAfter, shards: shardsOf(set),
+		gate: gateArg(set), codes: set.Codes}
 }
 
 // headersOf returns event's headers for set, built on first use and again
@@ -60,19 +63,33 @@ func (s *Store) headersOf(event string, set Settings) *headers {
 	h := &headers{
 		key:            key,
 		statusKeys:     []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Claims},
-		joinKeys:       []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Lottery, k.Entries, k.Accounts, k.Claims},
-		joinGlobalKeys: []string{k.Stats, k.Active, k.Inventory, k.Claims, k.Lottery, k.Entries, k.Accounts},
+		joinKeys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Lottery, k.Entries, k.Accounts, k.Claims,
+			k.Presale, k.PresaleAccounts, k.PresaleRanks, k.PresaleTopUps, k.Codes, k.CodesInfo},
+		joinGlobalKeys: []string{k.Stats, k.Active, k.Inventory, k.Claims, k.Lottery, k.Entries, k.Accounts,
+			k.Presale, k.PresaleAccounts, k.PresaleRanks, k.PresaleTopUps, k.Codes, k.CodesInfo},
 		status: []any{set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rate,
 			set.AbandonAfter.Milliseconds(), set.AccessTTL.Milliseconds()},
 		statusShard: []any{set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rate,
 			set.AbandonAfter.Milliseconds(), shardsOf(set)},
 		join: []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
-			rate, set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds()},
+			rate, set.AccessTTL.Milliseconds(), set.AbandonAfter.Milliseconds(), key.gate, boolArg(set.Codes)},
 		joinGlobal: []any{set.Mode, msArg(set.PrequeueOpensAt), msArg(set.OpensAt), msArg(set.ClosesAt),
-			rate, set.AccessTTL.Milliseconds(), shardsOf(set)},
+			rate, set.AccessTTL.Milliseconds(), shardsOf(set), key.gate, boolArg(set.Codes)},
 	}
 	s.headers.Store(event, h)
 	return h
+}
+
+// gateArg is the presale's gate as the join scripts take it: "" none,
+// "inf" for ever, else until general_sale_at (unix ms, by Redis TIME).
+func gateArg(set Settings) string {
+	switch {
+	case !set.Presale:
+		return ""
+	case set.GeneralSaleAt == nil:
+		return "inf"
+	}
+	return itoa(set.GeneralSaleAt.UnixMilli())
 }
 
 // withHeader is header followed by a request's own arguments, in a slice

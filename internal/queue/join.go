@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -30,6 +31,9 @@ type JoinOptions struct {
 	// account gets one place in the event, whatever the race and however
 	// many devices it joins from (accounts.go).
 	Account string
+	// Code is the access code's hash (presale.Store.CodeHash; "" = none):
+	// a new place of an event with codes spends one of its uses.
+	Code string
 }
 
 // JoinWith is Join with options. A join for an account whose place is
@@ -125,9 +129,9 @@ func (s *Store) joinBegin(ctx context.Context, event string, set Settings, o Joi
 	}
 	var args []any
 	if n > 1 {
-		args = withHeader(header, goes, b64.EncodeToString(random[:]), o.Account, replace, proofID, proofExp)
+		args = withHeader(header, goes, b64.EncodeToString(random[:]), o.Account, replace, proofID, proofExp, o.Code)
 	} else {
-		args = withHeader(header, goes, b64.EncodeToString(random[:]), lotteryArg(random), o.Account, proofID, proofExp)
+		args = withHeader(header, goes, b64.EncodeToString(random[:]), lotteryArg(random), o.Account, proofID, proofExp, o.Code)
 	}
 	c := s.c.Start(ctx, rdb.Call{Script: script, Keys: keys, Args: args, Merge: true, Told: true, Header: len(header) + 1, Head: replyHead})
 	res, err := c.Wait().Result()
@@ -285,6 +289,18 @@ func joinRefusal(r *rdb.Reply) error {
 		return errLayout{int(r.Int(1))}
 	case "account":
 		return errAccountPlace{r.Str(1)}
+	case "account_required":
+		return presale.ErrAccountRequired
+	case "not_invited":
+		return presale.ErrNotInvited
+	case "window":
+		return presale.WindowNotOpen{OpensAt: msToTime(r.Int(1)), ClosesAt: msToTime(r.Int(2))}
+	case "code_required":
+		return presale.ErrCodeRequired
+	case "invalid_code":
+		return presale.ErrInvalidCode
+	case "code_used":
+		return presale.ErrCodeUsed
 	}
 	return nil
 }

@@ -99,8 +99,9 @@ func (s *Store) Complete(ctx context.Context, event, ticket string) error {
 	if !idPattern.MatchString(ticket) {
 		return nil
 	}
-	_, err := s.complete(ctx, event, ticket)
-	return err
+	k := rdb.KeysOf(event)
+	err := s.c.Run(ctx, rdb.Call{Script: completeScript, Keys: []string{k.Active, k.Inventory, k.Holders, k.Claims, k.Booked}, Args: []any{ticket, "1"}}).Err()
+	return rdb.Interpret("complete", err)
 }
 
 func (s *Store) complete(ctx context.Context, event, id string) (bool, error) {

@@ -131,15 +131,19 @@ const joinLua = `
 -- they need. A join before opens_at is a pre-queue place (the lottery's
 -- entry) only until the entries froze: from then on, whatever opens_at the
 -- caller brings, it is after opening.
-local function join_state(stats, inventory, lottery, mode, pre, opens, closes, now)
+local function join_state(stats, inventory, lottery, mode, pre, opens, closes, gated, now)
   if mode == 'closed' or (closes and now >= closes) then return 'closed' end
-  if (pre and now < pre) or (not pre and opens and now < opens) then return 'not_open' end
-  local js = {avail = -1, joined = 0, admitted = 0}
+  local js = {avail = -1, joined = 0, admitted = 0, gated = gated}
+  if (pre and now < pre) or (not pre and opens and now < opens) then
+    -- a presale's fans are told their own windows (the gate, join_one)
+    if not gated then return 'not_open' end
+    js.early = true
+  end
   local known, avail, held, pending = inv_read(inventory)
   js.soldout = inv_sold(known, avail, held, pending)
   if known then js.avail = avail end
   js.until_open = 0
-  if opens and now < opens then
+  if opens and now < opens and not js.early then
     local lot = redis.call('HMGET', lottery, 'commitment', 'frozen')
     if not lot[2] then
       js.until_open = opens - now
@@ -155,18 +159,21 @@ end
 -- a call's joins, begun: the reply with its head, the joins' count and
 -- their shared state; or the reply already answered for them all (a
 -- refusal, a layout bounce) and no state. The ARGV are the join scripts':
--- a header of 8, then 5 per join.
+-- a header of 10 (the presale's gate and the codes 8 and 9), then 6 per
+-- join.
 local function join_call(layout_k, want, stats, inventory, lottery, now)
-  local n = (#ARGV - 8) / 5
+  local n = (#ARGV - 10) / 6
   local out = {now, '', -1}
   local function all(v)
     for i = 1, n do out[i + 3] = v end
     return out
   end
   if layout_k ~= want then return all({'layout', layout_k}) end
-  local refused, js = join_state(stats, inventory, lottery, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), now)
+  local gated = ARGV[8] ~= '' and (ARGV[8] == 'inf' or now < tonumber(ARGV[8]))
+  local refused, js = join_state(stats, inventory, lottery, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), gated, now)
   if refused then return all(refused) end
   js.rate = js.rate or ARGV[5]
+  js.codes = ARGV[9] == '1' 
   out[2], out[3] = js.rate, js.avail
   return out, n, js
 end
@@ -175,9 +182,10 @@ end
 -- {"account", entry}: the account's place, which may be live: live(id,
 -- joined ms) says what this layout can see of it; {-1, seq, expiry}: let in
 -- at once, in passthrough, admitted and claimed now, its fan holds its
--- pass), else nil, its sequence number and id. A proof is spent only by a
--- join that makes a place.
-local function join_one(js, k, now, now_s, ttl, random, acct, live, proof, proof_exp)
+-- pass), else nil, its sequence number and id. A proof and a code are
+-- spent only by a join that makes a place; a presale's gate and a code are
+-- checked before the proof is spent (presale.GateLua, presale.CodeLua).
+local function join_one(js, k, now, now_s, ttl, random, acct, live, proof, proof_exp, code)
   if acct ~= '' then
     local v = redis.call('HGET', k.accounts, acct)
     if v then
@@ -187,11 +195,21 @@ local function join_one(js, k, now, now_s, ttl, random, acct, live, proof, proof
   end
   if js.soldout then return 'sold_out' end
   if js.uncommitted then return 'uncommitted' end
+  if js.gated then
+    local refused = presale_gate(k, acct, now)
+    if refused then return refused end
+  end
+  if js.early then return 'not_open' end
+  if js.codes then
+    local refused = code_check(k, code)
+    if refused then return refused end
+  end
   if proof ~= '' then
     if now >= tonumber(proof_exp) then return 'stale' end
     if redis.call('SADD', k.spent, proof) == 0 then return 'reused' end
     js.spent = true
   end
+  if js.codes then code_spend(k, code) end
   js.joined = js.joined + 1
   local seq = js.seq0 + js.joined
   local id = b36(seq) .. '.' .. random

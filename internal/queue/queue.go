@@ -82,6 +82,12 @@ type Settings struct {
 	// Factor is the adaptive admitter's share of the rate (0 = not
 	// adaptive): AdmitPerSecond is the rate in force times it already.
 	Factor float64 `json:"adaptiveFactor,omitempty"`
+	// Presale: a new place needs an invited account inside its window
+	// (package presale) until GeneralSaleAt (nil: for ever).
+	Presale       bool       `json:"presale,omitempty"`
+	GeneralSaleAt *time.Time `json:"generalSaleAt,omitempty"`
+	// Codes: a new place spends one use of an access code.
+	Codes bool `json:"codes,omitempty"`
 }
 
 // Position of a waiting ticket, with what the fan is told.

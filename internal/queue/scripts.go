@@ -3,6 +3,7 @@ package queue
 import (
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -54,27 +55,32 @@ import (
 // one script, for the joins of one event that a pipeline carries together.
 //
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory, 6 lottery,
-// 7 lottery entries, 8 accounts, 9 claims, 10 (with proofs only) the
-// spent proofs of their expiry minute
+// 7 lottery entries, 8 accounts, 9 claims, 10 presale, 11 presale
+// accounts, 12 presale ranks, 13 presale top-ups, 14 codes, 15 codes info,
+// 16 (with proofs only) the spent proofs of their expiry minute
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
-// 7 abandon_after ms, 8 when the proofs' set goes (unix ms) or ""; then per
-// join: the random part of the new id (base64url), its lottery number (a
-// negative integer), the account id or "", the proof's id or "", its expiry
-// ms or ""
+// 7 abandon_after ms, 8 the presale's gate ("" none, "inf" for ever, else
+// until general_sale_at ms), 9 codes required ("1") or "", 10 when the
+// proofs' set goes (unix ms) or ""; then per join: the random part of the
+// new id (base64url), its lottery number (a negative integer), the account
+// id or "", the proof's id or "", its expiry ms or "", the access code's
+// hash or ""
 // Returns the head {now ms, rate, available or -1}, then one element per
 // join, each one of
 //
 //	rank × 65536 + pollAfter ms, then seq: {code, seq} (waiting; rank 0 = next)
 //	{-1, seq, active expiry ms} (admitted: passthrough)
 //	"closed" | "not_open" | "sold_out" | "reused" | "stale" | "uncommitted"
+//	a presale's or a code's refusal (presale.GateLua, presale.CodeLua)
 //	{"account", entry} (the account's place)
 //	{"layout", k} (a sharded event)
-var joinScript = redis.NewScript(prelude + invPrelude + layoutPrelude + joinLua + placeLua + `
+var joinScript = redis.NewScript(prelude + invPrelude + layoutPrelude + presale.GateLua + presale.CodeLua + joinLua + placeLua + `
 local now, now_s = clock()
 local out, n, js = join_call(sharded(KEYS[4]) or 1, 1, KEYS[4], KEYS[5], KEYS[6], now)
 if not js then return out end
-local keys = {stats = KEYS[4], active = KEYS[2], claims = KEYS[9], accounts = KEYS[8], entries = KEYS[7], spent = KEYS[10]}
+local keys = {stats = KEYS[4], active = KEYS[2], claims = KEYS[9], accounts = KEYS[8], entries = KEYS[7],
+  presale = KEYS[10], registered = KEYS[11], pranks = KEYS[12], topups = KEYS[13], codes = KEYS[14], codesinfo = KEYS[15], spent = KEYS[16]}
 local function live(id)
   local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
   return redis.call('ZSCORE', KEYS[1], id) or (exp and exp > now)
@@ -82,8 +88,8 @@ end
 local ttl = tonumber(ARGV[6])
 local p = placer(KEYS[1], KEYS[3], 1, poll_per(tonumber(js.rate)), tonumber(ARGV[7]), now)
 for i = 1, n do
-  local a = 9 + 5 * (i - 1)
-  local answer, seq, id = join_one(js, keys, now, now_s, ttl, ARGV[a], ARGV[a + 2], live, ARGV[a + 3], ARGV[a + 4])
+  local a = 11 + 6 * (i - 1)
+  local answer, seq, id = join_one(js, keys, now, now_s, ttl, ARGV[a], ARGV[a + 2], live, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
   if answer then
     out[i + 3] = answer
   else
@@ -92,7 +98,7 @@ for i = 1, n do
     out[i + 3] = {place(p, id, score, seq, string.format('#%d', seq), js.until_open), seq}
   end
 end
-join_done(js, keys, ARGV[8])
+join_done(js, keys, ARGV[10])
 placed(p, KEYS[4])
 return out
 `)
@@ -104,36 +110,38 @@ return out
 // (joinShardScript).
 //
 // KEYS: 1 stats, 2 active, 3 inventory, 4 claims, 5 lottery, 6 lottery
-// entries, 7 accounts, 8 (with proofs only) the spent proofs of their
-// expiry minute
+// entries, 7 accounts, 8–13 the presale's and the codes' as joinScript's
+// 10–15, 14 (with proofs only) the spent proofs of their expiry minute
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate, 6 access_ttl ms, 7 shards,
-// 8 when the proofs' set goes (unix ms) or ""; then per join: the random
-// part of the id, the account id or "", the id of the account's place the
-// caller found dead or "", the proof's id or "", its expiry ms or ""
+// 8 the presale's gate, 9 codes, 10 when the proofs' set goes (unix ms) or
+// ""; then per join: the random part of the id, the account id or "", the
+// id of the account's place the caller found dead or "", the proof's id or
+// "", its expiry ms or "", the access code's hash or ""
 // Returns the head {now ms, rate, available or -1}, then per join one of
 //
 //	{-2, seq, ms until opening} (to be placed on its shard)
 //	{-1, seq, active expiry ms} (admitted: passthrough)
 //	a refusal, {"account", entry}, {"layout", k} as joinScript's
-var joinGlobalScript = redis.NewScript(prelude + invPrelude + layoutPrelude + joinLua + `
+var joinGlobalScript = redis.NewScript(prelude + invPrelude + layoutPrelude + presale.GateLua + presale.CodeLua + joinLua + `
 local now, now_s = clock()
 local want = tonumber(ARGV[7])
 local out, n, js = join_call(layout(KEYS[1], want), want, KEYS[1], KEYS[3], KEYS[5], now)
 if not js then return out end
-local keys = {stats = KEYS[1], active = KEYS[2], claims = KEYS[4], accounts = KEYS[7], entries = KEYS[6], spent = KEYS[8]}
+local keys = {stats = KEYS[1], active = KEYS[2], claims = KEYS[4], accounts = KEYS[7], entries = KEYS[6],
+  presale = KEYS[8], registered = KEYS[9], pranks = KEYS[10], topups = KEYS[11], codes = KEYS[12], codesinfo = KEYS[13], spent = KEYS[14]}
 local ttl = tonumber(ARGV[6])
 for i = 1, n do
-  local a = 9 + 5 * (i - 1)
+  local a = 11 + 6 * (i - 1)
   local replace = ARGV[a + 2]
   local function live(id, joined)
     local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
     return (exp and exp > now) or id ~= replace or now - joined < ` + accountGraceMs + `
   end
-  out[i + 3] = join_one(js, keys, now, now_s, ttl, ARGV[a], ARGV[a + 1], live, ARGV[a + 3], ARGV[a + 4])
+  out[i + 3] = join_one(js, keys, now, now_s, ttl, ARGV[a], ARGV[a + 1], live, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
     or {-2, js.seq0 + js.joined, js.until_open}
 end
-join_done(js, keys, ARGV[8])
+join_done(js, keys, ARGV[10])
 return out
 `)
 
@@ -371,10 +379,12 @@ return leave_wait(KEYS[1], KEYS[2], ARGV[1])
 // completeScript frees an active place at once (the fan's booking is done,
 // or it left or was revoked on a line of many shards).
 //
-// KEYS: 1 active, 2 inventory, 3 holders, 4 claims
-// ARGV: 1 ticket id
+// KEYS: 1 active, 2 inventory, 3 holders, 4 claims, 5 booked (with ARGV 2)
+// ARGV: 1 ticket id, 2 "1": its booking was confirmed (noted in booked,
+// for the presale's top-ups), or absent
 // Returns 1 if it was active, else 0.
-var completeScript = redis.NewScript(invPrelude + leaveLua + `
+var completeScript = redis.NewScript(rdb.Prelude + invPrelude + leaveLua + `
+if ARGV[2] == '1' then redis.call('HSET', KEYS[5], ARGV[1], int(clock())) end
 return leave_active(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 `)
 

@@ -36,6 +36,10 @@ type Cmdable interface {
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
 	SScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
 	Time(ctx context.Context) *redis.TimeCmd
+	HScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
+	HLen(ctx context.Context, key string) *redis.IntCmd
+	LRange(ctx context.Context, key string, start, stop int64) *redis.StringSliceCmd
+	BitField(ctx context.Context, key string, values ...any) *redis.IntSliceCmd
 	Ping(ctx context.Context) *redis.StatusCmd
 }
 

@@ -1,0 +1,418 @@
+package presale_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/presale"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
+)
+
+var secret = []byte("presale-test-secret-0123456789abcdef")
+
+// sale is one event's presale over a private Redis: the line and the
+// presale, as the gateway and the admitter hold them.
+type sale struct {
+	t     *testing.T
+	ctx   context.Context
+	rdb   *redis.Client
+	line  *queue.Store
+	pre   *presale.Store
+	event string
+	plan  presale.Plan
+	set   queue.Settings
+}
+
+func newSale(t *testing.T, plan presale.Plan) *sale {
+	t.Helper()
+	_, c := testenv.Redis(t)
+	line := queue.NewStore(c, secret)
+	s := &sale{t: t, ctx: context.Background(), rdb: c, line: line, event: "tour",
+		plan: plan, pre: presale.New(rdb.New(c), line, secret, "test-admitter")}
+	opens := plan.OpensAt
+	s.set = queue.Settings{Mode: queue.ModeQueue, AdmitPerSecond: 100, MaxActive: 1000, AccessTTL: time.Minute,
+		AbandonAfter: time.Minute, OpensAt: &opens, Presale: true, GeneralSaleAt: plan.GeneralSaleAt}
+	return s
+}
+
+// another is a second admitter (or gateway) on the same Redis.
+func (s *sale) another(owner string) *presale.Store {
+	return presale.New(rdb.New(s.rdb), s.line, secret, owner)
+}
+
+func (s *sale) register(account string) string {
+	s.t.Helper()
+	id, _, err := s.pre.Register(s.ctx, s.event, s.plan, account)
+	if err != nil {
+		s.t.Fatalf("register %s: %v", account, err)
+	}
+	return id
+}
+
+// closeAndDraw waits for registration to close and steps the admitter
+// until the selection is drawn.
+func (s *sale) closeAndDraw() {
+	s.t.Helper()
+	time.Sleep(time.Until(s.plan.RegistrationClosesAt) + 5*time.Millisecond)
+	if err := s.pre.Step(s.ctx, s.event, s.plan); err != nil {
+		s.t.Fatalf("step: %v", err)
+	}
+	sel, err := s.pre.Selection(s.ctx, s.event, s.plan)
+	if err != nil || !sel.Drawn {
+		s.t.Fatalf("selection after the close: %+v, %v", sel, err)
+	}
+}
+
+func (s *sale) join(account string) (queue.JoinResult, error) {
+	return s.line.JoinWith(s.ctx, s.event, s.set, queue.JoinOptions{Account: account})
+}
+
+// plan: registration open now for reg, the first window opening after
+// that at opensIn, windows of window.
+func plan(reg, opensIn, window time.Duration, selected, group int) presale.Plan {
+	now := time.Now()
+	return presale.Plan{RegistrationOpensAt: now.Add(-time.Minute), RegistrationClosesAt: now.Add(reg),
+		Selected: selected, GroupSize: group, Window: window, OpensAt: now.Add(reg + opensIn)}
+}
+
+// 64 devices of one account register at once (and 64 other accounts with
+// them): one registration each, the same id on every device.
+func TestOneRegistrationPerAccount(t *testing.T) {
+	s := newSale(t, plan(time.Minute, time.Minute, time.Hour, 10, 10))
+	var created atomic.Int64
+	ids := make([]string, 128)
+	testenv.Race(128, func(i int) {
+		account := "same"
+		if i%2 == 1 {
+			account = fmt.Sprintf("other-%d", i)
+		}
+		id, made, err := s.pre.Register(s.ctx, s.event, s.plan, account)
+		if err != nil {
+			t.Errorf("register %d: %v", i, err)
+		}
+		if made {
+			created.Add(1)
+		}
+		ids[i] = id
+	})
+	if got := created.Load(); got != 65 {
+		t.Errorf("%d registrations created, want 65 (one per account)", got)
+	}
+	for i := 0; i < 128; i += 2 {
+		if ids[i] != ids[0] {
+			t.Fatalf("device %d got %q, device 0 %q: one account, one registration", i, ids[i], ids[0])
+		}
+	}
+	if n := s.rdb.HLen(s.ctx, rdb.KeysOf(s.event).PresaleAccounts).Val(); n != 65 {
+		t.Errorf("Redis holds %d registrations, want 65", n)
+	}
+	reg, err := s.pre.Status(s.ctx, s.event, s.plan, "same")
+	if err != nil || reg.ID != ids[0] || reg.Status != presale.Registered || reg.Rank != 0 {
+		t.Errorf("status = %+v, %v", reg, err)
+	}
+}
+
+// Registration is open from registration_opens_at to its close, by Redis
+// TIME; a withdrawn registration is gone, and a new one gets a new id.
+func TestRegistrationWindowAndWithdrawal(t *testing.T) {
+	p := plan(1500*time.Millisecond, time.Minute, time.Hour, 10, 10)
+	early := p
+	early.RegistrationOpensAt = time.Now().Add(time.Hour)
+	early.RegistrationClosesAt = time.Now().Add(2 * time.Hour)
+	s := newSale(t, p)
+	if _, _, err := s.pre.Register(s.ctx, s.event, early, "a"); !errors.Is(err, presale.ErrRegistrationClosed) {
+		t.Fatalf("register before the opening: %v, want ErrRegistrationClosed", err)
+	}
+	if _, _, err := s.pre.Register(s.ctx, s.event, s.plan, ""); !errors.Is(err, presale.ErrAccountRequired) {
+		t.Fatalf("register without an account: %v", err)
+	}
+	first := s.register("a")
+	if err := s.pre.Withdraw(s.ctx, s.event, s.plan, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pre.Status(s.ctx, s.event, s.plan, "a"); !errors.Is(err, presale.ErrNotRegistered) {
+		t.Fatalf("status after withdrawing: %v, want ErrNotRegistered", err)
+	}
+	if err := s.pre.Withdraw(s.ctx, s.event, s.plan, "a"); !errors.Is(err, presale.ErrNotRegistered) {
+		t.Fatalf("withdraw twice: %v, want ErrNotRegistered", err)
+	}
+	second := s.register("a")
+	if second == first {
+		t.Fatalf("a registration after withdrawing got the old id %q", first)
+	}
+	s.register("b")
+	time.Sleep(time.Until(s.plan.RegistrationClosesAt) + 5*time.Millisecond)
+	if _, _, err := s.pre.Register(s.ctx, s.event, s.plan, "c"); !errors.Is(err, presale.ErrRegistrationClosed) {
+		t.Fatalf("register after the close: %v", err)
+	}
+	if err := s.pre.Withdraw(s.ctx, s.event, s.plan, "b"); !errors.Is(err, presale.ErrRegistrationClosed) {
+		t.Fatalf("withdraw after the close: %v", err)
+	}
+	// A reload that moves the close later does not reopen a frozen one.
+	if err := s.pre.Step(s.ctx, s.event, s.plan); err != nil {
+		t.Fatal(err)
+	}
+	later := s.plan
+	later.RegistrationClosesAt = time.Now().Add(time.Hour)
+	if _, _, err := s.pre.Register(s.ctx, s.event, later, "c"); !errors.Is(err, presale.ErrRegistrationClosed) {
+		t.Fatalf("register after the freeze, the close moved later: %v", err)
+	}
+	if n := s.rdb.HLen(s.ctx, rdb.KeysOf(s.event).PresaleAccounts).Val(); n != 2 {
+		t.Errorf("%d registrations, want 2", n)
+	}
+}
+
+// The selection anyone can recompute: from the published seed and list
+// alone (the recipe of docs/QUEUE.md, written here without package draw),
+// the digest, the key, every draw and the order; and the list names
+// registrations, never accounts.
+func TestSelectionAnyoneCanRecompute(t *testing.T) {
+	s := newSale(t, plan(1500*time.Millisecond, time.Minute, time.Hour, 40, 10))
+	accounts := map[string]bool{}
+	for i := range 300 {
+		a := fmt.Sprintf("acct-%03d", i)
+		accounts[a] = true
+		s.register(a)
+	}
+	before, err := s.pre.Selection(s.ctx, s.event, s.plan)
+	if err != nil || before.Commitment == "" || before.Drawn || before.Seed != "" {
+		t.Fatalf("before the close: %+v, %v (a commitment, no seed)", before, err)
+	}
+	var w bytes.Buffer
+	if err := s.pre.Entries(s.ctx, s.event, &w); !errors.Is(err, presale.ErrNotDrawn) || w.Len() > 0 {
+		t.Fatalf("entries before the draw: %v, %d bytes", err, w.Len())
+	}
+	s.closeAndDraw()
+	sel, _ := s.pre.Selection(s.ctx, s.event, s.plan)
+	if err := s.pre.Entries(s.ctx, s.event, &w); err != nil {
+		t.Fatal(err)
+	}
+	list := strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n")
+	if len(list) != 300 || sel.Entries != 300 {
+		t.Fatalf("%d entries listed, %d said, want 300", len(list), sel.Entries)
+	}
+	seed, _ := hex.DecodeString(sel.Seed)
+	if sum := sha256.Sum256(seed); hex.EncodeToString(sum[:]) != sel.Commitment {
+		t.Fatalf("SHA-256(seed) = %x, commitment %s", sum, sel.Commitment)
+	}
+	sorted := slices.Clone(list)
+	slices.Sort(sorted)
+	digest := sha256.Sum256([]byte(strings.Join(sorted, "\n") + "\n"))
+	if hex.EncodeToString(digest[:]) != sel.EntriesDigest {
+		t.Fatalf("digest recomputed %x, published %s", digest, sel.EntriesDigest)
+	}
+	key := sha256.Sum256(append(seed, digest[:]...))
+	draws := func(id string) []byte {
+		m := hmac.New(sha256.New, key[:])
+		m.Write([]byte(id))
+		return m.Sum(nil)
+	}
+	for i := 1; i < len(list); i++ {
+		a, b := draws(list[i-1]), draws(list[i])
+		if binary.BigEndian.Uint64(a)>>12 > binary.BigEndian.Uint64(b)>>12 {
+			t.Fatalf("rank %d (%s) draws above rank %d (%s)", i, list[i-1], i+1, list[i])
+		}
+	}
+	for _, id := range list {
+		if accounts[id] || strings.Contains(id, "acct-") {
+			t.Fatalf("the public list names an account: %q", id)
+		}
+	}
+	// Each account's rank is its registration's place in the list.
+	for _, a := range []string{"acct-000", "acct-150", "acct-299"} {
+		reg, err := s.pre.Status(s.ctx, s.event, s.plan, a)
+		if err != nil || list[reg.Rank-1] != reg.ID {
+			t.Fatalf("%s: %+v, %v; the list has %q at its rank", a, reg, err, list[max(reg.Rank-1, 0)])
+		}
+		want := presale.Waitlisted
+		if reg.Rank <= 40 {
+			want = presale.Selected
+		}
+		if reg.Status != want {
+			t.Errorf("%s at rank %d: %s, want %s", a, reg.Rank, reg.Status, want)
+		}
+	}
+}
+
+// An admitter that died halfway through the selection (its lease still
+// held, part of the list written, nothing published) is taken over once
+// its lease lapses, and the next one draws the same ranks.
+func TestSelectionTakenOverDrawsTheSame(t *testing.T) {
+	s := newSale(t, plan(1500*time.Millisecond, time.Minute, time.Hour, 20, 10))
+	for i := range 120 {
+		s.register(fmt.Sprintf("fan-%d", i))
+	}
+	s.closeAndDraw()
+	var first bytes.Buffer
+	if err := s.pre.Entries(s.ctx, s.event, &first); err != nil {
+		t.Fatal(err)
+	}
+	k := rdb.KeysOf(s.event)
+	ranks := s.rdb.Get(s.ctx, k.PresaleRanks).Val()
+	// Back to what a dead admitter leaves: frozen, the lease its own,
+	// half of what it writes, nothing published.
+	s.rdb.HDel(s.ctx, k.Presale, "drawn", "digest", "selected", "invited", "toppedUp", "settled", "groupSize", "window", "opensAt")
+	s.rdb.Del(s.ctx, rdb.PresaleRankedKey(s.event, 0))
+	s.rdb.SetRange(s.ctx, k.PresaleRanks, 8, "garbage!")
+	s.rdb.Set(s.ctx, k.PresaleDrawing, "dead-admitter", 700*time.Millisecond)
+
+	other := s.another("second-admitter")
+	if err := other.Step(s.ctx, s.event, s.plan); err != nil {
+		t.Fatal(err)
+	}
+	if sel, _ := other.Selection(s.ctx, s.event, s.plan); sel.Drawn {
+		t.Fatal("a second admitter drew while the first one's lease stood")
+	}
+	time.Sleep(750 * time.Millisecond)
+	if err := other.Step(s.ctx, s.event, s.plan); err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	if err := other.Entries(s.ctx, s.event, &again); err != nil {
+		t.Fatal(err)
+	}
+	if again.String() != first.String() || s.rdb.Get(s.ctx, k.PresaleRanks).Val() != ranks {
+		t.Fatal("the second admitter's selection differs from the first's")
+	}
+}
+
+// A join of a presale needs an invited account inside its window, by Redis
+// TIME: refused a moment before, let in from its first millisecond; group 1
+// waits a window more; the waitlisted and the unregistered are refused;
+// after general_sale_at anyone joins.
+func TestWindowsOpenByRedisTime(t *testing.T) {
+	p := plan(1200*time.Millisecond, 1500*time.Millisecond, 1500*time.Millisecond, 4, 2)
+	general := p.OpensAt.Add(4 * time.Second)
+	p.GeneralSaleAt = &general
+	s := newSale(t, p)
+	for i := range 6 {
+		s.register(fmt.Sprintf("fan-%d", i))
+	}
+	s.closeAndDraw()
+	byRank := map[int64]string{}
+	for i := range 6 {
+		a := fmt.Sprintf("fan-%d", i)
+		reg, err := s.pre.Status(s.ctx, s.event, s.plan, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byRank[reg.Rank] = a
+	}
+	if _, err := s.join(""); !errors.Is(err, presale.ErrAccountRequired) {
+		t.Fatalf("join without an account: %v", err)
+	}
+	if _, err := s.join("stranger"); !errors.Is(err, presale.ErrNotInvited) {
+		t.Fatalf("join of an unregistered account: %v", err)
+	}
+	if _, err := s.join(byRank[5]); !errors.Is(err, presale.ErrNotInvited) {
+		t.Fatalf("join of the waitlisted rank 5: %v", err)
+	}
+	var wno presale.WindowNotOpen
+	if _, err := s.join(byRank[1]); !errors.As(err, &wno) || !wno.OpensAt.Equal(p.OpensAt.Truncate(time.Millisecond)) {
+		t.Fatalf("join before the window: %v (opens %v), want WindowNotOpen at %v", err, wno.OpensAt, p.OpensAt)
+	}
+	time.Sleep(time.Until(p.OpensAt) + 2*time.Millisecond)
+	for _, r := range []int64{1, 2} {
+		if res, err := s.join(byRank[r]); err != nil || res.State != queue.Waiting {
+			t.Fatalf("rank %d in its window: %+v, %v", r, res, err)
+		}
+	}
+	if _, err := s.join(byRank[3]); !errors.As(err, &wno) || !wno.OpensAt.Equal(p.OpensAt.Add(p.Window).Truncate(time.Millisecond)) {
+		t.Fatalf("rank 3 in group 0's window: %v, want its own window at %v", err, p.OpensAt.Add(p.Window))
+	}
+	time.Sleep(time.Until(p.OpensAt.Add(p.Window)) + 2*time.Millisecond)
+	if _, err := s.join(byRank[3]); err != nil {
+		t.Fatalf("rank 3 in its window: %v", err)
+	}
+	time.Sleep(time.Until(general) + 2*time.Millisecond)
+	if res, err := s.join("stranger"); err != nil || res.State != queue.Waiting {
+		t.Fatalf("general sale: %+v, %v", res, err)
+	}
+}
+
+// A single-use code raced by 50 fans gives exactly one place, on one shard
+// and on four; the other 49 are told it is used, and spend nothing else.
+func TestSingleUseCodeRaced(t *testing.T) {
+	for _, shards := range []int{1, 4} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			s := newSale(t, plan(time.Minute, time.Minute, time.Hour, 1, 1))
+			s.set = queue.Settings{Mode: queue.ModeQueue, AdmitPerSecond: 100, MaxActive: 100, AccessTTL: time.Minute,
+				AbandonAfter: time.Minute, Codes: true, Shards: shards}
+			codes, err := s.pre.NewCodes(s.ctx, s.event, 1, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hash := s.pre.CodeHash(s.event, strings.ToLower(codes[0])+" ")
+			var placed, used atomic.Int64
+			testenv.Race(50, func(i int) {
+				_, err := s.line.JoinWith(s.ctx, s.event, s.set, queue.JoinOptions{Code: hash})
+				switch {
+				case err == nil:
+					placed.Add(1)
+				case errors.Is(err, presale.ErrCodeUsed):
+					used.Add(1)
+				default:
+					t.Errorf("join %d: %v", i, err)
+				}
+			})
+			if placed.Load() != 1 || used.Load() != 49 {
+				t.Fatalf("%d places, %d told used; want 1 and 49", placed.Load(), used.Load())
+			}
+			c, err := s.line.Counts(s.ctx, s.event)
+			if err != nil || c.Waiting != 1 {
+				t.Fatalf("the line holds %d (%v), want 1", c.Waiting, err)
+			}
+			cc, _ := s.pre.CodeCounts(s.ctx, s.event)
+			if cc != (presale.CodeCounts{Codes: 1, Uses: 1, Used: 1}) {
+				t.Errorf("counts %+v", cc)
+			}
+			for _, bad := range []struct {
+				code string
+				want error
+			}{{"", presale.ErrCodeRequired}, {"NOPE-NOPE", presale.ErrInvalidCode}, {"bad*code", presale.ErrInvalidCode}} {
+				if _, err := s.line.JoinWith(s.ctx, s.event, s.set, queue.JoinOptions{Code: s.pre.CodeHash(s.event, bad.code)}); !errors.Is(err, bad.want) {
+					t.Errorf("code %q: %v, want %v", bad.code, err, bad.want)
+				}
+			}
+		})
+	}
+}
+
+// Given codes with many uses: exactly that many places, whatever the race.
+func TestGivenCodeUses(t *testing.T) {
+	s := newSale(t, plan(time.Minute, time.Minute, time.Hour, 1, 1))
+	s.set = queue.Settings{Mode: queue.ModeQueue, AdmitPerSecond: 100, MaxActive: 100, AccessTTL: time.Minute, AbandonAfter: time.Minute, Codes: true}
+	if err := s.pre.AddCodes(s.ctx, s.event, []string{"FANCLUB-2026"}, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pre.AddCodes(s.ctx, s.event, []string{"ok", "not ok!"}, 1); !errors.Is(err, presale.ErrBadCode) {
+		t.Fatalf("a bad code among good ones: %v", err)
+	}
+	var placed atomic.Int64
+	testenv.Race(30, func(int) {
+		if _, err := s.line.JoinWith(s.ctx, s.event, s.set, queue.JoinOptions{Code: s.pre.CodeHash(s.event, "fanclub2026")}); err == nil {
+			placed.Add(1)
+		}
+	})
+	if placed.Load() != 7 {
+		t.Fatalf("%d places for a code of 7 uses", placed.Load())
+	}
+	if cc, _ := s.pre.CodeCounts(s.ctx, s.event); cc != (presale.CodeCounts{Codes: 1, Uses: 7, Used: 7}) {
+		t.Errorf("counts %+v (the bad request added nothing)", cc)
+	}
+}

@@ -1,0 +1,335 @@
+package presale
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/rdb"
+)
+
+// The selection is drawn as the lottery is (package draw): a commitment
+// when registration opens (the first registration, or the admitter's step,
+// whichever comes first), the registrations frozen at its close by Redis
+// TIME, the key mixed with their digest. Then the admitter settles each
+// window as it closes (top-ups). Every step is safe to run again after an
+// admitter died in the middle of it: the draw writes the same figures
+// every time (it depends on the seed and the frozen registrations alone),
+// and a window is settled once (topUpScript).
+
+// drawLease is how long one admitter may draw or top up before another
+// takes over.
+const drawLease = 30 * time.Second
+
+// Step moves event's presale on (the admitter, every tick): commit, freeze
+// and draw at the close, then settle the windows that closed.
+func (s *Store) Step(ctx context.Context, event string, p Plan) error {
+	seed, commitment, err := draw.NewSeed()
+	if err != nil {
+		return err
+	}
+	k := rdb.KeysOf(event)
+	v, err := s.c.Run(ctx, rdb.Call{Script: stepScript, Keys: []string{k.Presale, k.PresaleAccounts},
+		Args: []any{p.RegistrationOpensAt.UnixMilli(), p.RegistrationClosesAt.UnixMilli(), seed, commitment}}).Slice()
+	if err != nil {
+		return rdb.Interpret("presale step", err)
+	}
+	r := rdb.ReplyOf(v)
+	switch r.Str(0) {
+	case "draw":
+		return s.draw(ctx, event, p, r.Str(1), r.Int(2))
+	case "drawn":
+		return s.topUps(ctx, event)
+	}
+	return r.Err()
+}
+
+// draw ranks the frozen registrations and publishes the selection, under
+// the lease (an admitter that finds another drawing leaves it be).
+func (s *Store) draw(ctx context.Context, event string, p Plan, seedHex string, n int64) (err error) {
+	k := rdb.KeysOf(event)
+	ok, err := s.c.TakeLease(ctx, k.PresaleDrawing, s.owner, drawLease)
+	if err != nil || !ok {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = s.c.ReleaseLease(ctx, k.PresaleDrawing, s.owner)
+		}
+	}()
+	accounts, err := s.registrations(ctx, event, n)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(accounts))
+	for id := range accounts {
+		ids = append(ids, id)
+	}
+	ids = draw.Dedupe(ids)
+	digest := draw.DigestSorted(ids)
+	seed, err := hex.DecodeString(seedHex)
+	if err != nil {
+		return fmt.Errorf("selection: seed: %w", err)
+	}
+	entries := draw.Rank(draw.Key(seed, digest), ids)
+	table, err := draw.Ranks(entries, draw.Seq)
+	if err != nil {
+		return err
+	}
+	holders := make([]draw.Entry, len(entries))
+	for i, e := range entries {
+		holders[i] = draw.Entry{ID: accounts[e.ID]}
+	}
+	_, err = s.c.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		pl.Set(ctx, k.PresaleRanks, table, 0)
+		draw.Parts(entries, func(i int, part string) { pl.Set(ctx, rdb.PresaleRankedKey(event, i), part, 0) })
+		draw.Parts(holders, func(i int, part string) { pl.Set(ctx, rdb.PresaleHoldersKey(event, i), part, 0) })
+		return nil
+	})
+	if err != nil {
+		return rdb.Interpret("selection", err)
+	}
+	selected := min(int64(p.Selected), int64(len(ids)))
+	err = s.c.Run(ctx, rdb.Call{Script: drawnScript, Keys: []string{k.Presale, k.PresaleDrawing},
+		Args: []any{hex.EncodeToString(digest), selected, p.GroupSize, p.Window.Milliseconds(), p.OpensAt.UnixMilli(), s.owner}}).Err()
+	return rdb.Interpret("selection", err)
+}
+
+// registrations reads the n frozen registrations: registration id →
+// account (HSCAN may give a field twice; the map keeps one).
+func (s *Store) registrations(ctx context.Context, event string, n int64) (map[string]string, error) {
+	out := make(map[string]string, n)
+	var cursor uint64
+	for {
+		kv, next, err := s.c.HScan(ctx, rdb.KeysOf(event).PresaleAccounts, cursor, "", 10_000).Result()
+		if err != nil {
+			return nil, rdb.Interpret("selection", err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i+1]] = kv[i]
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if int64(len(out)) != n {
+		return nil, fmt.Errorf("selection: %d registrations froze, %d read", n, len(out))
+	}
+	return out, nil
+}
+
+// topUps settles every window that has closed and is not settled yet, the
+// earliest close first, under the lease: the invitations a group left
+// unused (never joined, or a place that ended without a booking) go to the
+// next ranks on the wait list as a new group, as many as places are left
+// for them: the places the booking core says are available, less the fans
+// live in line, less the invitations still out (in windows open or to
+// come, not used yet).
+func (s *Store) topUps(ctx context.Context, event string) (err error) {
+	st, err := s.state(ctx, event)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	due := st.due(now)
+	if len(due) == 0 {
+		return nil
+	}
+	k := rdb.KeysOf(event)
+	ok, err := s.c.TakeLease(ctx, k.PresaleDrawing, s.owner, drawLease)
+	if err != nil || !ok {
+		return err
+	}
+	defer func() { _ = s.c.ReleaseLease(ctx, k.PresaleDrawing, s.owner) }()
+	for {
+		// Read again under the lease: another admitter may have settled.
+		if st, err = s.state(ctx, event); err != nil {
+			return err
+		}
+		due = st.due(now)
+		if len(due) == 0 {
+			return nil
+		}
+		g := due[0]
+		k, err := s.topUpSize(ctx, event, st, g, now)
+		if err != nil {
+			return err
+		}
+		err = s.c.Run(ctx, rdb.Call{Script: topUpScript, Keys: []string{rdb.KeysOf(event).Presale, rdb.KeysOf(event).PresaleTopUps, rdb.KeysOf(event).PresaleDrawing},
+			Args: []any{g.name, k, g.closes.UnixMilli(), g.closes.Add(st.window).UnixMilli(), s.owner}}).Err()
+		if err != nil {
+			return rdb.Interpret("top-up", err)
+		}
+	}
+}
+
+// due are the groups whose window has closed and which are not settled,
+// the earliest close first.
+func (st selection) due(now time.Time) []group {
+	var out []group
+	for _, g := range st.groups() {
+		if !now.Before(g.closes) && !st.settled[g.name] {
+			out = append(out, g)
+		}
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].closes.Before(out[j-1].closes); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// topUpSize is how many ranks the closing of g invites.
+func (s *Store) topUpSize(ctx context.Context, event string, st selection, g group, now time.Time) (int64, error) {
+	waitlist := st.entries - st.invited
+	if waitlist <= 0 {
+		return 0, nil
+	}
+	states, err := s.groupStates(ctx, event, g)
+	if err != nil {
+		return 0, err
+	}
+	var unused int64
+	for _, ps := range states {
+		if !ps.Used() {
+			unused++
+		}
+	}
+	k := min(unused, waitlist)
+	if k == 0 {
+		return 0, nil
+	}
+	left, known, err := s.places.PlacesLeft(ctx, event)
+	if err != nil || !known {
+		return k, err
+	}
+	// The invitations still out: in windows open or to come, not used.
+	for _, o := range st.groups() {
+		if o.name == g.name || !now.Before(o.closes) {
+			continue
+		}
+		states, err := s.groupStates(ctx, event, o)
+		if err != nil {
+			return 0, err
+		}
+		for _, ps := range states {
+			if ps == NoPlace {
+				left--
+			}
+		}
+	}
+	return max(0, min(k, left)), nil
+}
+
+// groupStates says what became of the places of g's accounts.
+func (s *Store) groupStates(ctx context.Context, event string, g group) ([]PlaceState, error) {
+	accounts, err := s.holders(ctx, event, g.from, g.to)
+	if err != nil {
+		return nil, err
+	}
+	return s.places.PlaceStates(ctx, event, accounts)
+}
+
+// holders reads the accounts of ranks from…to (1 = first), from the
+// private parts the draw wrote.
+func (s *Store) holders(ctx context.Context, event string, from, to int64) ([]string, error) {
+	var out []string
+	for part := (from - 1) / draw.PartSize; part <= (to-1)/draw.PartSize; part++ {
+		text, err := s.c.Get(ctx, rdb.PresaleHoldersKey(event, int(part))).Result()
+		if err != nil {
+			return nil, rdb.Interpret("selection", err)
+		}
+		lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+		base := part * draw.PartSize // rank of lines[0] is base+1
+		for i, a := range lines {
+			if r := base + int64(i) + 1; r >= from && r <= to {
+				out = append(out, a)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Selection is the selection's public face: the lottery's shape.
+func (s *Store) Selection(ctx context.Context, event string, p Plan) (draw.Published, error) {
+	st, err := s.state(ctx, event)
+	if err != nil {
+		return draw.Published{}, err
+	}
+	if st.commitment == "" {
+		return draw.Published{}, ErrNoPresale
+	}
+	out := draw.Published{Commitment: st.commitment, CommittedAt: st.committedAt, DrawAt: p.RegistrationClosesAt}
+	if !st.closesAt.IsZero() {
+		out.DrawAt = st.closesAt
+	}
+	if st.drawn {
+		out.Drawn, out.DrawnAt, out.Seed, out.EntriesDigest, out.Entries = true, st.drawnAt, st.seed, st.digest, st.entries
+	}
+	return out, nil
+}
+
+// Entries writes the drawn selection's registration ids in rank order, one
+// per line, part by part. ErrNoPresale or ErrNotDrawn (nothing written)
+// before.
+func (s *Store) Entries(ctx context.Context, event string, w io.Writer) error {
+	st, err := s.state(ctx, event)
+	switch {
+	case err != nil:
+		return err
+	case st.commitment == "":
+		return ErrNoPresale
+	case !st.drawn:
+		return ErrNotDrawn
+	}
+	for i := 0; int64(i*draw.PartSize) < st.entries; i++ {
+		part, err := s.c.Get(ctx, rdb.PresaleRankedKey(event, i)).Result()
+		if err != nil {
+			return rdb.Interpret("selection entries", err)
+		}
+		if _, err := io.WriteString(w, part); err != nil {
+			return err
+		}
+		if f, ok := w.(*bufio.Writer); ok {
+			_ = f.Flush()
+		}
+	}
+	return nil
+}
+
+// Figures are the presale's lines of the sale's report.
+type Figures struct {
+	Registrations int64 // current (withdrawn ones not counted; frozen at the close)
+	Selected      int64 // invited by the selection itself
+	Invited       int64 // every invitation, top-ups included
+	ToppedUp      int64
+	CodesUsed     int64 // uses of access codes spent
+}
+
+// Figures reads the presale's and the codes' figures for the report.
+func (s *Store) Figures(ctx context.Context, event string) (Figures, error) {
+	k := rdb.KeysOf(event)
+	var n *redis.IntCmd
+	var h *redis.SliceCmd
+	var used *redis.StringCmd
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		n = p.HLen(ctx, k.PresaleAccounts)
+		h = p.HMGet(ctx, k.Presale, "selected", "invited", "toppedUp")
+		used = p.HGet(ctx, k.CodesInfo, "used")
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return Figures{}, rdb.Interpret("presale figures", err)
+	}
+	v := h.Val()
+	u, _ := used.Int64()
+	return Figures{Registrations: n.Val(), Selected: rdb.Num(v[0]), Invited: rdb.Num(v[1]), ToppedUp: rdb.Num(v[2]), CodesUsed: u}, nil
+}
