@@ -61,8 +61,8 @@ func (s *Store) headersOf(event string, set Settings) *headers {
 	rate := rateArg(set.AdmitPerSecond)
 	k := rdb.KeysOf(event)
 	h := &headers{
-		key:            key,
-		statusKeys:     []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Claims},
+		key:        key,
+		statusKeys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Claims},
 		joinKeys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Lottery, k.Entries, k.Accounts, k.Claims,
 			k.Presale, k.PresaleAccounts, k.PresaleRanks, k.PresaleTopUps, k.Codes, k.CodesInfo},
 		joinGlobalKeys: []string{k.Stats, k.Active, k.Inventory, k.Claims, k.Lottery, k.Entries, k.Accounts,
