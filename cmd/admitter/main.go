@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/platform/service"
+	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
@@ -30,7 +31,8 @@ func run(ctx context.Context, p service.Process) error {
 	}
 	defer redis.Close()
 	line := queue.New(redis, []byte(cfg.Auth.TicketSecret))
-	adm := admission.New(admission.Options{Line: line, Operators: operators.New(redis), Config: cfg, ConfigPath: p.ConfigPath, Log: p.Log})
+	pre := presale.New(redis, line, []byte(cfg.Auth.TicketSecret), "")
+	adm := admission.New(admission.Options{Line: line, Operators: operators.New(redis), Presale: pre, Config: cfg, ConfigPath: p.ConfigPath, Log: p.Log})
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())

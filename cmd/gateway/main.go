@@ -12,6 +12,7 @@ import (
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/service"
+	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
@@ -38,11 +39,13 @@ func run(ctx context.Context, p service.Process) error {
 	}
 	defer redis.Close()
 
+	line := queue.New(redis, []byte(cfg.Auth.TicketSecret))
 	srv, err := gateway.New(gateway.Options{
 		Config:     cfg,
 		ConfigPath: p.ConfigPath,
-		Line:       queue.New(redis, []byte(cfg.Auth.TicketSecret)),
+		Line:       line,
 		Operators:  operators.New(redis),
+		Presale:    presale.New(redis, line, []byte(cfg.Auth.TicketSecret), ""),
 		Signer:     pass.NewSigner(key),
 		Accounts:   accounts,
 		Log:        p.Log,

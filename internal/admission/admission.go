@@ -23,6 +23,7 @@ import (
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/policy"
+	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -48,10 +49,20 @@ type Operators interface {
 	AuditOnce(ctx context.Context, once string, ttl time.Duration, e operators.AuditEntry) error
 }
 
+// Presale is what the admitter needs of the presale: its step (commit,
+// freeze and draw the selection, settle the windows that closed).
+type Presale interface {
+	Step(ctx context.Context, event string, p presale.Plan) error
+}
+
 // Admitter ticks every configured event.
 type Admitter struct {
-	line Line
-	ops  Operators
+	line    Line
+	ops     Operators
+	presale Presale
+	// stepping: events whose presale step runs now (a draw of a million
+	// registrations takes seconds: it runs beside the ticks, one at a time).
+	stepping sync.Map
 	log  *slog.Logger
 	now  func() time.Time
 	cfg  *config.Live // re-read from its file on change
@@ -67,6 +78,7 @@ type Admitter struct {
 type Options struct {
 	Line      Line
 	Operators Operators
+	Presale   Presale // nil = presales are not run by this admitter
 	Config    *config.Config
 	// ConfigPath is the file Watch follows ("" = no reloads).
 	ConfigPath string
@@ -76,7 +88,7 @@ type Options struct {
 
 // New returns an admitter serving o.Config.
 func New(o Options) *Admitter {
-	a := &Admitter{line: o.Line, ops: o.Operators, log: o.Log, now: o.Now, cfg: config.NewLive(o.ConfigPath, o.Config)}
+	a := &Admitter{line: o.Line, ops: o.Operators, presale: o.Presale, log: o.Log, now: o.Now, cfg: config.NewLive(o.ConfigPath, o.Config)}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -103,11 +115,17 @@ func (a *Admitter) Run(ctx context.Context) {
 // its first fans are let in within moments of opens_at).
 func nextRound(cfg *config.Config, now time.Time) time.Duration {
 	wait := cfg.Admitter.Tick.D()
-	for _, ev := range cfg.Events {
-		if ev.OpensAt != nil {
-			if d := ev.OpensAt.Sub(now); d >= 0 && d < wait {
+	soon := func(at *time.Time) {
+		if at != nil {
+			if d := at.Sub(now); d >= 0 && d < wait {
 				wait = d + time.Millisecond
 			}
+		}
+	}
+	for _, ev := range cfg.Events {
+		soon(ev.OpensAt)
+		if ev.Presale != nil {
+			soon(ev.Presale.RegistrationClosesAt) // the selection is drawn then
 		}
 	}
 	return wait
@@ -149,6 +167,9 @@ func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event
 	start := a.now()
 	defer func() { tickDuration.WithLabelValues(ev.ID).Observe(a.now().Sub(start).Seconds()) }()
 	tickErrors.WithLabelValues(ev.ID).Add(0) // exported from the first tick, so increase() sees the first error
+	if ev.Presale != nil && a.presale != nil {
+		a.stepPresale(ctx, ev)
+	}
 	set, err := a.overlay(ctx, ev, policy.SettingsFor(ev))
 	if err != nil {
 		return err
@@ -192,6 +213,28 @@ func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event
 	}
 	admitRate.WithLabelValues(ev.ID).Set(r.Rate)
 	return nil
+}
+
+// presaleBudget bounds one presale step (a selection of a million
+// registrations is drawn in a few seconds; one cut short is taken up again
+// from the start by the next tick, and writes the same).
+const presaleBudget = time.Minute
+
+// stepPresale runs ev's presale step beside the tick (at most one per
+// event at a time); its error is logged and counted as the tick's are.
+func (a *Admitter) stepPresale(ctx context.Context, ev config.Event) {
+	if _, busy := a.stepping.LoadOrStore(ev.ID, true); busy {
+		return
+	}
+	go func() {
+		defer a.stepping.Delete(ev.ID)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), presaleBudget)
+		defer cancel()
+		if err := a.presale.Step(sctx, ev.ID, policy.PlanFor(ev)); err != nil {
+			tickErrors.WithLabelValues(ev.ID).Inc()
+			a.log.Error("presale step failed", "event", ev.ID, "err", err)
+		}
+	}()
 }
 
 // pinOpening puts in force the times the event's lottery froze, if it

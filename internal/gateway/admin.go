@@ -46,6 +46,8 @@ func (s *Server) adminRoutes(api fiber.Router) {
 	g.Get("/events/:event/preview", s.adminPreview)
 	g.Get("/audit", s.adminAudit)
 	g.Post("/wallets/:account/credits", s.creditWallet)
+	g.Post("/events/:event/codes", s.adminCodes)
+	g.Get("/events/:event/codes", s.adminCodeCounts)
 }
 
 // adminGroup is /api/v1/admin behind requireAdmin, with the line's Redis

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -23,6 +24,9 @@ type apiError struct {
 	Challenge string `json:"challenge,omitempty"`
 	Bits      int    `json:"bits,omitempty"`
 	ExpiresAt string `json:"expiresAt,omitempty"`
+	// A presale's window_not_open: the fan's window.
+	WindowOpensAt  string `json:"windowOpensAt,omitempty"`
+	WindowClosesAt string `json:"windowClosesAt,omitempty"`
 	// Field names the request's field at fault (400 invalid_request of the
 	// operators' API).
 	Field string `json:"field,omitempty"`
@@ -78,6 +82,7 @@ func toAPI(err error) *apiError {
 		ae      *apiError
 		notOpen queue.NotOpen
 		tooMany queue.RateLimited
+		window  presale.WindowNotOpen
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -90,10 +95,17 @@ func toAPI(err error) *apiError {
 		return out
 	case errors.As(err, &tooMany):
 		return rateLimited(int((tooMany.RetryAfter + time.Second - 1) / time.Second))
+	case errors.As(err, &window):
+		return windowNotOpen(window)
 	}
-	for _, e := range lineErrors {
-		if errors.Is(err, e.err) {
-			return e.api
+	for _, table := range [...][]struct {
+		err error
+		api *apiError
+	}{lineErrors, presaleErrors} {
+		for _, e := range table {
+			if errors.Is(err, e.err) {
+				return e.api
+			}
 		}
 	}
 	var fe *fiber.Error

@@ -71,6 +71,7 @@ type Server struct {
 	cfg      *config.Live // re-read from its file on change
 	line     Line
 	ops      Operators
+	presale  Presale // the presales and the access codes
 	proofs   *proof.Keeper // the join challenges (proof.go)
 	signer   *pass.Signer
 	verifier *pass.Verifier
@@ -107,6 +108,10 @@ type Options struct {
 	Line       Line
 	// Operators is the operators' state (overrides, the audit).
 	Operators Operators
+	// Presale is the presales' registrations and selections, and the
+	// access codes (nil: events with a presale or codes answer 404
+	// no_presale on its routes, and their joins are refused by the line).
+	Presale Presale
 	Signer    *pass.Signer
 	// Accounts verifies the origin site's account tokens (nil = no
 	// accounts).
@@ -118,7 +123,7 @@ type Options struct {
 // New builds the gateway and its routes.
 func New(o Options) (*Server, error) {
 	s := &Server{
-		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, ops: o.Operators, signer: o.Signer, accounts: o.Accounts, log: o.Log, now: o.Now,
+		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, ops: o.Operators, presale: o.Presale, signer: o.Signer, accounts: o.Accounts, log: o.Log, now: o.Now,
 		settings: map[string]queue.Settings{},
 		history:  newHistory(historyEvery, historySpan),
 		proofs:   proof.NewKeeper([]byte(o.Config.Auth.TicketSecret)),
@@ -252,6 +257,7 @@ func (s *Server) routes() {
 	line.Get("/:event/lottery/entries", s.lotteryEntries)
 	line.Get("/:event/lottery/:ticket", s.ticketDraw)
 	line.Get("/:event/report", s.report)
+	s.presaleRoutes(line)
 	s.adminRoutes(api)
 	a.Get("/admin", s.adminPage)
 

@@ -123,7 +123,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 	cfg := s.config()
 	e, err := s.line.Enter(c.UserContext(), queue.EnterRequest{
 		Event: ev.ID, Settings: set, Tickets: []string{c.Get(ticketHeader), c.Cookies(ticketCookie + ev.ID)},
-		Account: acct, ProofRequired: ev.Admission.JoinProofBits > 0, Proof: paid,
+		Account: acct, ProofRequired: ev.Admission.JoinProofBits > 0, Proof: paid, Code: s.codeOf(c, ev),
 		Addr: joinBudgetOf(s.clientOf(c).addr, *cfg.Gateway.IPv6Prefix), Limit: *cfg.Gateway.JoinsPerIPPerMinute, Now: s.now(),
 	})
 	switch {

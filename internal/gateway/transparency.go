@@ -138,6 +138,12 @@ type reportJSON struct {
 	WaitSeconds       percentilesJSON `json:"waitSeconds"`
 	ETAErrorSeconds   percentilesJSON `json:"etaErrorSeconds"`
 	SoldOutAt         *time.Time      `json:"soldOutAt"`
+	// The presale's and the codes' (0 for a sale without them).
+	Registrations int64 `json:"registrations"`
+	Selected      int64 `json:"selected"`
+	Invited       int64 `json:"invited"`
+	ToppedUp      int64 `json:"toppedUp"`
+	CodesUsed     int64 `json:"codesUsed"`
 }
 
 // rateJSON: mean is over the time the open line was non-empty;
@@ -200,8 +206,16 @@ func (s *Server) report(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	out := reportView(ev.ID, r)
+	if s.presale != nil {
+		f, err := s.presale.Figures(c.UserContext(), ev.ID)
+		if err != nil {
+			return err
+		}
+		out.Registrations, out.Selected, out.Invited, out.ToppedUp, out.CodesUsed = f.Registrations, f.Selected, f.Invited, f.ToppedUp, f.CodesUsed
+	}
 	c.Set(fiber.HeaderCacheControl, "no-cache")
-	return c.JSON(reportView(ev.ID, r))
+	return c.JSON(out)
 }
 
 // reportPage: GET /e/:event/report — the report for fans and the press,

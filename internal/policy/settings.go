@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"time"
+
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -19,5 +22,35 @@ func SettingsFor(ev config.Event) queue.Settings {
 		OpensAt:         ev.OpensAt,
 		ClosesAt:        ev.ClosesAt,
 		Shards:          max(ev.Admission.Shards, 1),
+		Presale:         ev.Presale != nil,
+		GeneralSaleAt:   generalSaleAt(ev),
+		Codes:           ev.Admission.CodesRequired(),
 	}
+}
+
+func generalSaleAt(ev config.Event) *time.Time {
+	if ev.Presale == nil {
+		return nil
+	}
+	return ev.Presale.GeneralSaleAt.At
+}
+
+// PlanFor is an event's presale as the presale takes it (zero when the
+// event has none: check ev.Presale).
+func PlanFor(ev config.Event) presale.Plan {
+	p := ev.Presale
+	if p == nil {
+		return presale.Plan{}
+	}
+	out := presale.Plan{Selected: p.Selected, GroupSize: p.GroupSize, Window: p.Window.D(), GeneralSaleAt: p.GeneralSaleAt.At}
+	if p.RegistrationOpensAt != nil {
+		out.RegistrationOpensAt = *p.RegistrationOpensAt
+	}
+	if p.RegistrationClosesAt != nil {
+		out.RegistrationClosesAt = *p.RegistrationClosesAt
+	}
+	if ev.OpensAt != nil {
+		out.OpensAt = *ev.OpensAt
+	}
+	return out
 }

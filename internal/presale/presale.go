@@ -19,7 +19,10 @@ package presale
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/rdb"
@@ -126,7 +129,14 @@ const (
 func (p PlaceState) Used() bool { return p == LivePlace || p == BookedPlace }
 
 // New is the presale of the events in Redis c. codeKey is the secret codes
-// are hashed with; owner names this process in leases.
+// are hashed with; owner names this process in leases ("" = a name of its
+// own: host, pid and a random part).
 func New(c *rdb.Client, places Places, codeKey []byte, owner string) *Store {
-	return &Store{c: c, places: places, codeKey: codeKey, owner: owner, now: time.Now}
+	if owner == "" {
+		host, _ := os.Hostname()
+		var r [4]byte
+		_, _ = rand.Read(r[:])
+		owner = fmt.Sprintf("%s/%d/%x", host, os.Getpid(), r)
+	}
+	return &Store{c: c, places: places, codeKey: append([]byte(nil), codeKey...), owner: owner, now: time.Now}
 }

@@ -1,0 +1,315 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/operators"
+	"github.com/waitroom/waitroom/internal/policy"
+	"github.com/waitroom/waitroom/internal/presale"
+)
+
+// The presale's routes (DESIGN.md "Presale"): registration by account, the
+// selection anyone can check, and the operators' access codes. The join's
+// gate and the codes' spending are the line's (its join script).
+
+// Presale is what the gateway needs of the presale (package presale).
+type Presale interface {
+	Register(ctx context.Context, event string, p presale.Plan, account string) (string, bool, error)
+	Withdraw(ctx context.Context, event string, p presale.Plan, account string) error
+	Status(ctx context.Context, event string, p presale.Plan, account string) (presale.Registration, error)
+	Selection(ctx context.Context, event string, p presale.Plan) (draw.Published, error)
+	Entries(ctx context.Context, event string, w io.Writer) error
+	Figures(ctx context.Context, event string) (presale.Figures, error)
+	CodeHash(event, code string) string
+	NewCodes(ctx context.Context, event string, count, uses int) ([]string, error)
+	AddCodes(ctx context.Context, event string, codes []string, uses int) error
+	CodeCounts(ctx context.Context, event string) (presale.CodeCounts, error)
+}
+
+// codeHeader carries a join's access code (or form field "code").
+const codeHeader = "X-Waitroom-Code"
+
+var (
+	errRegistrationClosed = &apiError{Status: fiber.StatusConflict, Code: "registration_closed", Message: "registration for this presale is not open"}
+	errNotRegistered      = &apiError{Status: fiber.StatusNotFound, Code: "not_registered", Message: "this account has no registration for this presale"}
+	errNoPresale          = &apiError{Status: fiber.StatusNotFound, Code: "no_presale", Message: "this sale has no presale"}
+	errSelectionNotDrawn  = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the selection is drawn when registration closes"}
+	errNotInvited         = &apiError{Status: fiber.StatusForbidden, Code: "not_invited", Message: "this presale is for invited accounts: yours holds no invitation"}
+	errCodeRequired       = &apiError{Status: fiber.StatusForbidden, Code: "code_required", Message: "this sale needs an access code"}
+	errInvalidCode        = &apiError{Status: fiber.StatusForbidden, Code: "invalid_code", Message: "no such access code"}
+	errCodeUsed           = &apiError{Status: fiber.StatusConflict, Code: "code_used", Message: "this access code has been used up"}
+)
+
+// presaleErrors are the presale's errors in the contract's words (toAPI
+// reads them with the line's).
+var presaleErrors = []struct {
+	err error
+	api *apiError
+}{
+	{presale.ErrRegistrationClosed, errRegistrationClosed},
+	{presale.ErrNotRegistered, errNotRegistered},
+	{presale.ErrNoPresale, errNoPresale},
+	{presale.ErrNotDrawn, errSelectionNotDrawn},
+	{presale.ErrAccountRequired, errAccountRequired},
+	{presale.ErrNotInvited, errNotInvited},
+	{presale.ErrCodeRequired, errCodeRequired},
+	{presale.ErrInvalidCode, errInvalidCode},
+	{presale.ErrCodeUsed, errCodeUsed},
+}
+
+// windowNotOpen is 403 window_not_open with the fan's window.
+func windowNotOpen(w presale.WindowNotOpen) *apiError {
+	return &apiError{Status: fiber.StatusForbidden, Code: "window_not_open", Message: "your window to join this presale is not open",
+		WindowOpensAt: w.OpensAt.UTC().Format(time.RFC3339), WindowClosesAt: w.ClosesAt.UTC().Format(time.RFC3339)}
+}
+
+func (s *Server) presaleRoutes(line fiber.Router) {
+	line.Post("/:event/registrations", s.register)
+	line.Get("/:event/registrations/me", s.registration)
+	line.Delete("/:event/registrations/me", s.withdraw)
+	line.Get("/:event/selection", s.selection)
+	line.Get("/:event/selection/entries", s.selectionEntries)
+}
+
+// presaleEvent is the event of the request and its plan; 404 no_presale
+// for an event without one.
+func (s *Server) presaleEvent(c *fiber.Ctx) (*config.Event, presale.Plan, error) {
+	ev, err := s.event(c)
+	if err != nil {
+		return nil, presale.Plan{}, err
+	}
+	if ev.Presale == nil || s.presale == nil {
+		return nil, presale.Plan{}, errNoPresale
+	}
+	return ev, policy.PlanFor(*ev), nil
+}
+
+// registrant is the presale's event, plan and the request's account: 401
+// account_required without one.
+func (s *Server) registrant(c *fiber.Ctx) (*config.Event, presale.Plan, string, error) {
+	ev, p, err := s.presaleEvent(c)
+	if err != nil {
+		return nil, p, "", err
+	}
+	acct, err := s.accountOf(c, ev)
+	if err == nil && acct == "" {
+		err = errAccountRequired
+	}
+	return ev, p, acct, err
+}
+
+type registrationJSON struct {
+	RegistrationID string     `json:"registrationId"`
+	Status         string     `json:"status"`
+	Rank           *int64     `json:"rank"`
+	WindowOpensAt  *time.Time `json:"windowOpensAt"`
+	WindowClosesAt *time.Time `json:"windowClosesAt"`
+}
+
+func registrationView(r presale.Registration) registrationJSON {
+	out := registrationJSON{RegistrationID: r.ID, Status: r.Status}
+	if r.Rank > 0 {
+		out.Rank = &r.Rank
+	}
+	if r.WindowOpensAt != nil {
+		o, c := r.WindowOpensAt.UTC(), r.WindowClosesAt.UTC()
+		out.WindowOpensAt, out.WindowClosesAt = &o, &c
+	}
+	return out
+}
+
+// register: POST /api/v1/events/:event/registrations — 201 the first time,
+// 200 with the same id after.
+func (s *Server) register(c *fiber.Ctx) error {
+	ev, p, acct, err := s.registrant(c)
+	if err != nil {
+		return err
+	}
+	id, created, err := s.presale.Register(c.UserContext(), ev.ID, p, acct)
+	if err != nil {
+		return err
+	}
+	noStore(c)
+	status := fiber.StatusOK
+	if created {
+		status = fiber.StatusCreated
+	}
+	return c.Status(status).JSON(fiber.Map{"registrationId": id, "status": presale.Registered})
+}
+
+// registration: GET /api/v1/events/:event/registrations/me
+func (s *Server) registration(c *fiber.Ctx) error {
+	ev, p, acct, err := s.registrant(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.presale.Status(c.UserContext(), ev.ID, p, acct)
+	if err != nil {
+		return err
+	}
+	noStore(c)
+	return c.JSON(registrationView(r))
+}
+
+// withdraw: DELETE /api/v1/events/:event/registrations/me — 204.
+func (s *Server) withdraw(c *fiber.Ctx) error {
+	ev, p, acct, err := s.registrant(c)
+	if err != nil {
+		return err
+	}
+	if err := s.presale.Withdraw(c.UserContext(), ev.ID, p, acct); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// selection: GET /api/v1/events/:event/selection — the lottery's shape.
+func (s *Server) selection(c *fiber.Ctx) error {
+	ev, p, err := s.presaleEvent(c)
+	if err != nil {
+		return err
+	}
+	sel, err := s.presale.Selection(c.UserContext(), ev.ID, p)
+	if errors.Is(err, presale.ErrNoPresale) {
+		// Nobody registered and no admitter committed yet: the commitment
+		// comes with registration's opening.
+		return errSelectionNotDrawn
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(lotteryView(sel))
+}
+
+// selectionEntries: GET /api/v1/events/:event/selection/entries — the
+// registration ids in rank order, one per line, streamed.
+func (s *Server) selectionEntries(c *fiber.Ctx) error {
+	ev, p, err := s.presaleEvent(c)
+	if err != nil {
+		return err
+	}
+	sel, err := s.presale.Selection(c.UserContext(), ev.ID, p)
+	switch {
+	case errors.Is(err, presale.ErrNoPresale) || (err == nil && !sel.Drawn):
+		return errSelectionNotDrawn
+	case err != nil:
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "text/plain; charset=utf-8")
+	c.Set(fiber.HeaderCacheControl, "public, max-age=60")
+	event, log := ev.ID, s.log
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if err := s.presale.Entries(ctx, event, &flushing{w: w}); err != nil {
+			log.Warn("selection entries", "event", event, "err", err)
+		}
+	})
+	return nil
+}
+
+// codeOf is the access code a join brings, as the line looks it up ("" =
+// none).
+func (s *Server) codeOf(c *fiber.Ctx, ev *config.Event) string {
+	if s.presale == nil || !ev.Admission.CodesRequired() {
+		return ""
+	}
+	code := c.Get(codeHeader)
+	if code == "" {
+		code = c.FormValue("code")
+	}
+	return s.presale.CodeHash(ev.ID, code)
+}
+
+// codesRequest is the body of POST /api/v1/admin/events/:event/codes:
+// count random codes, or the given ones, of uses each.
+type codesRequest struct {
+	Count *int     `json:"count"`
+	Codes []string `json:"codes"`
+	Uses  *int     `json:"uses"`
+}
+
+// adminCodes: POST /api/v1/admin/events/:event/codes — 201 {"codes":[…]}:
+// the random codes made (shown this once), or the given ones.
+func (s *Server) adminCodes(c *fiber.Ctx) error {
+	ev, err := s.event(c)
+	if err != nil {
+		return err
+	}
+	if s.presale == nil {
+		return errNoPresale
+	}
+	var req codesRequest
+	dec := json.NewDecoder(bytes.NewReader(c.Body()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return invalidField("body", "must be {\"count\":N,\"uses\":N} or {\"codes\":[…],\"uses\":N}: %v", err)
+	}
+	uses := 1
+	if req.Uses != nil {
+		uses = *req.Uses
+	}
+	if uses < 1 || uses > presale.MaxCodeUses {
+		return invalidField("uses", "must be between 1 and %d", presale.MaxCodeUses)
+	}
+	switch {
+	case (req.Count == nil) == (req.Codes == nil):
+		return invalidField("count", "give either count or codes")
+	case req.Count != nil && (*req.Count < 1 || *req.Count > presale.MaxCodesPerRequest):
+		return invalidField("count", "must be between 1 and %d", presale.MaxCodesPerRequest)
+	case req.Codes != nil && (len(req.Codes) < 1 || len(req.Codes) > presale.MaxCodesPerRequest):
+		return invalidField("codes", "must hold 1 to %d codes", presale.MaxCodesPerRequest)
+	}
+	for _, code := range req.Codes {
+		if _, ok := presale.NormalizeCode(code); !ok {
+			return invalidField("codes", "%q: a code is 1 to %d letters and digits (dashes and spaces are ignored)", code, presale.MaxCodeLen)
+		}
+	}
+	codes := req.Codes
+	if req.Count != nil {
+		codes, err = s.presale.NewCodes(c.UserContext(), ev.ID, *req.Count, uses)
+	} else {
+		err = s.presale.AddCodes(c.UserContext(), ev.ID, codes, uses)
+	}
+	if err != nil {
+		return err
+	}
+	s.auditCodes(c, ev, len(codes), uses)
+	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"codes": codes})
+}
+
+// adminCodeCounts: GET /api/v1/admin/events/:event/codes — counts only.
+func (s *Server) adminCodeCounts(c *fiber.Ctx) error {
+	ev, err := s.event(c)
+	if err != nil {
+		return err
+	}
+	if s.presale == nil {
+		return errNoPresale
+	}
+	n, err := s.presale.CodeCounts(c.UserContext(), ev.ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"codes": n.Codes, "uses": n.Uses, "used": n.Used})
+}
+
+// auditCodes tells the audit trail codes were added (how many, never
+// which).
+func (s *Server) auditCodes(c *fiber.Ctx, ev *config.Event, n, uses int) {
+	change := fmt.Sprintf("access codes: %d added, %d uses each", n, uses)
+	if err := s.ops.Audit(c.UserContext(), operators.AuditEntry{Event: ev.ID, Change: change, Source: policy.SourceAPI}); err != nil {
+		s.log.Warn("audit", "event", ev.ID, "change", change, "err", err)
+	}
+}
