@@ -19,6 +19,7 @@ import (
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/rdb"
@@ -46,6 +47,13 @@ type accountEnv struct {
 
 func setupAccounts(t *testing.T) *accountEnv {
 	t.Helper()
+	return setupAccountsWith(t, accountsYAML)
+}
+
+// setupAccountsWith is setupAccounts with a config of its own (yaml takes
+// the origin's key file and the booking URL, as accountsYAML does).
+func setupAccountsWith(t *testing.T, yaml string) *accountEnv {
+	t.Helper()
 	_, site, _ := ed25519.GenerateKey(rand.Reader)
 	pemBytes, err := account.EncodePublicKeys(site.Public().(ed25519.PublicKey))
 	if err != nil {
@@ -57,7 +65,7 @@ func setupAccounts(t *testing.T) *accountEnv {
 	}
 	rs, rc := testenv.Redis(t)
 	up := newUpstream(t)
-	cfg, err := config.Parse([]byte(fmt.Sprintf(accountsYAML, path, up.URL)), nil)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(yaml, path, up.URL)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +75,13 @@ func setupAccounts(t *testing.T) *accountEnv {
 	}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
-	srv, err := gateway.New(gateway.Options{Config: cfg, Line: line, Operators: operators.New(rdb.New(rc)), Signer: pass.NewSigner(priv), Accounts: account.NewVerifier(keys, nil)})
+	ops := operators.New(rdb.New(rc))
+	srv, err := gateway.New(gateway.Options{Config: cfg, Line: line, Operators: ops, Signer: pass.NewSigner(priv), Accounts: account.NewVerifier(keys, nil),
+		Presale: presale.New(rdb.New(rc), line, []byte(cfg.Auth.TicketSecret), "gateway-test")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &accountEnv{env: &env{t: t, redis: rs, srv: srv, line: line, rdb: rc, cfg: cfg, priv: priv, upstream: up}, site: site}
+	return &accountEnv{env: &env{t: t, redis: rs, srv: srv, line: line, ops: ops, rdb: rc, cfg: cfg, priv: priv, upstream: up}, site: site}
 }
 
 func (e *accountEnv) token(acct string) string {

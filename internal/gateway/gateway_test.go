@@ -146,7 +146,7 @@ func (e *env) do(method, path string, body io.Reader, hdr ...string) resp {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	if body != nil {
+	if body != nil && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	res, err := e.srv.App().Test(req, 5000)
