@@ -416,3 +416,104 @@ func TestGivenCodeUses(t *testing.T) {
 		t.Errorf("counts %+v (the bad request added nothing)", cc)
 	}
 }
+
+// stepRace is three admitters stepping the presale at once.
+func (s *sale) stepRace() {
+	s.t.Helper()
+	stores := []*presale.Store{s.pre, s.another("admitter-2"), s.another("admitter-3")}
+	testenv.Race(3, func(i int) {
+		if err := stores[i].Step(s.ctx, s.event, s.plan); err != nil {
+			s.t.Errorf("step %d: %v", i, err)
+		}
+	})
+}
+
+func (s *sale) figures() presale.Figures {
+	s.t.Helper()
+	f, err := s.pre.Figures(s.ctx, s.event)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return f
+}
+
+// Top-ups: when a window closes, the invitations it left unused go to the
+// next ranks, never more than the places left (available, less the fans
+// live in line, less the invitations still out), once per window however
+// many admitters step at once.
+func TestTopUpsNeverAboveThePlacesLeft(t *testing.T) {
+	for _, tc := range []struct {
+		available     int
+		first, second int64 // top-ups at the first and second closes
+	}{
+		{available: 4, first: 1, second: 2},
+		{available: 3, first: 0, second: 2},
+		{available: 2, first: 0, second: 1},
+	} {
+		t.Run(fmt.Sprintf("available=%d", tc.available), func(t *testing.T) {
+			s := newSale(t, plan(1200*time.Millisecond, 600*time.Millisecond, 1500*time.Millisecond, 4, 2))
+			for i := range 10 {
+				s.register(fmt.Sprintf("fan-%d", i))
+			}
+			s.closeAndDraw()
+			s.rdb.HSet(s.ctx, rdb.KeysOf(s.event).Inventory, "available", tc.available, "held", 0, "pending", 0)
+			byRank := map[int64]string{}
+			for i := range 10 {
+				reg, _ := s.pre.Status(s.ctx, s.event, s.plan, fmt.Sprintf("fan-%d", i))
+				byRank[reg.Rank] = fmt.Sprintf("fan-%d", i)
+			}
+			// Group 0: rank 1 comes, rank 2 does not; group 1 (ranks 3
+			// and 4) does not come at all.
+			time.Sleep(time.Until(s.plan.OpensAt) + 5*time.Millisecond)
+			if _, err := s.join(byRank[1]); err != nil {
+				t.Fatal(err)
+			}
+			w := s.plan.Window
+			time.Sleep(time.Until(s.plan.OpensAt.Add(w)) + 5*time.Millisecond)
+			s.stepRace()
+			// Left at the first close: available − 1 live − 2 invitations
+			// of group 1 still out; rank 2's one invitation unused.
+			if f := s.figures(); f.ToppedUp != tc.first || f.Invited != 4+tc.first {
+				t.Fatalf("after group 0's close: %+v, want %d topped up", f, tc.first)
+			}
+			if tc.first == 1 {
+				reg, _ := s.pre.Status(s.ctx, s.event, s.plan, byRank[5])
+				if reg.Status != presale.Selected || !reg.WindowOpensAt.Equal(s.plan.OpensAt.Add(w).Truncate(time.Millisecond)) {
+					t.Fatalf("rank 5 after the top-up: %+v", reg)
+				}
+				if _, err := s.join(byRank[5]); err != nil {
+					t.Fatalf("rank 5 in its top-up window: %v", err)
+				}
+			}
+			if reg, _ := s.pre.Status(s.ctx, s.event, s.plan, byRank[6]); reg.Status != presale.Waitlisted {
+				t.Fatalf("rank 6: %+v", reg)
+			}
+			// Group 1 (and the top-up) close: 2 unused; left = available −
+			// the fans live in line.
+			time.Sleep(time.Until(s.plan.OpensAt.Add(2*w)) + 5*time.Millisecond)
+			s.stepRace()
+			f := s.figures()
+			if f.ToppedUp != tc.first+tc.second {
+				t.Fatalf("after group 1's close: %+v, want %d topped up in all", f, tc.first+tc.second)
+			}
+			c, _ := s.line.Counts(s.ctx, s.event)
+			if live := c.Waiting + c.Active; live+tc.second > int64(tc.available) {
+				t.Fatalf("invited %d beyond the places: available %d, live %d", f.Invited, tc.available, live)
+			}
+			// Settled once each, whatever the race.
+			h := s.rdb.HGetAll(s.ctx, rdb.KeysOf(s.event).Presale).Val()
+			settled := 0
+			for k := range h {
+				if strings.HasPrefix(k, "settled:") {
+					settled++
+				}
+			}
+			if h["settled"] != fmt.Sprint(settled) {
+				t.Fatalf("settled count %s, %d windows settled", h["settled"], settled)
+			}
+			if n := s.rdb.LLen(s.ctx, rdb.KeysOf(s.event).PresaleTopUps).Val(); n != int64(min(tc.first, 1)+min(tc.second, 1)) {
+				t.Fatalf("%d top-up groups", n)
+			}
+		})
+	}
+}
