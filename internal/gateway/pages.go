@@ -34,7 +34,8 @@ var notices = map[string]bool{
 	"rate_limited": true, "not_open": true, "event_closed": true, "sold_out": true, "invalid_link": true, "error": true,
 	"proof_required":   true,                          // a sale that asks a proof of work, joined by a form that cannot pay it
 	"account_required": true, "invalid_account": true, // accounts.go
-	"invalid_return": true, // a way back to a site this event does not guard (forwardauth.go)
+	"invalid_return": true,                                                                                          // a way back to a site this event does not guard (forwardauth.go)
+	"not_invited":    true, "window_not_open": true, "code_required": true, "invalid_code": true, "code_used": true, // presale.go
 }
 
 func (s *Server) pageRoutes() {
@@ -48,6 +49,8 @@ func (s *Server) pageRoutes() {
 	s.app.Post("/e/:event/join", lineBudget, s.joinForm)
 	s.app.Post("/e/:event/leave", lineBudget, s.leaveForm)
 	s.app.Post("/e/:event/move", s.moveForm)
+	s.app.Get("/e/:event/register", lineBudget, s.page(s.registerPage))
+	s.app.Post("/e/:event/register", lineBudget, s.registerForm)
 	s.app.Get("/static/+", func(c *fiber.Ctx) error {
 		name := path.Clean(c.Params("+"))
 		b, err := fs.ReadFile(files, name)
@@ -245,7 +248,8 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 	view := s.eventView(c.UserContext(), ev)
 	// A proof of work needs the page's script: without it the page says so
 	// instead of offering a form that cannot pay it.
-	room := &web.Room{Status: "none", Hint: "none", NeedsScript: ev.Admission.JoinProofBits > 0}
+	room := &web.Room{Status: "none", Hint: "none", NeedsScript: ev.Admission.JoinProofBits > 0,
+		NeedsCode: ev.Admission.CodesRequired(), Presale: ev.Presale != nil}
 	if n := c.Query("e"); notices[n] && !(n == "proof_required" && room.NeedsScript) {
 		// (Where the sale asks a proof, the page says it needs JavaScript anyway.)
 		room.Notice = n

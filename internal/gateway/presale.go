@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/gateway/web"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/presale"
@@ -312,4 +314,93 @@ func (s *Server) auditCodes(c *fiber.Ctx, ev *config.Event, n, uses int) {
 	if err := s.ops.Audit(c.UserContext(), operators.AuditEntry{Event: ev.ID, Change: change, Source: policy.SourceAPI}); err != nil {
 		s.log.Warn("audit", "event", ev.ID, "change", change, "err", err)
 	}
+}
+
+// registerNotices are the ?n= codes the register page explains.
+var registerNotices = map[string]bool{
+	"registered": true, "withdrawn": true, "registration_closed": true, "invalid_account": true, "error": true,
+}
+
+// registerPage: GET /e/:event/register — the fan's registration for the
+// presale (the account from cookie wr_u), rendered by the server: register
+// or withdraw while registration is open, then the status, the rank and
+// the window (a countdown with JavaScript; the page refreshes itself when
+// the window is minutes away).
+func (s *Server) registerPage(c *fiber.Ctx, l *web.Locale) error {
+	ev, err := s.pageEvent(c, l)
+	if ev == nil {
+		return err
+	}
+	if ev.Presale == nil || s.presale == nil {
+		return s.render(c, fiber.StatusNotFound, web.NotFoundPage, l, &web.Page{Title: l.T("notfound.title")})
+	}
+	p := policy.PlanFor(*ev)
+	now := s.now()
+	r := &web.Registration{Status: "signed-out", OpensAt: p.RegistrationOpensAt.In(zoneOf(ev)), ClosesAt: p.RegistrationClosesAt.In(zoneOf(ev)),
+		Open: !now.Before(p.RegistrationOpensAt) && now.Before(p.RegistrationClosesAt)}
+	if n := c.Query("n"); registerNotices[n] {
+		r.Notice = n
+	}
+	page := &web.Page{Title: l.T("register.pageTitle", "event", ev.Name), Script: "register.js", Event: s.eventView(c.UserContext(), ev), Registration: r}
+	acct, err := s.accountOf(c, ev)
+	switch {
+	case errors.Is(err, errInvalidAccount):
+		r.Notice = "invalid_account"
+	case err != nil && !errors.Is(err, errAccountRequired):
+		return err
+	case acct != "":
+		reg, err := s.presale.Status(c.UserContext(), ev.ID, p, acct)
+		switch {
+		case errors.Is(err, presale.ErrNotRegistered):
+			r.Status = "none"
+		case err != nil:
+			return err
+		default:
+			r.Status, r.ID, r.Rank = reg.Status, reg.ID, reg.Rank
+			if reg.WindowOpensAt != nil {
+				o, cl := reg.WindowOpensAt.In(zoneOf(ev)), reg.WindowClosesAt.In(zoneOf(ev))
+				r.WindowOpensAt, r.WindowClosesAt = &o, &cl
+				r.WindowOpen = !now.Before(o) && now.Before(cl)
+				if wait := o.Sub(now); wait > 0 && wait <= 5*time.Minute {
+					page.Refresh = strconv.Itoa(int(wait/time.Second) + 1)
+				}
+			}
+		}
+	}
+	noStore(c)
+	return s.render(c, fiber.StatusOK, web.RegisterPage, l, page)
+}
+
+// registerForm: POST /e/:event/register — register (action=register) or
+// withdraw (action=withdraw) without JavaScript, then back to the page.
+func (s *Server) registerForm(c *fiber.Ctx) error {
+	ev, err := s.formEvent(c)
+	if err != nil {
+		return err
+	}
+	back := "/e/" + ev.ID + "/register"
+	_, p, acct, err := s.registrant(c)
+	if err == nil {
+		if c.FormValue("action") == "withdraw" {
+			err = s.presale.Withdraw(c.UserContext(), ev.ID, p, acct)
+		} else {
+			_, _, err = s.presale.Register(c.UserContext(), ev.ID, p, acct)
+		}
+	}
+	notice := "registered"
+	if c.FormValue("action") == "withdraw" {
+		notice = "withdrawn"
+	}
+	if err != nil {
+		notice = "error"
+		if ae := toAPI(err); ae != nil && registerNotices[ae.Code] {
+			notice = ae.Code
+		} else if ae == nil || ae == errNoPresale {
+			s.log.Warn("register form", "event", ev.ID, "err", err)
+		}
+		if errors.Is(err, errAccountRequired) || errors.Is(err, presale.ErrAccountRequired) {
+			return c.Redirect(back, fiber.StatusSeeOther) // the page says to sign in
+		}
+	}
+	return c.Redirect(back+"?n="+notice, fiber.StatusSeeOther)
 }

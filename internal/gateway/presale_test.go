@@ -72,6 +72,41 @@ func TestPresaleRoutes(t *testing.T) {
 			t.Fatalf("%s after withdrawing: %d %s", m, r.code, r.raw)
 		}
 	}
+	// The register page, without JavaScript: its forms, in three languages.
+	page := func(a, lang string) string {
+		t.Helper()
+		r := e.do(http.MethodGet, "/e/tour/register?lang="+lang, nil, "Cookie", "wr_u="+e.token(a)+"; wr_lang="+lang)
+		if r.code == http.StatusSeeOther {
+			r = e.do(http.MethodGet, "/e/tour/register", nil, "Cookie", "wr_u="+e.token(a)+"; wr_lang="+lang)
+		}
+		if r.code != 200 || strings.Contains(string(r.raw), "⟦") {
+			t.Fatalf("register page (%s, %s): %d %s", a, lang, r.code, r.raw)
+		}
+		return string(r.raw)
+	}
+	for lang, word := range map[string]string{"en": "You are not registered.", "ja": "まだ登録していません。", "ko": "아직 등록하지 않았습니다."} {
+		if body := page("frank", lang); !strings.Contains(body, word) || !strings.Contains(body, `id="register-submit"`) {
+			t.Fatalf("register page for frank in %s lacks %q or the form", lang, word)
+		}
+	}
+	form := func(a, action string) resp {
+		return e.do(http.MethodPost, "/e/tour/register", strings.NewReader("action="+action), "Content-Type", "application/x-www-form-urlencoded",
+			"Sec-Fetch-Site", "same-origin", "Cookie", "wr_u="+e.token(a))
+	}
+	if r := form("frank", "register"); r.code != 303 || r.hdr.Get("Location") != "/e/tour/register?n=registered" {
+		t.Fatalf("register form: %d %v", r.code, r.hdr)
+	}
+	if body := page("frank", "en"); !strings.Contains(body, "You are registered.") || !strings.Contains(body, `id="register-withdraw"`) {
+		t.Fatalf("register page after registering: %s", body)
+	}
+	if r := form("frank", "withdraw"); r.code != 303 || r.hdr.Get("Location") != "/e/tour/register?n=withdrawn" {
+		t.Fatalf("withdraw form: %d %v", r.code, r.hdr)
+	}
+	if r := e.do(http.MethodPost, "/e/tour/register", strings.NewReader("action=register"), "Content-Type", "application/x-www-form-urlencoded",
+		"Sec-Fetch-Site", "cross-site", "Cookie", "wr_u="+e.token("frank")); r.code != 403 {
+		t.Fatalf("another site's register form: %d", r.code)
+	}
+
 	sel := e.do(http.MethodGet, "/api/v1/events/tour/selection", nil)
 	if sel.code != 200 || sel.body["commitment"] == nil || sel.body["seed"] != nil {
 		t.Fatalf("selection before the close: %d %s", sel.code, sel.raw)
@@ -116,11 +151,17 @@ func TestPresaleRoutes(t *testing.T) {
 			if r.body["windowOpensAt"] == nil || r.body["rank"].(float64) > 2 {
 				t.Fatalf("%s selected: %s", a, r.raw)
 			}
+			if body := page(a, "ja"); !strings.Contains(body, "当選しました") || !strings.Contains(body, `id="register-countdown"`) {
+				t.Fatalf("%s's register page (selected): %s", a, body)
+			}
 			j := e.join("tour", acct(a)...)
 			if j.code != 403 || j.body["error"] != "window_not_open" || j.body["windowOpensAt"] != r.body["windowOpensAt"] {
 				t.Fatalf("%s joins before its window: %d %s (its window %v)", a, j.code, j.raw, r.body["windowOpensAt"])
 			}
 		case "waitlisted":
+			if body := page(a, "ko"); !strings.Contains(body, "대기자 명단") {
+				t.Fatalf("%s's register page (waitlisted): %s", a, body)
+			}
 			if j := e.join("tour", acct(a)...); j.code != 403 || j.body["error"] != "not_invited" {
 				t.Fatalf("%s (waitlisted) joins: %d %s", a, j.code, j.raw)
 			}
@@ -167,8 +208,8 @@ func TestPresaleRoutes(t *testing.T) {
 	if r := e.join("club", "X-Waitroom-Code", code); r.code != 409 || r.body["error"] != "code_used" {
 		t.Fatalf("join with the used code: %d %s", r.code, r.raw)
 	}
-	form := url.Values{"code": {"fanclub 2026"}}.Encode()
-	if r := e.do(http.MethodPost, "/api/v1/events/club/tickets", strings.NewReader(form), "Content-Type", "application/x-www-form-urlencoded"); r.code != 201 {
+	codeForm := url.Values{"code": {"fanclub 2026"}}.Encode()
+	if r := e.do(http.MethodPost, "/api/v1/events/club/tickets", strings.NewReader(codeForm), "Content-Type", "application/x-www-form-urlencoded"); r.code != 201 {
 		t.Fatalf("join with the code as a form field: %d %s", r.code, r.raw)
 	}
 	rep := e.do(http.MethodGet, "/api/v1/events/club/report", nil)

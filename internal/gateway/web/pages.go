@@ -17,6 +17,7 @@ const (
 	LeavePage    = "leave"    // GET /e/{event}/leave: "Leave the line?" without JavaScript
 	NotFoundPage = "notfound" // an unknown event
 	MovePage     = "move"     // GET /e/{event}?t=… from another site: "Replace your place N with place M?"
+	RegisterPage = "register" // GET /e/{event}/register: a presale's registration
 	AdminPage    = "admin"    // GET /admin, the operators' page (RenderAdmin)
 )
 
@@ -33,6 +34,12 @@ func NewPages() (*Pages, error) {
 		"showtime": func(l *Locale, currency string, st Showtime) showtimeItem {
 			return showtimeItem{L: l, Currency: currency, Showtime: st}
 		},
+		"derefTime": func(p *time.Time) time.Time {
+			if p == nil {
+				return time.Time{}
+			}
+			return *p
+		},
 		"deref": func(p *int64) int64 {
 			if p == nil {
 				return 0
@@ -45,7 +52,7 @@ func NewPages() (*Pages, error) {
 		return nil, err
 	}
 	p := &Pages{sets: map[string]*template.Template{}}
-	for _, name := range []string{IndexPage, RoomPage, BookPage, LeavePage, NotFoundPage, ReportPage, MovePage} {
+	for _, name := range []string{IndexPage, RoomPage, BookPage, LeavePage, NotFoundPage, ReportPage, MovePage, RegisterPage} {
 		b, err := base.Clone()
 		if err != nil {
 			return nil, err
@@ -99,6 +106,27 @@ type Page struct {
 	Room     *Room      // the room
 	Report   *Report    // the sale's report
 	Move     *Move      // the question before a place from another site replaces the fan's
+	// Registration is the fan's registration for a presale (the register
+	// page).
+	Registration *Registration
+}
+
+// Registration is a fan's registration for a presale, as the register page
+// shows it without JavaScript.
+type Registration struct {
+	// Status: signed-out (no account), none (not registered), or the
+	// contract's registered, selected, waitlisted, not_selected.
+	Status string
+	ID     string
+	Rank   int64
+	// Open: registration is open now (from OpensAt to ClosesAt).
+	Open              bool
+	OpensAt, ClosesAt time.Time
+	// The window of a selected fan.
+	WindowOpensAt, WindowClosesAt *time.Time
+	// WindowOpen: the window is open now (the page offers to join).
+	WindowOpen bool
+	Notice     string // a catalog key under register.notice. ("" = none)
 }
 
 // Move is a place a link from another site would move here, over the fan's
@@ -207,6 +235,10 @@ type Room struct {
 	// room.js is to follow the moved ticket, not the one it kept.
 	Moved bool
 	QRURL string // that link as an SVG QR code
+	// NeedsCode: a new place needs an access code (the join form asks it).
+	NeedsCode bool
+	// Presale: the sale has a presale (the page links its registration).
+	Presale bool
 	// NeedsScript: the sale asks a proof of work for a new place, which only
 	// the page's script can pay; without JavaScript the page says so in place
 	// of the join form.

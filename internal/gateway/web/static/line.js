@@ -87,8 +87,9 @@ export class Line {
   // event: the event id (null when the path names none); api, store, waiter:
   // api.js's api, store and a Waiter (or fakes of them); proof: proof.js's
   // {canSolve, solve}; now: the clock; later: setTimeout.
-  constructor({ event, api, store, waiter, proof, now = Date.now, later = (fn, ms) => setTimeout(fn, ms) }) {
+  constructor({ event, api, store, waiter, proof, code = () => '', now = Date.now, later = (fn, ms) => setTimeout(fn, ms) }) {
     this.event = event;
+    this.code = code; // the access code the fan typed ('' = none)
     this.enc = event ? encodeURIComponent(event) : '';
     this.api = api;
     this.store = store;
@@ -377,6 +378,8 @@ export class Line {
   async join() {
     const sent = this.store.ticket.get(this.event);
     const headers = sent && sent.ticket ? { 'X-Waitroom-Ticket': sent.ticket } : {};
+    const code = this.code();
+    if (code) headers['X-Waitroom-Code'] = code;
     if (this.proofHeader) {
       headers['X-Waitroom-Proof'] = this.proofHeader;
       this.proofHeader = null; // good for one join only
@@ -393,6 +396,21 @@ export class Line {
         // proof_required: this sale asks a proof of work for a new place.
         return this.prove(r.data);
       case 403: {
+        const error = r.data && r.data.error;
+        // A presale's account with no invitation, or a sale's code missing or
+        // wrong: nothing to retry until the fan does something.
+        if (error === 'not_invited' || error === 'code_required' || error === 'invalid_code') {
+          return this.decide('notice', STOP, error);
+        }
+        // window_not_open: the fan's presale window opens later (or has
+        // closed: then the page says so and stops).
+        if (error === 'window_not_open') {
+          const opens = Date.parse(r.data.windowOpensAt || '') - this.now();
+          if (!(opens > 0)) return this.decide('notice', STOP, error);
+          this.s.status = 'not-open';
+          this.s.opensAt = r.data.windowOpensAt;
+          return this.decide('not-open', after('join', Math.min(Math.max(opens, 1000), 60000) + Math.random() * 3000));
+        }
         // not_open: the waiting room itself opens later. Come back then
         // (checking at least every minute in case the schedule moves), with a
         // little jitter so not everyone arrives in the same millisecond.
@@ -407,6 +425,7 @@ export class Line {
         // fan in (cookie wr_u); there is nothing to retry until it has.
         return this.decide('notice', STOP, r.data && r.data.error === 'invalid_account' ? 'invalid_account' : 'account_required');
       case 409:
+        if (r.data && r.data.error === 'code_used') return this.decide('notice', STOP, 'code_used');
         return this.end(r.data && r.data.error === 'sold_out' ? 'soldout' : 'closed');
       case 404:
         return this.fail('unknown-event');

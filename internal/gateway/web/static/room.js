@@ -24,8 +24,22 @@ import { RoomView } from './roomview.js';
 
 const event = eventFromPath(location.pathname);
 const view = new RoomView(event);
-const line = new Line({ event, api, store, waiter: new Waiter(), proof: { canSolve, solve } });
-line.subscribe((s, prev) => view.render(s, prev));
+// A sale with access codes: the code form's field is the code every join
+// sends; submitting it joins again with it (without JavaScript the form
+// posts to /e/{event}/join).
+const codeForm = document.getElementById('code-form');
+const codeField = document.getElementById('code');
+const line = new Line({ event, api, store, waiter: new Waiter(), proof: { canSolve, solve }, code: () => (codeField ? codeField.value.trim() : '') });
+line.subscribe((s, prev) => {
+  view.render(s, prev);
+  if (codeForm) codeForm.hidden = Boolean(s.ticket);
+});
+if (codeForm) {
+  codeForm.addEventListener('submit', (e) => {
+    e.preventDefault();
+    line.rejoin();
+  });
+}
 
 if (event) {
   if ([...new URLSearchParams(location.search).keys()].length) history.replaceState(null, '', location.pathname);

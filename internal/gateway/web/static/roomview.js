@@ -58,6 +58,11 @@ const NOTICES = {
   busyJoin: (s) => t('room.msg.busyJoin', { n: seconds(s.next.inMs) }),
   account_required: () => t('room.notice.account_required'),
   invalid_account: () => t('room.notice.invalid_account'),
+  not_invited: () => t('room.notice.not_invited'),
+  window_not_open: () => t('room.notice.window_not_open'),
+  code_required: () => t('room.notice.code_required'),
+  invalid_code: () => t('room.notice.invalid_code'),
+  code_used: () => t('room.notice.code_used'),
 };
 
 export class RoomView {
