@@ -63,9 +63,9 @@ type Admitter struct {
 	// stepping: events whose presale step runs now (a draw of a million
 	// registrations takes seconds: it runs beside the ticks, one at a time).
 	stepping sync.Map
-	log  *slog.Logger
-	now  func() time.Time
-	cfg  *config.Live // re-read from its file on change
+	log      *slog.Logger
+	now      func() time.Time
+	cfg      *config.Live // re-read from its file on change
 
 	// layouts: event → the shards its line really has, as the last tick
 	// found (a config asking another layout for a line with state is kept

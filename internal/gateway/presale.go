@@ -3,10 +3,10 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"time"

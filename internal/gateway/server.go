@@ -71,7 +71,7 @@ type Server struct {
 	cfg      *config.Live // re-read from its file on change
 	line     Line
 	ops      Operators
-	presale  Presale // the presales and the access codes
+	presale  Presale       // the presales and the access codes
 	proofs   *proof.Keeper // the join challenges (proof.go)
 	signer   *pass.Signer
 	verifier *pass.Verifier
@@ -112,7 +112,7 @@ type Options struct {
 	// access codes (nil: events with a presale or codes answer 404
 	// no_presale on its routes, and their joins are refused by the line).
 	Presale Presale
-	Signer    *pass.Signer
+	Signer  *pass.Signer
 	// Accounts verifies the origin site's account tokens (nil = no
 	// accounts).
 	Accounts *account.Verifier
