@@ -173,8 +173,19 @@ func TestPresaleRoutes(t *testing.T) {
 		t.Fatalf("%d selected, want 2", selected)
 	}
 
-	// Access codes.
+	// The operators' previews of the presale's pages, inert.
 	admin := []string{"Authorization", "Bearer admin-token-0123456789abcdef"}
+	for _, pv := range []struct{ state, lang, want string }{
+		{"registration", "ko", `id="register-submit"`}, {"selected", "ja", "当選しました"},
+		{"waitlisted", "en", "You are on the wait list."}, {"not_invited", "en", "This presale is for invited fans"},
+	} {
+		r := e.do(http.MethodGet, "/api/v1/admin/events/tour/preview?state="+pv.state+"&lang="+pv.lang, nil, admin...)
+		if r.code != 200 || !strings.Contains(string(r.raw), pv.want) || strings.Contains(string(r.raw), "<script") || strings.Contains(string(r.raw), "⟦") {
+			t.Fatalf("preview %s/%s: %d %s", pv.state, pv.lang, r.code, r.raw)
+		}
+	}
+
+	// Access codes.
 	codes := "/api/v1/admin/events/club/codes"
 	if r := e.do(http.MethodPost, codes, strings.NewReader(`{"count":1}`)); r.code != 401 {
 		t.Fatalf("codes without the admin token: %d", r.code)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/policy"
+	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -27,12 +29,21 @@ import (
 
 // PreviewStates are the states a preview renders, in the order the
 // operators' page shows them.
-//
-// The presale's states (registration, selected, waitlisted, not_invited)
-// join this list with the presale itself: each will be one more case of
-// previewOf, rendering the presale's page for a made-up registrant. Until
-// then they are unknown states, 400, like any other.
+// An event with a presale has PresalePreviewStates too (previewStates).
 var PreviewStates = []string{"prequeue", "waiting", "next", "paused", "admitted", "soldout", "closed"}
+
+// PresalePreviewStates are a presale's: its register page for a made-up
+// registrant (registration open, selected with the first window, on the
+// wait list), and the room refusing an account with no invitation.
+var PresalePreviewStates = []string{"registration", "selected", "waitlisted", "not_invited"}
+
+// previewStates are ev's states.
+func previewStates(ev *config.Event) []string {
+	if ev.Presale == nil {
+		return PreviewStates
+	}
+	return append(slices.Clone(PreviewStates), PresalePreviewStates...)
+}
 
 // previewFrom is how far from the front the previews' fan stands: about
 // ten minutes of admission at the rate in force.
@@ -45,8 +56,8 @@ func (s *Server) adminPreview(c *fiber.Ctx) error {
 		return err
 	}
 	name := c.Query("state")
-	if !slices.Contains(PreviewStates, name) {
-		return invalidField("state", "must be one of %s", strings.Join(PreviewStates, ", "))
+	if states := previewStates(ev); !slices.Contains(states, name) {
+		return invalidField("state", "must be one of %s", strings.Join(states, ", "))
 	}
 	lang := c.Query("lang", web.DefaultLanguage)
 	if !web.Supported(lang) {
@@ -59,28 +70,41 @@ func (s *Server) adminPreview(c *fiber.Ctx) error {
 	l := web.LocaleFor(lang)
 	now := s.now()
 	set := s.settingsFor(ev)
+	if slices.Contains(PresalePreviewStates, name) && name != "not_invited" {
+		return s.sendPreview(c, l, ev, web.RegisterPage, &web.Page{Title: l.T("register.pageTitle", "event", ev.Name),
+			Event: viewOf(ev, set, stateOpen, -1, now), Registration: registrationPreview(ev, name)})
+	}
 	view, st, from := previewOf(ev, set, name, now)
-	room := &web.Room{NeedsScript: ev.Admission.JoinProofBits > 0}
-	roomOf(room, st, from)
+	room := &web.Room{NeedsScript: ev.Admission.JoinProofBits > 0, NeedsCode: ev.Admission.CodesRequired(), Presale: ev.Presale != nil}
+	if name == "not_invited" {
+		room.Status, room.Hint, room.Notice = "none", "none", "not_invited"
+		st.State = ""
+	} else {
+		roomOf(room, st, from)
+	}
 	room.Refresh = 0 // inert: a preview never reloads itself
 	if room.Waiting() {
 		// The share link as a fan's looks, without a ticket to carry; no
 		// QR code (it would be the fan's ticket).
 		room.ShareURL = s.publicURL(c) + "/e/" + ev.ID + "?t=…"
 	}
-	p := &web.Page{
-		L: l, Title: l.T("room.pageTitle", "event", ev.Name), Currency: s.config().Booking.Currency,
-		Event: view, Room: room,
-	}
+	p := &web.Page{Title: l.T("room.pageTitle", "event", ev.Name), Event: view, Room: room}
 	if st.State == queue.Admitted {
 		p.Title = l.T("room.turnTitle", "event", ev.Name)
 	}
+	return s.sendPreview(c, l, ev, web.RoomPage, p)
+}
+
+// sendPreview renders page p as a preview: inert (no script), the
+// language switcher linking to the live page.
+func (s *Server) sendPreview(c *fiber.Ctx, l *web.Locale, ev *config.Event, page string, p *web.Page) error {
+	p.L, p.Currency, p.Script, p.Refresh = l, s.config().Booking.Currency, "", ""
 	for _, lg := range web.Languages {
 		// The switcher as the fan's page has it: links to the live page.
 		p.Langs = append(p.Langs, web.LangLink{Code: lg.Code, Name: lg.Name, Href: "/e/" + ev.ID + "?lang=" + lg.Code, Current: lg.Code == l.Lang})
 	}
 	var buf bytes.Buffer
-	if err := s.pages.Render(&buf, web.RoomPage, p); err != nil {
+	if err := s.pages.Render(&buf, page, p); err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderContentSecurityPolicy, csp)
@@ -88,6 +112,25 @@ func (s *Server) adminPreview(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentLanguage, l.Lang)
 	c.Type("html", "utf-8")
 	return c.Send(buf.Bytes())
+}
+
+// registrationPreview is a made-up registrant of ev's presale in state
+// name: registration open and not registered yet; selected, rank 1, the
+// first window; on the wait list, the first rank after the selected.
+func registrationPreview(ev *config.Event, name string) *web.Registration {
+	p := policy.PlanFor(*ev)
+	zone := zoneOf(ev)
+	r := &web.Registration{OpensAt: p.RegistrationOpensAt.In(zone), ClosesAt: p.RegistrationClosesAt.In(zone)}
+	switch name {
+	case "registration":
+		r.Status, r.Open = "none", true
+	case "selected":
+		o, cl := p.OpensAt.In(zone), p.OpensAt.Add(p.Window).In(zone)
+		r.Status, r.ID, r.Rank, r.WindowOpensAt, r.WindowClosesAt = presale.Selected, "1.preview", 1, &o, &cl
+	case "waitlisted":
+		r.Status, r.ID, r.Rank = presale.Waitlisted, "2.preview", int64(p.Selected)+1
+	}
+	return r
 }
 
 // renderAdmin writes the operators' page with the frames of its previews,
