@@ -864,8 +864,8 @@ func (c *Config) validatePresale(k string, e Event, bad func(key, format string,
 	if p.GroupSize < 1 {
 		bad(k+".group_size", "must be >= 1")
 	}
-	if p.Window.D() < time.Minute {
-		bad(k+".window", "must be >= 1m")
+	if p.Window.D() < time.Second {
+		bad(k+".window", "must be >= 1s")
 	}
 	if g := p.GeneralSaleAt.At; g != nil && e.OpensAt != nil && g.Before(*e.OpensAt) {
 		bad(k+".general_sale_at", "must not be before opens_at")

@@ -100,6 +100,8 @@ type Options struct {
 	Admitter string
 	// ProxyTimeout is gateway.proxy_timeout (default "5s").
 	ProxyTimeout string
+	// AccountKeysFile is auth.account_keys_file ("" = no accounts).
+	AccountKeysFile string
 }
 
 // Stack is a running waitroom.
@@ -193,7 +195,7 @@ func Start(t testing.TB, o Options) *Stack {
 	}
 	cfg := fmt.Sprintf(`redis: {url: %q, wait_replicas: %d}
 postgres: {url: %q}
-auth: {ticket_secret: %q, signing_key_file: %q, admin_token: %q}
+auth: {ticket_secret: %q, signing_key_file: %q, admin_token: %q, account_keys_file: %q}
 gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: %q, trusted_proxies: %s}
 admitter: {addr: "127.0.0.1:0", tick: %q%s}
 booking:
@@ -202,7 +204,7 @@ booking:
 %s
 events:
 %s
-`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, gw, s.Booking, o.JoinsPerIP, o.ProxyTimeout, yamlList(o.TrustedProxies), o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
+`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, o.AccountKeysFile, gw, s.Booking, o.JoinsPerIP, o.ProxyTimeout, yamlList(o.TrustedProxies), o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
 	s.ConfigPath = filepath.Join(dir, "waitroom.yaml")
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
