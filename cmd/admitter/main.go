@@ -16,7 +16,6 @@ import (
 	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 func main() { service.Main("admitter", run) }
@@ -25,7 +24,7 @@ func main() { service.Main("admitter", run) }
 // finishes (a script runs whole or not at all).
 func run(ctx context.Context, p service.Process) error {
 	cfg := p.Config
-	redis, err := rdb.Open(cfg.Redis.URL, "admitter", cfg.Redis.WaitReplicas)
+	redis, err := p.Redis()
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,6 @@ import (
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 func main() { service.Main("booking", run) }
@@ -55,7 +54,7 @@ func run(ctx context.Context, p service.Process) error {
 	case "seed":
 		return seed(ctx, cfg, log)
 	case "serve":
-		return serve(ctx, cfg, log)
+		return serve(ctx, p)
 	}
 	return fmt.Errorf("unknown command %q (migrate, seed or serve)", cmd)
 }
@@ -77,7 +76,8 @@ func seed(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	return nil
 }
 
-func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+func serve(ctx context.Context, p service.Process) error {
+	cfg, log := p.Config, p.Log
 	pool, err := postgres.Open(ctx, cfg.Postgres.URL)
 	if err != nil {
 		return err
@@ -85,7 +85,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer pool.Close()
 	store := postgres.New(pool)
 
-	redis, err := rdb.Open(cfg.Redis.URL, "booking", cfg.Redis.WaitReplicas)
+	redis, err := p.Redis()
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 func main() { service.Main("gateway", run) }
@@ -33,7 +32,7 @@ func run(ctx context.Context, p service.Process) error {
 		}
 		accounts = account.NewVerifier(keys, nil)
 	}
-	redis, err := rdb.Open(cfg.Redis.URL, "gateway", cfg.Redis.WaitReplicas)
+	redis, err := p.Redis()
 	if err != nil {
 		return err
 	}

@@ -20,10 +20,13 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // Process is what Main hands a process's run.
 type Process struct {
+	// Name is the service's, as its logs and metrics say it.
+	Name string
 	// Config is the config file, loaded and valid; ConfigPath is where it
 	// is: -config, else $WAITROOM_CONFIG, else the default.
 	Config     *config.Config
@@ -57,7 +60,7 @@ func Main(name string, run func(ctx context.Context, p Process) error) {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
-		err = run(ctx, Process{Config: cfg, ConfigPath: path, Args: args, Log: log, Hup: hup})
+		err = run(ctx, Process{Name: name, Config: cfg, ConfigPath: path, Args: args, Log: log, Hup: hup})
 		signal.Stop(hup)
 		stop()
 	}
@@ -65,6 +68,13 @@ func Main(name string, run func(ctx context.Context, p Process) error) {
 		log.Error(name+" stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// Redis opens the process's client of waitroom's Redis: redis.url, its
+// commands counted under the process's name, its told writes waiting for
+// redis.wait_replicas. The caller closes it.
+func (p Process) Redis() (*rdb.Client, error) {
+	return rdb.Open(p.Config.Redis.URL, p.Name, p.Config.Redis.WaitReplicas)
 }
 
 // Grace is how long a stopping process gives its servers to finish the
