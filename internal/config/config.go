@@ -427,65 +427,34 @@ func checkTimes(n *yaml.Node) error {
 }
 
 func (c *Config) setDefaults() {
-	def := func(s *string, v string) {
-		if *s == "" {
-			*s = v
-		}
-	}
-	defD := func(d *Duration, v time.Duration) {
-		if *d == 0 {
-			*d = Duration(v)
-		}
-	}
 	def(&c.Redis.URL, "redis://127.0.0.1:6379/0")
 	def(&c.Postgres.URL, "postgres://postgres@127.0.0.1:5432/waitroom?sslmode=disable")
 	def(&c.Auth.SigningKeyFile, ".data/jwt-ed25519.pem")
 	def(&c.Gateway.Addr, ":8080")
 	def(&c.Gateway.BookingURL, "http://127.0.0.1:8081")
-	if c.Gateway.JoinsPerIPPerMinute == nil {
-		v := 30
-		c.Gateway.JoinsPerIPPerMinute = &v
-	}
-	if c.Gateway.IPv6Prefix == nil {
-		v := 64
-		c.Gateway.IPv6Prefix = &v
-	}
-	defD(&c.Gateway.ProxyTimeout, 10*time.Second)
+	defPtr(&c.Gateway.JoinsPerIPPerMinute, 30)
+	defPtr(&c.Gateway.IPv6Prefix, 64)
+	def(&c.Gateway.ProxyTimeout, Duration(10*time.Second))
 	def(&c.Admitter.Addr, ":8082")
-	defD(&c.Admitter.Tick, time.Second)
+	def(&c.Admitter.Tick, Duration(time.Second))
 	ad := &c.Admitter.Adaptive
-	defD(&ad.HoldP99, 500*time.Millisecond)
-	defD(&ad.Interval, 5*time.Second)
-	if ad.ErrorShare == 0 {
-		ad.ErrorShare = 0.05
-	}
-	if ad.Step == 0 {
-		ad.Step = 0.1
-	}
-	if ad.Floor == 0 {
-		ad.Floor = 0.05
-	}
+	def(&ad.HoldP99, Duration(500*time.Millisecond))
+	def(&ad.Interval, Duration(5*time.Second))
+	def(&ad.ErrorShare, 0.05)
+	def(&ad.Step, 0.1)
+	def(&ad.Floor, 0.05)
 	def(&c.Booking.Addr, ":8081")
 	if c.Booking.PublicKeyFile == "" {
 		def(&c.Booking.JWKSURL, "http://127.0.0.1:8080/.well-known/jwks.json")
 	}
-	defD(&c.Booking.HoldTTL, 10*time.Minute)
-	if c.Booking.MaxSeatsPerHold == 0 {
-		c.Booking.MaxSeatsPerHold = 8
-	}
-	if c.Booking.HoldsPerMinute == 0 {
-		c.Booking.HoldsPerMinute = 5
-	}
-	if c.Booking.HoldAttemptsPerMinute == 0 {
-		c.Booking.HoldAttemptsPerMinute = 20
-	}
-	if c.Booking.ReholdCooldown == nil {
-		d := c.Booking.HoldTTL
-		c.Booking.ReholdCooldown = &d
-	}
+	def(&c.Booking.HoldTTL, Duration(10*time.Minute))
+	def(&c.Booking.MaxSeatsPerHold, 8)
+	def(&c.Booking.HoldsPerMinute, 5)
+	def(&c.Booking.HoldAttemptsPerMinute, 20)
+	defPtr(&c.Booking.ReholdCooldown, c.Booking.HoldTTL)
 	def(&c.Booking.Currency, "USD")
-	defD(&c.Booking.Payment.SessionTTL, 8*time.Minute)
-	defD(&c.Booking.Payment.ReconcileAfter, 15*time.Minute)
+	def(&c.Booking.Payment.SessionTTL, Duration(8*time.Minute))
+	def(&c.Booking.Payment.ReconcileAfter, Duration(15*time.Minute))
 	def(&c.Booking.Payment.Simulator.Outcome, "succeed")
 	def(&c.Booking.Payment.ReturnBaseURL, localURL(c.Gateway.Addr))
 	if a := c.Booking.Payment.Simulator.Addr; a != "" {
@@ -500,20 +469,28 @@ func (c *Config) setDefaults() {
 		def(&e.Mode, ModeQueue)
 		def(&e.Name, e.ID)
 		a := &e.Admission
-		if a.Capacity.BackendTPS == 0 {
-			a.Capacity.BackendTPS = 1000
-		}
-		if a.Capacity.CallsPerUser == 0 {
-			a.Capacity.CallsPerUser = 3
-		}
-		if a.Capacity.RetryFactor == 0 {
-			a.Capacity.RetryFactor = 2
-		}
-		if a.Capacity.SessionSeconds == 0 {
-			a.Capacity.SessionSeconds = 60
-		}
-		defD(&a.AccessTTL, 10*time.Minute)
-		defD(&a.AbandonAfter, 60*time.Second)
+		def(&a.Capacity.BackendTPS, 1000)
+		def(&a.Capacity.CallsPerUser, 3)
+		def(&a.Capacity.RetryFactor, 2)
+		def(&a.Capacity.SessionSeconds, 60)
+		def(&a.AccessTTL, Duration(10*time.Minute))
+		def(&a.AbandonAfter, Duration(60*time.Second))
+	}
+}
+
+// def gives a key left out (its zero value) its default v.
+func def[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// defPtr is def for a key whose zero is a value of its own (0 turns a
+// limit off): only a key left out, nil, takes v.
+func defPtr[T any](p **T, v T) {
+	if *p == nil {
+		*p = &v
 	}
 }
 
