@@ -342,8 +342,33 @@ type liveBooking struct {
 	paymentExpires            *time.Time
 }
 
-func liveBookingOf(ctx context.Context, tx pgx.Tx, hold string) (liveBooking, error) {
+// beginCheckout opens a checkout's transaction, card or points: the hold's
+// row locked (the first lock of the order), then what the idempotency key
+// bought already. The caller rolls tx back (a no-op once committed).
+func (s *Store) beginCheckout(ctx context.Context, holdID, customer, event, key string) (pgx.Tx, holdRow, keyed, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, holdRow{}, keyed{}, err
+	}
+	h, err := lockHold(ctx, tx, holdID, customer, event)
+	var k keyed
+	if err == nil {
+		k, err = bookingByKey(ctx, tx, customer, key)
+	}
+	if err != nil {
+		_ = tx.Rollback(context.Background())
+		return nil, holdRow{}, keyed{}, err
+	}
+	return tx, h, k, nil
+}
+
+// liveBookingOf checks that h can still be checked out at now, then reads
+// its live booking (card or points alike: one per hold).
+func liveBookingOf(ctx context.Context, tx pgx.Tx, h holdRow, hold string, now time.Time) (liveBooking, error) {
 	var l liveBooking
+	if err := h.checkoutable(now); err != nil {
+		return l, err
+	}
 	err := tx.QueryRow(ctx, sqlLiveBooking, hold).Scan(&l.id, &l.paymentID, &l.paymentURL, &l.paymentExpires)
 	return l, err
 }
@@ -353,29 +378,18 @@ func liveBookingOf(ctx context.Context, tx pgx.Tx, hold string) (liveBooking, er
 // all get the same answer.
 func (s *Store) Checkout(ctx context.Context, r booking.CheckoutRequest, open booking.OpenSession) (_ booking.Checkout, err error) {
 	defer translate(&err)
-	tx, err := s.pool.Begin(ctx)
+	tx, h, k, err := s.beginCheckout(ctx, r.HoldID, r.Customer, r.Event, r.IdempotencyKey)
 	if err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
 	}
 	defer tx.Rollback(context.Background())
-	h, err := lockHold(ctx, tx, r.HoldID, r.Customer, r.Event)
-	if err != nil {
-		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
-	}
-	k, err := bookingByKey(ctx, tx, r.Customer, r.IdempotencyKey)
-	if err != nil {
-		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
-	}
 	if k.id != nil {
 		if k.reuses(r.HoldID, "card") {
 			return booking.Checkout{}, booking.ErrIdempotencyReused
 		}
 		return booking.Checkout{BookingID: *k.id, PaymentID: *k.paymentID, PaymentURL: *k.paymentURL, ExpiresAt: *k.paymentExpires}, nil
 	}
-	if err := h.checkoutable(k.now); err != nil {
-		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
-	}
-	live, err := liveBookingOf(ctx, tx, r.HoldID)
+	live, err := liveBookingOf(ctx, tx, h, r.HoldID, k.now)
 	if err != nil {
 		return booking.Checkout{}, fmt.Errorf("checkout: %w", err)
 	}

@@ -21,20 +21,12 @@ import (
 // at all. A repeat of the key answers what the first answered.
 func (s *Store) CheckoutPoints(ctx context.Context, r booking.PointsCheckout) (_ booking.PointsPaid, err error) {
 	defer translate(&err)
-	tx, err := s.pool.Begin(ctx)
+	tx, h, k, err := s.beginCheckout(ctx, r.HoldID, r.Customer, r.Event, r.IdempotencyKey)
 	if err != nil {
 		return booking.PointsPaid{}, fmt.Errorf("points: %w", err)
 	}
 	defer tx.Rollback(context.Background())
-	h, err := lockHold(ctx, tx, r.HoldID, r.Customer, r.Event)
-	if err != nil {
-		return booking.PointsPaid{}, fmt.Errorf("points: %w", err)
-	}
 	out := booking.PointsPaid{Event: h.event, HoldID: r.HoldID, Status: booking.StatusConfirmed}
-	k, err := bookingByKey(ctx, tx, r.Customer, r.IdempotencyKey)
-	if err != nil {
-		return booking.PointsPaid{}, fmt.Errorf("points: %w", err)
-	}
 	if k.id != nil {
 		if k.reuses(r.HoldID, "points") || k.balance == nil {
 			return booking.PointsPaid{}, booking.ErrIdempotencyReused
@@ -42,10 +34,7 @@ func (s *Store) CheckoutPoints(ctx context.Context, r booking.PointsCheckout) (_
 		out.BookingID, out.Balance = *k.id, *k.balance
 		return out, nil
 	}
-	if err := h.checkoutable(k.now); err != nil {
-		return booking.PointsPaid{}, fmt.Errorf("points: %w", err)
-	}
-	live, err := liveBookingOf(ctx, tx, r.HoldID)
+	live, err := liveBookingOf(ctx, tx, h, r.HoldID, k.now)
 	if err != nil {
 		return booking.PointsPaid{}, fmt.Errorf("points: %w", err)
 	}
