@@ -107,18 +107,8 @@ events:
 	sample := func() map[string]point {
 		out := map[string]point{}
 		for _, ev := range events {
-			var adm, ts *redis.StringCmd
-			k := queuetest.Of(t, rc, ev).Keys()
-			if _, err := rc.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				adm = p.HGet(ctx, k.Stats, "admitted")
-				ts = p.HGet(ctx, k.Bucket, "ts")
-				return nil
-			}); err != nil {
-				t.Fatalf("sample %s: %v", ev, err)
-			}
-			a, _ := adm.Int64()
-			ms, _ := ts.Float64()
-			out[ev] = point{ms / 1000, a}
+			a, at := queuetest.Of(t, rc, ev).Admitted()
+			out[ev] = point{float64(at.UnixMilli()) / 1000, a}
 		}
 		return out
 	}

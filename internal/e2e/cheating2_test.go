@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"sort"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
@@ -78,9 +78,9 @@ func secondRound(t *testing.T, s *stack.Stack, hc *http.Client) {
 	// the pre-queue runs, joins 300 times, keeps the 30 tickets whose HMAC
 	// under the seed is lowest (the draw of the first round) and lets the
 	// rest go.
-	seed, err := hex.DecodeString(s.RDB.HGet(ctx, "wr:{"+drawEvent+"}:lottery", "seed").Val())
-	if err != nil || len(seed) != 32 {
-		t.Fatalf("the insider reads the seed: %x %v", seed, err)
+	seed := queuetest.Of(t, s.RDB, drawEvent).Seed()
+	if len(seed) != 32 {
+		t.Fatalf("the insider reads the seed: %x", seed)
 	}
 	ground := joinAll("10.30", 300)
 	hm := func(key []byte, id string) []byte {
@@ -168,11 +168,11 @@ func secondRound(t *testing.T, s *stack.Stack, hc *http.Client) {
 	}
 
 	// Let the line in: the entries in the drawn order, then the bot.
-	editConfig(t, s, func(c string) string {
+	s.EditConfig(t, func(c string) string {
 		return strings.Replace(c, "name: \"A drawn sale\"\n    mode: \"paused\"", "name: \"A drawn sale\"\n    mode: \"queue\"", 1)
 	})
 	mustWait(t, "the line let in", 30*time.Second, func() bool {
-		return s.RDB.ZCard(ctx, "wr:{"+drawEvent+"}:wait").Val() == 0
+		return queuetest.Of(t, s.RDB, drawEvent).WaitingCount() == 0
 	})
 	code, _, rep := bot.call(ctx, "report", http.MethodGet, "/api/v1/events/"+drawEvent+"/report", nil, nil)
 	if code != http.StatusOK || num(rep["fifoInversions"]) != 0 || int(num(rep["admitted"])) != waiting+1 {
@@ -187,7 +187,7 @@ func secondRound(t *testing.T, s *stack.Stack, hc *http.Client) {
 // setOpening moves the draw event's opens_at in the stack's config.
 func setOpening(t *testing.T, s *stack.Stack, from, to string) {
 	t.Helper()
-	editConfig(t, s, func(c string) string {
+	s.EditConfig(t, func(c string) string {
 		out := strings.Replace(c, fmt.Sprintf("opens_at: %q", from), fmt.Sprintf("opens_at: %q", to), 1)
 		if out == c {
 			t.Fatalf("the config has no opens_at %q", from)

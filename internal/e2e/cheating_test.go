@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
@@ -144,7 +146,7 @@ func watchLine(s *stack.Stack) *lineWatcher {
 		defer close(w.done)
 		seen := map[string]bool{}
 		for ctx.Err() == nil {
-			ids, err := s.RDB.ZRange(ctx, "wr:{"+fairEvent+"}:wait", 0, -1).Result()
+			ids, err := s.RDB.ZRange(ctx, rdb.KeysOf(fairEvent).Wait, 0, -1).Result()
 			if err == nil {
 				now := time.Now()
 				in := map[string]bool{}
@@ -395,8 +397,8 @@ func TestCheating(t *testing.T) {
 	}
 	// It notices at its next request (it acts every 2 s); the window itself
 	// and every pass it was handed end by the ceiling.
-	score, _ := s.RDB.ZScore(context.Background(), "wr:{"+fairEvent+"}:active", ticketID(t, s, cycTicket)).Result()
-	if window := time.UnixMilli(int64(score)); window.After(cyc.claimed.Add(fairCeiling)) || cyc.passUntil.After(cyc.claimed.Add(fairCeiling)) {
+	line := queuetest.Of(t, s.RDB, fairEvent)
+	if window := line.Window(ticketID(t, s, cycTicket)); window.After(cyc.claimed.Add(fairCeiling)) || cyc.passUntil.After(cyc.claimed.Add(fairCeiling)) {
 		t.Errorf("cycler's window ends %v, its last pass %v after its claim; want by access_ttl + hold_ttl = %v",
 			window.Sub(cyc.claimed), cyc.passUntil.Sub(cyc.claimed), fairCeiling)
 	}
@@ -410,14 +412,8 @@ func TestCheating(t *testing.T) {
 	// The stores agree: the queue's books balance, cheaters held no more than
 	// their share and nothing past their ceiling, and the money balances.
 	db := s.DB(context.Background())
-	var joined, admitted, left, abandoned int64
-	st := s.RDB.HMGet(context.Background(), "wr:{"+fairEvent+"}:stats", "joined", "admitted", "left", "abandoned").Val()
-	for i, p := range []*int64{&joined, &admitted, &left, &abandoned} {
-		fmt.Sscan(fmt.Sprint(st[i]), p)
-	}
-	waiting := s.RDB.ZCard(context.Background(), "wr:{"+fairEvent+"}:wait").Val()
-	if admitted+waiting+left+abandoned != joined {
-		t.Errorf("books: admitted %d + waiting %d + left %d + abandoned %d != joined %d", admitted, waiting, left, abandoned, joined)
+	if b := line.Books(); b.Admitted+b.Waiting+b.Left+b.Abandoned != b.Joined {
+		t.Errorf("books: admitted %d + waiting %d + left %d + abandoned %d != joined %d", b.Admitted, b.Waiting, b.Left, b.Abandoned, b.Joined)
 	}
 	cycID := ticketID(t, s, cycTicket)
 	var lateHeld, overShare int

@@ -1,16 +1,12 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,26 +65,10 @@ func TestClusterSale(t *testing.T) {
 	}
 
 	// Active fans, sampled all along by ZCOUNT now +inf (the contract's count).
-	var maxActive, maxActiveLeaving atomic.Int64
 	var leaving atomic.Bool
 	leaving.Store(true)
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	var sampling sync.WaitGroup
-	sampling.Add(1)
-	go func() {
-		defer sampling.Done()
-		for sampleCtx.Err() == nil {
-			n, err := s.RDB.ZCount(ctx, "wr:{"+clusterEvent+"}:active", strconv.FormatInt(time.Now().UnixMilli(), 10), "+inf").Result()
-			if err == nil {
-				raise(&maxActive, n)
-				if leaving.Load() {
-					raise(&maxActiveLeaving, n)
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	defer func() { stopSampling(); sampling.Wait() }()
+	active := startSampler(20*time.Millisecond, liveActive(s.RDB, clusterEvent, 0), &leaving)
+	defer active.close()
 
 	fans := make([]*clusterFan, clusterFans)
 	joinedVia := make([]atomic.Int64, len(gw))
@@ -154,14 +134,14 @@ func TestClusterSale(t *testing.T) {
 
 	rate := float64(a1-a0) / (r1 - r0)
 	t.Logf("admission rate %.2f/s over %.1fs while fans left (max active %d of %d); max active overall %d",
-		rate, r1-r0, maxActiveLeaving.Load(), clusterCap, maxActive.Load())
+		rate, r1-r0, active.maxWhile.Load(), clusterCap, active.max.Load())
 	if math.Abs(rate-clusterRate)/clusterRate > 0.05 {
 		t.Errorf("admission rate %.2f/s; want %d/s ± 5%%", rate, clusterRate)
 	}
-	if m := maxActiveLeaving.Load(); m >= clusterCap {
+	if m := active.maxWhile.Load(); m >= clusterCap {
 		t.Errorf("the cap bound (%d active) while the rate was measured; the rate check is void", m)
 	}
-	if m := maxActive.Load(); m > clusterCap {
+	if m := active.max.Load(); m > clusterCap {
 		t.Errorf("max active sampled %d; want ≤ %d", m, clusterCap)
 	}
 
@@ -229,7 +209,7 @@ func TestClusterSale(t *testing.T) {
 		if p == nil {
 			t.Fatalf("no process %s", name)
 		}
-		n := clusterMetric(t, "http://"+p.Addr+"/metrics", `waitroom_admitted_total{event="`+clusterEvent+`"}`)
+		n := metric(t, "http://"+p.Addr, `waitroom_admitted_total{event="`+clusterEvent+`"}`)
 		t.Logf("%s admitted %v", name, n)
 		if n == 0 {
 			t.Errorf("%s admitted nobody; want the three replicas sharing the ticks", name)
@@ -299,21 +279,15 @@ func clusterFollow(t *testing.T, ctx context.Context, hc *http.Client, f *cluste
 	}
 }
 
+// clusterCall is sendJSON with no body, pass or header but a JSON one on a
+// POST (a join), to a whole URL.
 func clusterCall(ctx context.Context, hc *http.Client, method, url string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, nil)
-	if err != nil {
-		return 0, nil, err
-	}
+	var hdr map[string]string
 	if method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/json")
+		hdr = map[string]string{"Content-Type": "application/json"}
 	}
-	res, err := hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, b, err
+	code, _, b, err := sendJSON(ctx, hc, url, method, "", "", hdr, nil)
+	return code, b, err
 }
 
 func clusterStatus(body []byte) string {
@@ -322,33 +296,6 @@ func clusterStatus(body []byte) string {
 	}
 	_ = json.Unmarshal(body, &st)
 	return st.Status
-}
-
-// clusterMetric reads one series' value from a /metrics page.
-func clusterMetric(t testing.TB, url, series string) float64 {
-	t.Helper()
-	res, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	return 0
-}
-
-func raise(m *atomic.Int64, v int64) {
-	for cur := m.Load(); v > cur && !m.CompareAndSwap(cur, v); cur = m.Load() {
-	}
 }
 
 const gatewayCostEvents = `  - id: "cost"
@@ -379,7 +326,7 @@ func BenchmarkGatewayCPU(b *testing.B) {
 		tickets = append(tickets, j.Ticket)
 	}
 	cpu := func() float64 {
-		return clusterMetric(b, s.Gateway+"/metrics", "process_cpu_seconds_total")
+		return metric(b, s.Gateway, "process_cpu_seconds_total")
 	}
 	for _, c := range []struct {
 		name, method string

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 const (
@@ -53,25 +53,7 @@ func (a outageAnswer) String() string {
 // goes on once the database is back.
 func TestDatabaseOutageIs503(t *testing.T) {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "wrdb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	// A private server: the shared test server must never be stopped.
-	pg, err := localsvc.StartPostgres(ctx, localsvc.PostgresOptions{Dir: dir, Fast: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Resume(); pg.Stop() })
-	admin, err := pgx.Connect(ctx, pg.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE outage"); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close(ctx)
+	pg := testenv.PrivatePostgres(t, "outage", true)
 	s := stack.Start(t, stack.Options{
 		DatabaseURL:  pg.URL("outage"),
 		ProxyTimeout: outageProxyTimeout.String(),

@@ -73,20 +73,11 @@ func TestRedisFailover(t *testing.T) {
 	base := func(i int) string { return gw[i%len(gw)] + "/api/v1/events/" + failoverEvent + "/tickets" }
 
 	// The cap, sampled all along (errors while the master is down skipped).
-	var maxActive atomic.Int64
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	var sampling sync.WaitGroup
-	sampling.Add(1)
-	go func() {
-		defer sampling.Done()
-		for sampleCtx.Err() == nil {
-			if c, err := line.Counts(ctx, failoverEvent); err == nil {
-				raise(&maxActive, c.Active)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	defer func() { stopSampling(); sampling.Wait() }()
+	active := startSampler(20*time.Millisecond, func(ctx context.Context) (int64, error) {
+		c, err := line.Counts(ctx, failoverEvent)
+		return c.Active, err
+	}, nil)
+	defer active.close()
 
 	var (
 		mu        sync.Mutex
@@ -142,7 +133,7 @@ func TestRedisFailover(t *testing.T) {
 
 	// The master of the event's global keys.
 	time.Sleep(4 * time.Second)
-	slot, err := s.RDB.ClusterKeySlot(ctx, "wr:{"+failoverEvent+"}:stats").Result()
+	slot, err := s.RDB.ClusterKeySlot(ctx, rdb.KeysOf(failoverEvent).Stats).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,8 +240,8 @@ func TestRedisFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("after: %+v, %d waiting, %d active; fans told of a place: %d (%d admitted, %d of them left, %d waiting, %d lost); max active %d",
-		st, c.Waiting, c.Active, len(fans), admitted, left, waiting, lost, maxActive.Load())
-	if m := maxActive.Load(); m > failoverCap {
+		st, c.Waiting, c.Active, len(fans), admitted, left, waiting, lost, active.max.Load())
+	if m := active.max.Load(); m > failoverCap {
 		t.Errorf("max active sampled %d; want ≤ %d", m, failoverCap)
 	}
 	if got := st.Admitted + c.Waiting + st.Left + st.Abandoned; got != st.Joined {
@@ -271,8 +262,8 @@ func TestRedisFailover(t *testing.T) {
 	for _, name := range []string{"admitter", "admitter2"} {
 		p := s.Proc(name)
 		t.Logf("%s: %v ticks failed, %v admitted", name,
-			clusterMetric(t, "http://"+p.Addr+"/metrics", `waitroom_admitter_tick_errors_total{event="`+failoverEvent+`"}`),
-			clusterMetric(t, "http://"+p.Addr+"/metrics", `waitroom_admitted_total{event="`+failoverEvent+`"}`))
+			metric(t, "http://"+p.Addr, `waitroom_admitter_tick_errors_total{event="`+failoverEvent+`"}`),
+			metric(t, "http://"+p.Addr, `waitroom_admitted_total{event="`+failoverEvent+`"}`))
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 )
 
 // The invariants every fault ends with, read in the stores themselves.
@@ -74,18 +76,11 @@ func (d *drill) checkInvariants(ctx context.Context) figures {
 	var f figures
 
 	// The queue: joined = admitted + waiting + left + abandoned.
-	st, err := d.line.Stats(ctx, drillEvent)
-	if err != nil {
-		t.Fatalf("queue stats: %v", err)
-	}
-	waiting, err := d.s.RDB.ZCard(ctx, "wr:{"+drillEvent+"}:wait").Result()
-	if err != nil {
-		t.Fatalf("ZCARD wait: %v", err)
-	}
-	f.joined, f.admitted, f.waiting, f.left, f.abandoned = st.Joined, st.Admitted, waiting, st.Left, st.Abandoned
-	if st.Joined != st.Admitted+waiting+st.Left+st.Abandoned {
+	st := queuetest.Of(t, d.s.RDB, drillEvent).Books()
+	f.joined, f.admitted, f.waiting, f.left, f.abandoned = st.Joined, st.Admitted, st.Waiting, st.Left, st.Abandoned
+	if st.Joined != st.Admitted+st.Waiting+st.Left+st.Abandoned {
 		t.Errorf("queue books: joined %d ≠ admitted %d + waiting %d + left %d + abandoned %d",
-			st.Joined, st.Admitted, waiting, st.Left, st.Abandoned)
+			st.Joined, st.Admitted, st.Waiting, st.Left, st.Abandoned)
 	}
 	if st.Joined == 0 || st.Admitted == 0 {
 		t.Errorf("queue stats joined=%d admitted=%d: the sale did not run", st.Joined, st.Admitted)
@@ -193,7 +188,7 @@ func (d *drill) alive(names ...string) {
 
 // metric reads one sample of a Prometheus text exposition, by its name and
 // labels as printed (e.g. `booking_confirmations_total{result="duplicate"}`).
-func metric(t *testing.T, url, series string) float64 {
+func metric(t testing.TB, url, series string) float64 {
 	t.Helper()
 	res, err := http.Get(url + "/metrics")
 	if err != nil {

@@ -6,13 +6,11 @@ package e2e_test
 // sampler of the active set, and the invariants every fault ends with.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
 	"net/http"
 	"os"
@@ -25,8 +23,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
@@ -181,47 +177,6 @@ func (t *tally) checkClean(tb testing.TB) {
 	}
 }
 
-// sampler reads ZCOUNT active now +inf every 100 ms, as an operator would.
-type sampler struct {
-	max, samples, errs atomic.Int64
-	stop               func()
-	done               chan struct{}
-}
-
-func startSampler(rdb redis.UniversalClient) *sampler {
-	ctx, cancel := context.WithCancel(context.Background())
-	sm := &sampler{stop: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(sm.done)
-		tk := time.NewTicker(100 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tk.C:
-			}
-			c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			n, err := rdb.ZCount(c, "wr:{"+drillEvent+"}:active", strconv.FormatInt(time.Now().UnixMilli(), 10), "+inf").Result()
-			cancel()
-			if err != nil {
-				sm.errs.Add(1)
-				continue
-			}
-			sm.samples.Add(1)
-			for {
-				m := sm.max.Load()
-				if n <= m || sm.max.CompareAndSwap(m, n) {
-					break
-				}
-			}
-		}
-	}()
-	return sm
-}
-
-func (sm *sampler) close() { sm.stop(); <-sm.done }
-
 // drill is one running stack with its fans' tally and the active sampler.
 type drill struct {
 	t    *testing.T
@@ -253,7 +208,7 @@ func startDrill(t *testing.T, o stack.Options, rate, maxActive int) *drill {
 		}},
 		line: queue.NewStore(s.RDB, nil),
 	}
-	d.active = startSampler(s.RDB)
+	d.active = startSampler(100*time.Millisecond, liveActive(s.RDB, drillEvent, 300*time.Millisecond), nil)
 	t.Cleanup(d.active.close)
 	t.Cleanup(func() {
 		// On failure, what the services logged as errors (before the stack's
@@ -282,36 +237,15 @@ func startDrill(t *testing.T, o stack.Options, rate, maxActive int) *drill {
 
 // call makes one request to the gateway and records its answer under step.
 func (d *drill) call(ctx context.Context, step, method, path, token string, hdr map[string]string, body any) (int, http.Header, []byte) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, d.s.Gateway+path, rd)
-	if err != nil {
-		d.t.Errorf("request %s %s: %v", method, path, err)
-		return 0, nil, nil
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	res, err := d.hc.Do(req)
+	code, rh, b, err := sendJSON(ctx, d.hc, d.s.Gateway, method, path, token, hdr, body)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.tally.add(step, 0, nil, nil, err)
 		}
 		return 0, nil, nil
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	d.tally.add(step, res.StatusCode, res.Header, b, nil)
-	return res.StatusCode, res.Header, b
+	d.tally.add(step, code, rh, b, nil)
+	return code, rh, b
 }
 
 // pause sleeps for the answer's Retry-After (or def), or until ctx ends.

@@ -13,8 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // TestFaults runs a small sale (a few hundred simulated fans through the
@@ -104,7 +106,7 @@ func faultAdmitter(t *testing.T) {
 	}
 	d.s.Add("admitter2", fmt.Sprintf("127.0.0.1:%d", p), filepath.Join(stack.Binaries(t), "admitter"))
 	two := measure("two admitters")
-	waiting, _ := d.s.RDB.ZCard(ctx, "wr:{"+drillEvent+"}:wait").Result()
+	waiting := queuetest.Of(t, d.s.RDB, drillEvent).WaitingCount()
 	if waiting == 0 {
 		t.Logf("note: the line emptied during the two-admitter window; the rate figure is a lower bound")
 	} else if two < 0.5*rate && d.active.max.Load() < maxActive {
@@ -197,28 +199,11 @@ func after(t0, t1 time.Time) string {
 // retried or reconciled, and the invariants hold after recovery.
 func faultPostgres(t *testing.T) {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "wrpg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	// Not Fast: synchronous_commit=off could lose commits a fan was told
+	// Not fast: synchronous_commit=off could lose commits a fan was told
 	// about when the server is killed, which is the very thing under test.
 	pgBegan := time.Now()
-	pg, err := localsvc.StartPostgres(ctx, localsvc.PostgresOptions{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pg := testenv.PrivatePostgres(t, "drill", false)
 	t.Logf("private PostgreSQL up in %s", since(pgBegan))
-	t.Cleanup(pg.Stop)
-	admin, err := pgx.Connect(ctx, pg.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE drill"); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close(ctx)
 
 	const rate, maxActive = 20, 60
 	d := startDrill(t, stack.Options{

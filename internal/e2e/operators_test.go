@@ -20,6 +20,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/plot"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
@@ -35,32 +36,6 @@ func admin(t *testing.T, gateway, method, path string, body any) (int, map[strin
 	var out map[string]any
 	_ = json.Unmarshal(raw, &out)
 	return code, out
-}
-
-// publicEvent reads the public event route of gateway.
-func publicEvent(t *testing.T, gateway, event string) map[string]any {
-	t.Helper()
-	code, _, raw, err := sendJSON(context.Background(), http.DefaultClient, gateway, http.MethodGet, "/api/v1/events/"+event, "", nil, nil)
-	if err != nil || code != 200 {
-		t.Fatalf("event %s: %d %v", event, code, err)
-	}
-	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	return out
-}
-
-// waitPublic polls gateway's event route until ok, and says how long that took.
-func waitPublic(t *testing.T, gateway, event string, within time.Duration, ok func(map[string]any) bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < within {
-		if ok(publicEvent(t, gateway, event)) {
-			return time.Since(start)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("event %s on %s after %v: %v", event, gateway, within, publicEvent(t, gateway, event))
-	return 0
 }
 
 const opsEvents = `  - id: "premiere"
@@ -82,8 +57,8 @@ func TestOperators(t *testing.T) {
 	if code != 200 || out["admitPerSecond"] != 3.0 || out["maxActive"] != 7.0 {
 		t.Fatalf("PATCH: %d %v", code, out)
 	}
-	took := waitPublic(t, gw2, "premiere", 3*time.Second, func(e map[string]any) bool {
-		return e["admitPerSecond"] == 3.0 && e["maxActive"] == 7.0
+	took := waitEvent(t, gw2, "premiere", 3*time.Second, func(e eventInfo) bool {
+		return e.AdmitPerSecond == 3 && e.MaxActive == 7
 	})
 	t.Logf("the other gateway reported the override after %v (tick 200ms, gateways re-read every 500ms)", took)
 	if took > 2*time.Second { // a tick (200ms) and a re-read (500ms), with room for a loaded machine
@@ -100,16 +75,16 @@ func TestOperators(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	for _, gw := range s.Gateways {
-		if e := publicEvent(t, gw, "premiere"); e["admitPerSecond"] != 3.0 || e["maxActive"] != 7.0 {
+		if e := getEvent(t, gw, "premiere"); e.AdmitPerSecond != 3 || e.MaxActive != 7 {
 			t.Errorf("after restarts %s reports %v", gw, e)
 		}
 	}
 
 	// The file is the operators' first tool: its edit of the same key wins.
-	editConfig(t, s, func(c string) string { return strings.Replace(c, "admit_per_second: 10", "admit_per_second: 15", 1) })
-	waitPublic(t, gw2, "premiere", 5*time.Second, func(e map[string]any) bool { return e["admitPerSecond"] == 15.0 })
+	s.EditConfig(t, func(c string) string { return strings.Replace(c, "admit_per_second: 10", "admit_per_second: 15", 1) })
+	waitEvent(t, gw2, "premiere", 5*time.Second, func(e eventInfo) bool { return e.AdmitPerSecond == 15 })
 	time.Sleep(500 * time.Millisecond)
-	if e := publicEvent(t, gw1, "premiere"); e["admitPerSecond"] != 15.0 || e["maxActive"] != 7.0 {
+	if e := getEvent(t, gw1, "premiere"); e.AdmitPerSecond != 15 || e.MaxActive != 7 {
 		t.Errorf("after the edit: %v; want the file's 15 and the API's 7", e)
 	}
 
@@ -281,7 +256,7 @@ func TestAdaptiveSale(t *testing.T) {
 				smp.steady, smp.stdyAdm = num(m["admitPerSecond"]), num(m["admitted"])
 			}
 		}
-		for _, raw := range s.RDB.HGetAll(ctx, "wr:{booking}:health").Val() {
+		for _, raw := range s.RDB.HGetAll(ctx, rdb.BookingHealthKey).Val() {
 			var h struct{ HoldP99 time.Duration }
 			if json.Unmarshal([]byte(raw), &h) == nil {
 				smp.p99 = max(smp.p99, h.HoldP99)
@@ -417,12 +392,12 @@ func TestOperatorsPage(t *testing.T) {
 		chromedp.SendKeys(`#token`, "wrong-token", chromedp.ByQuery),
 		chromedp.Click(`#sign-in`, chromedp.ByQuery),
 	)
-	waitPage(t, ctx, 5*time.Second, "a wrong token refused", `document.querySelector('#message').dataset.status === '401' && document.querySelector('#console').hidden`)
+	waitEval(t, ctx, 5*time.Second, "a wrong token refused", `document.querySelector('#message').dataset.status === '401' && document.querySelector('#console').hidden`)
 	run(t, ctx, 10*time.Second, "sign in",
 		chromedp.SendKeys(`#token`, opsToken, chromedp.ByQuery),
 		chromedp.Click(`#sign-in`, chromedp.ByQuery),
 	)
-	waitPage(t, ctx, 5*time.Second, "the console", `!document.querySelector('#console').hidden && document.querySelector('#events tr[data-event="premiere"] td[data-k="active"]').textContent === '3'`)
+	waitEval(t, ctx, 5*time.Second, "the console", `!document.querySelector('#console').hidden && document.querySelector('#events tr[data-event="premiere"] td[data-k="active"]').textContent === '3'`)
 	var stored struct {
 		Session string `json:"session"`
 		Local   int    `json:"local"`
@@ -434,17 +409,17 @@ func TestOperatorsPage(t *testing.T) {
 	}
 
 	run(t, ctx, 5*time.Second, "pause", chromedp.Click(`#pause`, chromedp.ByQuery))
-	waitPage(t, ctx, 5*time.Second, "paused, from the API", `(() => { const c = document.querySelector('#events tr[data-event="premiere"] td[data-k="mode"]'); return c.textContent === 'paused' && c.classList.contains('api'); })()`)
+	waitEval(t, ctx, 5*time.Second, "paused, from the API", `(() => { const c = document.querySelector('#events tr[data-event="premiere"] td[data-k="mode"]'); return c.textContent === 'paused' && c.classList.contains('api'); })()`)
 	// The fans' side follows once the admitter has published the override:
 	// within a tick and the gateway's refresh (a loaded machine may take
 	// a few seconds).
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		e := publicEvent(t, s.Gateway, "premiere")
-		if e["state"] == "paused" {
+		e := getEvent(t, s.Gateway, "premiere")
+		if e.State == "paused" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("public state %v after 5 s; want paused", e["state"])
+			t.Errorf("public state %v after 5 s; want paused", e.State)
 			break
 		}
 	}
@@ -452,21 +427,21 @@ func TestOperatorsPage(t *testing.T) {
 		chromedp.SendKeys(`#rate`, "4", chromedp.ByQuery),
 		chromedp.Click(`#set-rate`, chromedp.ByQuery),
 	)
-	waitPage(t, ctx, 5*time.Second, "rate 4", `document.querySelector('#events tr[data-event="premiere"] td[data-k="rate"]').textContent === '4'`)
+	waitEval(t, ctx, 5*time.Second, "rate 4", `document.querySelector('#events tr[data-event="premiere"] td[data-k="rate"]').textContent === '4'`)
 	run(t, ctx, 5*time.Second, "resume", chromedp.Click(`#resume`, chromedp.ByQuery))
-	waitPage(t, ctx, 5*time.Second, "resumed", `document.querySelector('#events tr[data-event="premiere"] td[data-k="state"]').textContent === 'open'`)
+	waitEval(t, ctx, 5*time.Second, "resumed", `document.querySelector('#events tr[data-event="premiere"] td[data-k="state"]').textContent === 'open'`)
 	run(t, ctx, 5*time.Second, "revoke a bad id",
 		chromedp.SendKeys(`#ticket`, "not-a-ticket", chromedp.ByQuery),
 		chromedp.Click(`#revoke`, chromedp.ByQuery),
 	)
-	waitPage(t, ctx, 5*time.Second, "400 for a bad ticket id", `document.querySelector('#message').dataset.status === '400' && document.querySelector('#message').textContent.includes('ticketId')`)
-	waitPage(t, ctx, 15*time.Second, "the chart", `document.querySelectorAll('#chart polyline.admitted-line, #chart polyline.waiting-line').length === 2`)
-	waitPage(t, ctx, 5*time.Second, "the audit", `[...document.querySelectorAll('#audit li')].some((li) => li.textContent.includes('[api] mode queue -> paused'))`)
+	waitEval(t, ctx, 5*time.Second, "400 for a bad ticket id", `document.querySelector('#message').dataset.status === '400' && document.querySelector('#message').textContent.includes('ticketId')`)
+	waitEval(t, ctx, 15*time.Second, "the chart", `document.querySelectorAll('#chart polyline.admitted-line, #chart polyline.waiting-line').length === 2`)
+	waitEval(t, ctx, 5*time.Second, "the audit", `[...document.querySelectorAll('#audit li')].some((li) => li.textContent.includes('[api] mode queue -> paused'))`)
 	// A reload keeps the tab's token; signing out forgets it.
 	run(t, ctx, 10*time.Second, "reload", chromedp.Reload())
-	waitPage(t, ctx, 5*time.Second, "the console after a reload", `!document.querySelector('#console').hidden`)
+	waitEval(t, ctx, 5*time.Second, "the console after a reload", `!document.querySelector('#console').hidden`)
 	run(t, ctx, 5*time.Second, "sign out", chromedp.Click(`#sign-out`, chromedp.ByQuery))
-	waitPage(t, ctx, 5*time.Second, "signed out", `document.querySelector('#console').hidden && sessionStorage.getItem('wr_admin_token') === null`)
+	waitEval(t, ctx, 5*time.Second, "signed out", `document.querySelector('#console').hidden && sessionStorage.getItem('wr_admin_token') === null`)
 	checkA11y(t, ctx, "the operators' page")
 }
 
@@ -476,26 +451,5 @@ func joinPlain(t *testing.T, gateway, event string) {
 	code, _, raw, err := sendJSON(context.Background(), http.DefaultClient, gateway, http.MethodPost, "/api/v1/events/"+event+"/tickets", "", nil, nil)
 	if err != nil || code != http.StatusCreated {
 		t.Fatalf("join %s: %d %s %v", event, code, raw, err)
-	}
-}
-
-// waitPage is waitEval that shows the page when it fails.
-func waitPage(t *testing.T, ctx context.Context, timeout time.Duration, what, expr string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		var ok bool
-		c, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := chromedp.Run(c, chromedp.Evaluate(`!!(`+expr+`)`, &ok))
-		cancel()
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			var page string
-			_ = chromedp.Run(ctx, chromedp.Evaluate(`document.body.innerText`, &page))
-			t.Fatalf("%s: not so after %v (%v); the page says:\n%s", what, timeout, err, page)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -17,10 +17,10 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -174,25 +174,6 @@ func reportOf(t *testing.T, gateway, event string) (int, map[string]any) {
 	return code, out
 }
 
-// dumpLine is every key of the event's line, as DUMP serializes it.
-func dumpLine(t *testing.T, rdb redis.UniversalClient, event string) map[string]string {
-	t.Helper()
-	ctx := context.Background()
-	out := map[string]string{}
-	keys, err := rdb.Keys(ctx, "wr:{"+event+"}*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys {
-		v, err := rdb.Dump(ctx, k).Result()
-		if err != nil {
-			t.Fatalf("DUMP %s: %v", k, err)
-		}
-		out[k] = v
-	}
-	return out
-}
-
 func previewsTouchNothing(t *testing.T, s *stack.Stack) {
 	// Nothing else may write: the admitter ticks and the booking core
 	// publishes the inventory. Fans in line, so the line has its keys.
@@ -201,8 +182,9 @@ func previewsTouchNothing(t *testing.T, s *stack.Stack) {
 	for range 5 {
 		joinPlain(t, s.Gateway, "premiere")
 	}
-	before := dumpLine(t, s.RDB, "premiere")
-	if _, ok := before["wr:{premiere}:wait"]; !ok || len(before) < 5 {
+	line := queuetest.Of(t, s.RDB, "premiere")
+	before := line.Dump()
+	if _, ok := before[line.Keys().Wait]; !ok || len(before) < 5 {
 		t.Fatalf("the line's keys %v; want the wait set and the rest", slices.Sorted(maps.Keys(before)))
 	}
 
@@ -264,10 +246,10 @@ func previewsTouchNothing(t *testing.T, s *stack.Stack) {
 		chromedp.SendKeys(`#token`, opsToken, chromedp.ByQuery),
 		chromedp.Click(`#sign-in`, chromedp.ByQuery),
 	)
-	waitPage(t, page, 10*time.Second, "the console", `!document.querySelector('#console').hidden && document.querySelector('#event').value === 'premiere'`)
+	waitEval(t, page, 10*time.Second, "the console", `!document.querySelector('#console').hidden && document.querySelector('#event').value === 'premiere'`)
 	run(t, page, 5*time.Second, "show the previews", chromedp.Click(`#show-previews`, chromedp.ByQuery))
 	n := len(gateway.PreviewStates) * len(web.Languages)
-	waitPage(t, page, 30*time.Second, "every preview in its frame", fmt.Sprintf(`document.querySelector('#previews').dataset.event === 'premiere' &&
+	waitEval(t, page, 30*time.Second, "every preview in its frame", fmt.Sprintf(`document.querySelector('#previews').dataset.event === 'premiere' &&
 		[...document.querySelectorAll('iframe.preview')].filter((f) => f.dataset.status === '200' && f.contentDocument &&
 			f.contentDocument.querySelector('#status') && f.contentDocument.styleSheets.length > 0).length === %d`, n))
 	var frames []struct{ State, Lang, Status, Sandbox, HTMLLang string }
@@ -287,7 +269,7 @@ func previewsTouchNothing(t *testing.T, s *stack.Stack) {
 	}
 	checkA11y(t, page, "the operators' page with its previews")
 
-	after := dumpLine(t, s.RDB, "premiere")
+	after := line.Dump()
 	for k, v := range before {
 		if w, ok := after[k]; !ok {
 			t.Errorf("%s is gone", k)

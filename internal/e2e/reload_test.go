@@ -3,8 +3,6 @@ package e2e_test
 import (
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,23 +17,6 @@ const reloadEvents = `  - id: "premiere"
       - {id: 42, title: "T", starts_at: "2026-12-01T19:00:00Z", rows: 2, seats_per_row: 5, price_cents: 1500}
 `
 
-// editConfig rewrites the stack's config file the way vim and sed -i do:
-// write a new file beside it and rename it over the old one.
-func editConfig(t *testing.T, s *stack.Stack, edit func(string) string) {
-	t.Helper()
-	b, err := os.ReadFile(s.ConfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := filepath.Join(filepath.Dir(s.ConfigPath), ".waitroom.yaml.swp")
-	if err := os.WriteFile(tmp, []byte(edit(string(b))), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, s.ConfigPath); err != nil {
-		t.Fatal(err)
-	}
-}
-
 var reloadErrors = regexp.MustCompile(`(?m)^waitroom_config_reload_errors_total (\S+)$`)
 
 type eventInfo struct {
@@ -46,9 +27,10 @@ type eventInfo struct {
 	OpensAt        string  `json:"opensAt"`
 }
 
-func getEvent(t *testing.T, s *stack.Stack, id string) eventInfo {
+// getEvent reads the public event route of gateway (its base URL).
+func getEvent(t *testing.T, gateway, id string) eventInfo {
 	t.Helper()
-	res, err := http.Get(s.Gateway + "/api/v1/events/" + id)
+	res, err := http.Get(gateway + "/api/v1/events/" + id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,19 +41,16 @@ func getEvent(t *testing.T, s *stack.Stack, id string) eventInfo {
 	return e
 }
 
-// waitEvent polls the gateway's event route until ok holds, and returns how
+// waitEvent polls gateway's event route until ok holds, and returns how
 // long that took.
-func waitEvent(t *testing.T, s *stack.Stack, id string, within time.Duration, ok func(eventInfo) bool) time.Duration {
+func waitEvent(t *testing.T, gateway, id string, within time.Duration, ok func(eventInfo) bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for time.Since(start) < within {
-		if ok(getEvent(t, s, id)) {
-			return time.Since(start)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var last eventInfo
+	took, done := waitFor(within, func() bool { last = getEvent(t, gateway, id); return ok(last) })
+	if !done {
+		t.Fatalf("event %s on %s after %v: %+v", id, gateway, within, last)
 	}
-	t.Fatalf("event %s after %v: %+v", id, within, getEvent(t, s, id))
-	return 0
+	return took
 }
 
 // TestLiveReload: an operator's edit of the config file, by rename, is in
@@ -80,10 +59,10 @@ func waitEvent(t *testing.T, s *stack.Stack, id string, within time.Duration, ok
 // a broken edit changes nothing.
 func TestLiveReload(t *testing.T) {
 	s := stack.Start(t, stack.Options{Events: reloadEvents, Tick: "1s"})
-	if e := getEvent(t, s, "premiere"); e.AdmitPerSecond != 10 || e.MaxActive != 100 {
+	if e := getEvent(t, s.Gateway, "premiere"); e.AdmitPerSecond != 10 || e.MaxActive != 100 {
 		t.Fatalf("before the edit: %+v", e)
 	}
-	editConfig(t, s, func(c string) string {
+	s.EditConfig(t, func(c string) string {
 		c = strings.Replace(c, "admit_per_second: 10, max_active: 100", "admit_per_second: 25, max_active: 300", 1)
 		return c + `  - id: "encore"
     admission: {admit_per_second: 3}
@@ -93,20 +72,20 @@ func TestLiveReload(t *testing.T) {
 	})
 	// One tick (1s) plus the gateway's half-second refresh and the file
 	// watcher's debounce.
-	took := waitEvent(t, s, "premiere", 1700*time.Millisecond, func(e eventInfo) bool { return e.AdmitPerSecond == 25 && e.MaxActive == 300 })
+	took := waitEvent(t, s.Gateway, "premiere", 1700*time.Millisecond, func(e eventInfo) bool { return e.AdmitPerSecond == 25 && e.MaxActive == 300 })
 	t.Logf("new rate and cap reported %v after the edit", took)
-	waitEvent(t, s, "encore", 2*time.Second, func(e eventInfo) bool { return e.code == 200 && e.AdmitPerSecond == 3 })
+	waitEvent(t, s.Gateway, "encore", 2*time.Second, func(e eventInfo) bool { return e.code == 200 && e.AdmitPerSecond == 3 })
 	res, err := http.Post(s.Gateway+"/api/v1/events/encore/tickets", "application/json", nil)
 	if err != nil || res.StatusCode != http.StatusCreated {
 		t.Fatalf("join the new event: %v %v", err, res)
 	}
 	res.Body.Close()
 
-	editConfig(t, s, func(c string) string {
+	s.EditConfig(t, func(c string) string {
 		return strings.Replace(c, "admit_per_second: 25", "admit_per_second: -5", 1)
 	})
 	time.Sleep(2500 * time.Millisecond)
-	if e := getEvent(t, s, "premiere"); e.AdmitPerSecond != 25 || e.MaxActive != 300 {
+	if e := getEvent(t, s.Gateway, "premiere"); e.AdmitPerSecond != 25 || e.MaxActive != 300 {
 		t.Fatalf("after a broken edit: %+v; want the previous 25/s, 300 in force", e)
 	}
 	for _, p := range []string{"admitter", "gateway"} {

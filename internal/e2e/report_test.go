@@ -39,8 +39,8 @@ func TestBrowserReportPage(t *testing.T) {
 	// start, its join and the report before opening took more than 15 s on
 	// a loaded machine, and the seed was out by then.
 	opens := time.Now().Add(30 * time.Second).UTC().Truncate(time.Second)
-	editConfig(t, s, func(c string) string { return strings.Replace(c, later, opens.Format(time.RFC3339), 1) })
-	waitEvent(t, s, "draw", 10*time.Second, func(e eventInfo) bool {
+	s.EditConfig(t, func(c string) string { return strings.Replace(c, later, opens.Format(time.RFC3339), 1) })
+	waitEvent(t, s.Gateway, "draw", 10*time.Second, func(e eventInfo) bool {
 		return e.State == "prequeue" && e.OpensAt == opens.Format(time.RFC3339)
 	})
 	for range 4 { // fans in the draw besides ours

@@ -23,6 +23,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/waitroom/waitroom/internal/proof"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
@@ -430,10 +431,7 @@ func BenchmarkEdge(b *testing.B) {
 		b.ReportMetric(m[1]/m[0], "join"+fmt.Sprint(conns)+"-proof-ratio")
 	}
 
-	line, err := s.RDB.ZCard(ctx, "wr:{edge}:wait").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
+	line := queuetest.Of(b, s.RDB, "edge").WaitingCount()
 
 	var md strings.Builder
 	fmt.Fprintf(&md, `## Edge: join and status through the gateway, next to a bare handler

@@ -12,6 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
@@ -65,10 +66,7 @@ func BenchmarkMillionWaiting(b *testing.B) {
 	// positions along all of it.
 	const stride = 1000
 	rest, took := fillLine(ctx, b, s, "million", n-small, func(pos int64) bool { return pos%stride == 0 && pos > small })
-	waiting, err := s.RDB.ZCard(ctx, "wr:{million}:wait").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
+	waiting := queuetest.Of(b, s.RDB, "million").WaitingCount()
 	if waiting != int64(n) {
 		b.Fatalf("%d waiting; want %d", waiting, n)
 	}

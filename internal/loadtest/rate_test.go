@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
@@ -74,7 +74,7 @@ func BenchmarkDesignRate(b *testing.B) {
 	go func() { samplesCh <- sampleBucket(sampleCtx, b, rdb, designEvent) }()
 	time.Sleep(1500 * time.Millisecond) // at least one paused tick sampled
 	opened := time.Now()
-	editStackConfig(b, s, func(c string) string { return strings.Replace(c, `mode: "paused"`, `mode: "queue"`, 1) })
+	s.EditConfig(b, func(c string) string { return strings.Replace(c, `mode: "paused"`, `mode: "queue"`, 1) })
 
 	// One cycle (60 s) fills the cap; a few ticks more show it holds.
 	for deadline := opened.Add(designWindow + 30*time.Second); ; time.Sleep(500 * time.Millisecond) {
@@ -180,15 +180,15 @@ Load average (1 min) at the end: %s.
 
 // sampleBucket reads event's bucket and admitted count every few
 // milliseconds until ctx ends, and returns one sample per tick, in order.
-func sampleBucket(ctx context.Context, tb testing.TB, rdb redis.UniversalClient, event string) []bucketSample {
-	k := "wr:{" + event + "}:" // the queue's keys (internal/queue keys.go)
+func sampleBucket(ctx context.Context, tb testing.TB, c redis.UniversalClient, event string) []bucketSample {
+	k := rdb.KeysOf(event)
 	var out []bucketSample
 	for ctx.Err() == nil {
 		var bk *redis.SliceCmd
 		var adm *redis.StringCmd
-		_, err := rdb.TxPipelined(context.Background(), func(p redis.Pipeliner) error {
-			bk = p.HMGet(context.Background(), k+"bucket", "tokens", "ts")
-			adm = p.HGet(context.Background(), k+"stats", "admitted")
+		_, err := c.TxPipelined(context.Background(), func(p redis.Pipeliner) error {
+			bk = p.HMGet(context.Background(), k.Bucket, "tokens", "ts")
+			adm = p.HGet(context.Background(), k.Stats, "admitted")
 			return nil
 		})
 		if err != nil && err != redis.Nil {
@@ -226,27 +226,6 @@ func eventRoute(tb testing.TB, url string) eventJSON {
 		tb.Fatalf("GET %s: %d %v", url, res.StatusCode, err)
 	}
 	return e
-}
-
-// editStackConfig rewrites the stack's config the way editors do (a new
-// file renamed over the old one); the admitter reloads it within a tick.
-func editStackConfig(tb testing.TB, s *stack.Stack, edit func(string) string) {
-	tb.Helper()
-	old, err := os.ReadFile(s.ConfigPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	next := edit(string(old))
-	if next == string(old) {
-		tb.Fatal("config edit changed nothing")
-	}
-	tmp := filepath.Join(filepath.Dir(s.ConfigPath), ".waitroom.yaml.tmp")
-	if err := os.WriteFile(tmp, []byte(next), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Rename(tmp, s.ConfigPath); err != nil {
-		tb.Fatal(err)
-	}
 }
 
 // perTick is "166 × 40, 167 × 20": how many ticks admitted how many fans.

@@ -17,6 +17,8 @@ import (
 
 	"github.com/waitroom/waitroom/internal/plot"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/rehearsal"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
@@ -64,7 +66,7 @@ func (l lineSampler) Sample(ctx context.Context, start time.Time) (rehearsal.Sam
 	var adm *redis.SliceCmd
 	if _, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		now = p.Time(ctx)
-		adm = p.HMGet(ctx, "wr:{"+saleEvent+"}:stats", "admitted")
+		adm = p.HMGet(ctx, rdb.KeysOf(saleEvent).Stats, "admitted")
 		return nil
 	}); err != nil {
 		return rehearsal.Sample{}, err
@@ -132,24 +134,9 @@ func BenchmarkSale(b *testing.B) {
 
 	bg := context.Background()
 
-	// Conservation, read in one MULTI so that no tick falls in between. The
-	// stats hash is the queue's (internal/queue keys.go).
-	k := "wr:{" + saleEvent + "}:"
-	var h *redis.SliceCmd
-	var w *redis.IntCmd
-	if _, err := rdb.TxPipelined(bg, func(p redis.Pipeliner) error {
-		h = p.HMGet(bg, k+"stats", "joined", "admitted", "left", "abandoned")
-		w = p.ZCard(bg, k+"wait")
-		return nil
-	}); err != nil {
-		b.Fatal(err)
-	}
-	var line [4]int64 // joined, admitted, left, abandoned
-	for i, v := range h.Val() {
-		str, _ := v.(string)
-		line[i], _ = strconv.ParseInt(str, 10, 64)
-	}
-	joinedN, admittedN, leftN, abandonedN, waitingN := line[0], line[1], line[2], line[3], w.Val()
+	// Conservation, read in one MULTI so that no tick falls in between.
+	books := queuetest.Of(b, rdb, saleEvent).Books()
+	joinedN, admittedN, leftN, abandonedN, waitingN := books.Joined, books.Admitted, books.Left, books.Abandoned, books.Waiting
 	conserved := joinedN == admittedN+waitingN+leftN+abandonedN
 	if !conserved {
 		b.Errorf("conservation: joined %d ≠ admitted %d + waiting %d + left %d + abandoned %d",

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -155,13 +156,14 @@ func TestEventsSpreadOverShards(t *testing.T) {
 		for a := range nodeOf[ev] {
 			addr = a
 		}
-		slot, err := rdb.ClusterKeySlot(ctx, "wr:{"+ev+"}:wait").Result()
+		k := queuetest.Of(t, rdb, ev).Keys()
+		slot, err := rdb.ClusterKeySlot(ctx, k.Wait).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range []string{"active", "stats", "settings"} {
-			if got := rdb.ClusterKeySlot(ctx, "wr:{"+ev+"}:"+k).Val(); got != slot {
-				t.Errorf("%s: wr:{%s}:%s in slot %d, wait in slot %d; want one slot", ev, ev, k, got, slot)
+		for _, key := range []string{k.Active, k.Stats, k.Settings} {
+			if got := rdb.ClusterKeySlot(ctx, key).Val(); got != slot {
+				t.Errorf("%s: %s in slot %d, wait in slot %d; want one slot", ev, key, got, slot)
 			}
 		}
 		if owner := ownerOf(slot); owner != addr {
@@ -192,7 +194,7 @@ func TestEventsSpreadOverShards(t *testing.T) {
 		return
 	}
 	err = rdb.Eval(ctx, "return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])",
-		[]string{"wr:{" + a + "}:wait", "wr:{" + b + "}:wait"}).Err()
+		[]string{queuetest.Of(t, rdb, a).Keys().Wait, queuetest.Of(t, rdb, b).Keys().Wait}).Err()
 	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Errorf("a script over %s and %s = %v; want CROSSSLOT", a, b, err)
 	}
@@ -214,12 +216,13 @@ func scanAll(ctx context.Context, rdb *redis.Client, match string) ([]string, er
 	}
 }
 
-// tagOf is the event of a wr:{event}:… key.
+// tagOf is key's hash tag, what Redis Cluster hashes to its slot: from
+// the first { to the next } (an event's keys carry the event's name).
 func tagOf(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, "wr:{")
+	_, rest, ok := strings.Cut(key, "{")
 	if !ok {
 		return "", false
 	}
-	ev, _, ok := strings.Cut(rest, "}:")
-	return ev, ok
+	tag, _, ok := strings.Cut(rest, "}")
+	return tag, ok && tag != ""
 }

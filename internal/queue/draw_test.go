@@ -279,9 +279,9 @@ func testInsiderWhoKnowsTheSeedGainsNothing(t *testing.T, e env) {
 	set.MaxActive = 0
 	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	honest := joinMany(t, e.store, set, 200)
-	seed, err := hex.DecodeString(e.rdb.HGet(ctx, "wr:{"+event+"}:lottery", "seed").Val())
-	if err != nil || len(seed) != 32 {
-		t.Fatalf("the insider reads the seed: %x %v", seed, err)
+	seed := e.state(t).Seed()
+	if len(seed) != 32 {
+		t.Fatalf("the insider reads the seed: %x", seed)
 	}
 	ground := joinMany(t, e.store, set, 400)
 	sort.Slice(ground, func(a, b int) bool {
@@ -332,7 +332,7 @@ func testLetInWhileTheDrawIsApplied(t *testing.T, e env) {
 	drawer, other := queue.NewStore(e.rdb, secret), queue.NewStore(e.rdb, secret)
 	drawn := make(chan error, 1)
 	go func() { _, err := drawer.Tick(ctx, event, set); drawn <- err }()
-	for e.rdb.Exists(ctx, "wr:{"+event+"}:lottery:drawing").Val() == 0 {
+	for l := e.state(t); !l.Has(l.Keys().Drawing); {
 		time.Sleep(time.Millisecond) // the drawer holds the draw's lease
 	}
 	var snapshots [][]string
@@ -344,7 +344,7 @@ func testLetInWhileTheDrawIsApplied(t *testing.T, e env) {
 		default:
 		}
 		tick(t, other, set)
-		snapshots = append(snapshots, e.rdb.ZRange(ctx, "wr:{"+event+"}:active", 0, -1).Val())
+		snapshots = append(snapshots, e.state(t).Active())
 	}
 	partly := 0 // ticks that found the line partly let in
 	for _, snap := range snapshots {
@@ -392,15 +392,13 @@ func testDrawBoundHoldsTheLine(t *testing.T, e env) {
 	var list strings.Builder
 	must(t, e.store.LotteryEntries(ctx, event, &list))
 	order := strings.Fields(list.String())
-	lot := "wr:{" + event + "}:lottery"
+	lot := e.state(t).Keys().Lottery
 	score := func(id string) float64 {
-		for _, k := range e.waitKeys() {
-			if s, err := e.rdb.ZScore(ctx, k, id).Result(); err == nil {
-				return s
-			}
+		s, ok := e.state(t).Place(id)
+		if !ok {
+			t.Fatalf("%s is not in line", id)
 		}
-		t.Fatalf("%s is not in line", id)
-		return 0
+		return s
 	}
 	var line []string // the drawn order, less the one who left
 	for _, id := range order {
@@ -418,7 +416,7 @@ func testDrawBoundHoldsTheLine(t *testing.T, e env) {
 	for _, id := range line[:7] {
 		want[id] = true
 	}
-	in := e.rdb.ZRange(ctx, "wr:{"+event+"}:active", 0, -1).Val()
+	in := e.state(t).Active()
 	if len(in) != len(want) {
 		t.Fatalf("%d fans in past a bound at rank 7; want %d: %v", len(in), len(want), in)
 	}
@@ -433,7 +431,7 @@ func testDrawBoundHoldsTheLine(t *testing.T, e env) {
 		tick(t, e.store, set)
 		time.Sleep(5 * time.Millisecond)
 	}
-	if n := e.rdb.ZCard(ctx, "wr:{"+event+"}:active").Val(); n != int64(len(fans)-1) {
+	if n := e.state(t).ActiveCount(); n != int64(len(fans)-1) {
 		t.Errorf("%d fans in once the draw is applied; want all %d", n, len(fans)-1)
 	}
 }

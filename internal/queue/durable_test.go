@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -48,7 +49,7 @@ func TestDurableWritesWaitForAReplica(t *testing.T) {
 	}
 
 	// Stall the replica of the master that holds "one".
-	master, err := rc.MasterForKey(ctx, "wr:{one}:stats")
+	master, err := rc.MasterForKey(ctx, queuetest.Of(t, rc, "one").Keys().Stats)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,8 +95,7 @@ func testExtendNeverPassesTheCeiling(t *testing.T, e env) {
 		}()
 	}
 	wg.Wait()
-	score := e.rdb.ZScore(ctx, "wr:{"+event+"}:active", r.ID).Val()
-	inRedis := time.UnixMilli(int64(score))
+	inRedis := e.state(t).Window(r.ID)
 	if inRedis.After(ceiling) || latest.After(ceiling) {
 		t.Fatalf("window ends at %v (reported %v); want no later than claim + %v = %v", inRedis, latest, window, ceiling)
 	}

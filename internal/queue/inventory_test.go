@@ -220,13 +220,14 @@ func TestSyncKeepsInFlightReservations(t *testing.T) {
 	sync0(t, e.store, queue.Snapshot{Free: 10})
 	_, err := e.store.Reserve(ctx, event, "flying", "1.a", 2) // its statement runs now
 	must(t, err)
-	e.rdb.HSet(ctx, "wr:{"+event+"}:places", "orphan", "2.b 3 1000") // reserved in 1970: its hold never was
+	k := e.state(t).Keys()
+	e.rdb.HSet(ctx, k.Places, "orphan", "2.b 3 1000") // reserved in 1970: its hold never was
 	sync0(t, e.store, queue.Snapshot{Free: 7, Holds: []queue.LiveHold{{HoldID: "real", Ticket: "3.c", Places: 1}}})
 	i := inv(t, e.store)
 	if i.Available != 5 || i.Held != 3 {
 		t.Fatalf("after the sync: %+v; want 7 free − 2 in flight = 5 available, 2 + 1 held", i)
 	}
-	if n := e.rdb.HLen(ctx, "wr:{"+event+"}:places").Val(); n != 2 {
+	if n := e.rdb.HLen(ctx, k.Places).Val(); n != 2 {
 		t.Fatalf("%d holds counted; want 2 (the orphan dropped)", n)
 	}
 }
@@ -237,7 +238,7 @@ func TestSyncKeepsInFlightReservations(t *testing.T) {
 func TestInventoryCountersUnderRace(t *testing.T) { onEachLayout(t, testInventoryCountersUnderRace) }
 
 func testInventoryCountersUnderRace(t *testing.T, e env) {
-	ctx := context.Background()
+	ctx, k := context.Background(), e.state(t).Keys()
 	set := e.open()
 	set.AdmitPerSecond, set.MaxActive = 10000, 10000
 	var fans []queue.JoinResult
@@ -264,7 +265,7 @@ func testInventoryCountersUnderRace(t *testing.T, e env) {
 				case 2:
 					err = e.store.Release(ctx, event, hold)
 				case 3:
-					if v, _ := e.rdb.HGet(ctx, "wr:{"+event+"}:places", hold).Result(); v != "" {
+					if v, _ := e.rdb.HGet(ctx, k.Places, hold).Result(); v != "" {
 						n, _ := strconv.ParseInt(strings.Fields(v)[1], 10, 64)
 						soldPlaces.Add(n)
 					}
@@ -284,7 +285,7 @@ func testInventoryCountersUnderRace(t *testing.T, e env) {
 	}
 	wg.Wait()
 	// Recount from the sets themselves.
-	places := e.rdb.HGetAll(ctx, "wr:{"+event+"}:places").Val()
+	places := e.rdb.HGetAll(ctx, k.Places).Val()
 	var held int64
 	holders := map[string]int{}
 	for _, v := range places {
@@ -295,18 +296,18 @@ func testInventoryCountersUnderRace(t *testing.T, e env) {
 	}
 	engaged := 0
 	for tk := range holders {
-		if _, err := e.rdb.ZScore(ctx, "wr:{"+event+"}:active", tk).Result(); err == nil {
+		if e.state(t).IsActive(tk) {
 			engaged++
 		}
 	}
-	got := e.rdb.HMGet(ctx, "wr:{"+event+"}:inventory", "available", "held", "engaged").Val()
+	got := e.rdb.HMGet(ctx, k.Inventory, "available", "held", "engaged").Val()
 	want := []string{strconv.FormatInt(free-held-soldPlaces.Load(), 10), strconv.FormatInt(held, 10), strconv.Itoa(engaged)}
 	for i, name := range []string{"available", "held", "engaged"} {
 		if fmt.Sprint(got[i]) != want[i] {
 			t.Errorf("%s = %v; the sets say %s", name, got[i], want[i])
 		}
 	}
-	if hl := e.rdb.HLen(ctx, "wr:{"+event+"}:holders").Val(); hl != int64(len(holders)) {
+	if hl := e.rdb.HLen(ctx, k.Holders).Val(); hl != int64(len(holders)) {
 		t.Errorf("holders = %d; the places say %d", hl, len(holders))
 	}
 }

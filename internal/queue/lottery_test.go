@@ -85,7 +85,7 @@ func testLotteryCommitmentRace(t *testing.T, e env) {
 		if st.JoinedAt.Before(l.CommittedAt) {
 			t.Errorf("%s placed at %v, before the commitment at %v", r.ID, st.JoinedAt, l.CommittedAt)
 		}
-		if e.rdb.LPos(ctx, "wr:{"+event+"}:lottery:entries", r.ID, redis.LPosArgs{}).Err() != nil {
+		if e.rdb.LPos(ctx, e.state(t).Keys().Entries, r.ID, redis.LPosArgs{}).Err() != nil {
 			t.Errorf("%s placed in the pre-queue but not among the draw's entries", r.ID)
 		}
 	}
@@ -202,12 +202,8 @@ func testLotteryDrawIsReproducible(t *testing.T, e env) {
 	for step := 0; len(e.line(t)) > 0; step++ {
 		set.MaxActive += 17
 		tick(t, e.store, set)
-		active := e.rdb.ZCard(ctx, "wr:{"+event+"}:active").Val()
-		for i, id := range want {
-			in := e.rdb.ZScore(ctx, "wr:{"+event+"}:active", id).Err() == nil
-			if in != (int64(i) < active) {
-				t.Fatalf("step %d: fan of rank-order %d active=%v with %d active: admission does not follow the ranks", step, i, in, active)
-			}
+		if active, i := frontActive(t, e, want); i >= 0 {
+			t.Fatalf("step %d: fan of rank-order %d active=%v with %d active: admission does not follow the ranks", step, i, int64(i) >= active, active)
 		}
 		if step > 50 {
 			t.Fatal("the line does not empty")
@@ -245,24 +241,18 @@ func testShardedJoinOvertakenByTheDraw(t *testing.T, e env) {
 	join(t, e.store, set) // commits the lottery
 	// The draw began: it wrote the entries' digest, then marked the shards.
 	digest := sha256.Sum256([]byte("the entries"))
-	must(t, e.rdb.HSet(ctx, "wr:{"+event+"}:lottery", "digest", hex.EncodeToString(digest[:])).Err())
-	for _, tag := range queue.ShardTags(event, e.shards) {
-		must(t, e.rdb.HSet(ctx, "wr:{"+tag+"}:info", "drawn", 1).Err())
+	l := e.state(t)
+	must(t, e.rdb.HSet(ctx, l.Keys().Lottery, "digest", hex.EncodeToString(digest[:])).Err())
+	for _, sk := range l.Shards() {
+		must(t, e.rdb.HSet(ctx, sk.Info, "drawn", 1).Err())
 	}
-	seed, err := hex.DecodeString(e.rdb.HGet(ctx, "wr:{"+event+"}:lottery", "seed").Val())
-	must(t, err)
+	seed := l.Seed()
 	key := drawKey(seed, digest[:])
 	for range 6 {
 		r := join(t, e.store, set)
 		d := hmacOf(key, r.ID)
 		want := float64(int64(binary.BigEndian.Uint64(d[:8])>>12) - 1<<53)
-		var got float64
-		var found bool
-		for _, k := range e.waitKeys() {
-			if s, err := e.rdb.ZScore(ctx, k, r.ID).Result(); err == nil {
-				got, found = s, true
-			}
-		}
+		got, found := l.Place(r.ID)
 		if !found || got != want {
 			t.Errorf("%s placed at %v (found %v); want its draw's score %v", r.ID, got, found, want)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 )
 
 func usedMemory(t testing.TB, rdb redis.UniversalClient) int64 {
@@ -51,6 +52,7 @@ func TestMemoryPerWaitingFan(t *testing.T) {
 func fill(b testing.TB, rdb redis.UniversalClient, n int) {
 	b.Helper()
 	const chunk = 50_000
+	k := queuetest.Of(b, rdb, event).Keys()
 	for done := 0; done < n; done += chunk {
 		c := min(chunk, n-done)
 		err := rdb.Eval(context.Background(), `
@@ -59,7 +61,7 @@ for i = 1, tonumber(ARGV[2]) do
   redis.call('ZADD', KEYS[1], seq, string.format('%x', seq) .. '.AAAAAAAAAAAAAAAAAAAAAA')
 end
 redis.call('HINCRBY', KEYS[2], 'seq', ARGV[2])
-return 1`, []string{"wr:{" + event + "}:wait", "wr:{" + event + "}:stats"}, done, c).Err()
+return 1`, []string{k.Wait, k.Stats}, done, c).Err()
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -333,19 +332,7 @@ func TestCapAndBucket(t *testing.T) {
 // of the tick that left them.
 func bucket(t testing.TB, e env) (float64, int64) {
 	t.Helper()
-	v, err := e.rdb.HMGet(context.Background(), "wr:{"+event+"}:bucket", "tokens", "ts").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := strconv.ParseFloat(fmt.Sprint(v[0]), 64)
-	if err != nil {
-		t.Fatalf("bucket tokens %v: %v", v[0], err)
-	}
-	ts, err := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
-	if err != nil {
-		t.Fatalf("bucket ts %v: %v", v[1], err)
-	}
-	return tokens, ts
+	return e.state(t).Bucket()
 }
 
 // TestBucketKeepsFractionalRate: at the design's computed rate, 1000/6 =
@@ -395,7 +382,7 @@ func TestBucketAfterStall(t *testing.T) {
 	joinMany(t, e.store, set, 2000)
 	tick(t, e.store, set)
 	_, ts := bucket(t, e)
-	if err := e.rdb.HSet(context.Background(), "wr:{"+event+"}:bucket", "ts", ts-30_000).Err(); err != nil {
+	if err := e.rdb.HSet(context.Background(), e.state(t).Keys().Bucket, "ts", ts-30_000).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if r := tick(t, e.store, set); r.Admitted != 334 {
@@ -492,7 +479,7 @@ func TestSettingsRoundTrip(t *testing.T) {
 		got.AccessTTL != set.AccessTTL || !got.OpensAt.Equal(*set.OpensAt) || got.ClosesAt != nil {
 		t.Errorf("Settings = %+v; want %+v", got, set)
 	}
-	if n := e.rdb.Exists(ctx, "wr:{"+event+"}:settings").Val(); n != 1 {
+	if l := e.state(t); !l.Has(l.Keys().Settings) {
 		t.Errorf("settings key not under the event tag")
 	}
 }
@@ -517,8 +504,7 @@ func TestClaimWindow(t *testing.T) {
 	}
 	// Until claimed, both windows end by the abandon deadline (join + pollAfter + 1 s).
 	for _, tk := range []queue.JoinResult{away, present} {
-		score := e.rdb.ZScore(ctx, "wr:{"+event+"}:active", tk.ID).Val()
-		if until := time.Until(time.UnixMilli(int64(score))); until > tk.PollAfter+3*time.Second {
+		if until := time.Until(e.state(t).Window(tk.ID)); until > tk.PollAfter+3*time.Second {
 			t.Fatalf("unclaimed window ends in %v; want at most pollAfter + abandon_after (%v + 1s)", until, tk.PollAfter)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 )
 
 // BenchmarkJoinPrequeue is BenchmarkJoin during a pre-queue: every join
@@ -99,9 +99,16 @@ func benchDraw(b *testing.B, n, shards int) {
 // entries, with an abandon deadline far off.
 func fillPrequeue(b testing.TB, rdb redis.UniversalClient, n, shards int) {
 	ctx := context.Background()
-	tags := []string{event}
-	if shards > 1 {
-		tags = queue.ShardTags(event, shards)
+	line := queuetest.Of(b, rdb, event).Spread(shards)
+	k := line.Keys()
+	// placeOf is where the join scripts put sequence number seq: its wait
+	// and seen keys, and its slot in seen.
+	placeOf := func(seq int) (wait, seen string, slot int) {
+		if shards <= 1 {
+			return k.Wait, k.Seen, seq
+		}
+		sk := line.Shards()[seq%shards]
+		return sk.Wait, sk.Seen, seq / shards
 	}
 	deadline := time.Now().Add(24 * time.Hour).Unix()
 	const batch = 5000
@@ -110,22 +117,19 @@ func fillPrequeue(b testing.TB, rdb redis.UniversalClient, n, shards int) {
 			ids := make([]any, 0, batch)
 			for seq := from; seq < min(from+batch, n+1); seq++ {
 				id := strconv.FormatInt(int64(seq), 36) + "." + fmt.Sprintf("%022d", seq)
-				tag, slot := tags[0], seq
-				if shards > 1 {
-					tag, slot = tags[seq%shards], seq/shards
-				}
-				p.ZAdd(ctx, "wr:{"+tag+"}:wait", redis.Z{Score: float64(-seq), Member: id})
-				p.Do(ctx, "BITFIELD", "wr:{"+tag+"}:seen", "SET", "u32", "#"+strconv.Itoa(slot), deadline)
+				wait, seen, slot := placeOf(seq)
+				p.ZAdd(ctx, wait, redis.Z{Score: float64(-seq), Member: id})
+				p.Do(ctx, "BITFIELD", seen, "SET", "u32", "#"+strconv.Itoa(slot), deadline)
 				ids = append(ids, id)
 			}
-			p.RPush(ctx, "wr:{"+event+"}:lottery:entries", ids...)
+			p.RPush(ctx, k.Entries, ids...)
 			return nil
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := rdb.HSet(ctx, "wr:{"+event+"}:stats", "seq", n).Err(); err != nil {
+	if err := rdb.HSet(ctx, k.Stats, "seq", n).Err(); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -17,7 +18,7 @@ func proofOf(id string, exp time.Time) queue.Proof { return queue.Proof{ID: id, 
 
 // spentKey is the spent-proofs set a proof expiring at exp lands in.
 func spentKey(exp time.Time) string {
-	return "wr:{" + event + "}:proofs:" + strconv.FormatInt(exp.UnixMilli()/60_000, 10)
+	return rdb.ProofsKey(event, exp.UnixMilli()/60_000)
 }
 
 // One proof, presented by 64 joins released together: exactly one gets a

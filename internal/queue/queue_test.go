@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -104,40 +104,15 @@ func (e env) open() queue.Settings {
 	return set
 }
 
-// waitKeys are the event's wait ZSETs: one, or one per shard.
-func (e env) waitKeys() []string {
-	if e.shards <= 1 {
-		return []string{"wr:{" + event + "}:wait"}
-	}
-	var out []string
-	for _, tag := range queue.ShardTags(event, e.shards) {
-		out = append(out, "wr:{"+tag+"}:wait")
-	}
-	return out
+// state is the event's line as Redis holds it, in the env's layout.
+func (e env) state(t testing.TB) queuetest.Line {
+	return queuetest.Of(t, e.rdb, event).Spread(e.shards)
 }
 
 // line is the event's whole line, front first, read from every wait ZSET.
 func (e env) line(t testing.TB) []string {
 	t.Helper()
-	var all []redis.Z
-	for _, k := range e.waitKeys() {
-		zs, err := e.rdb.ZRangeWithScores(context.Background(), k, 0, -1).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, zs...)
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].Score != all[j].Score {
-			return all[i].Score < all[j].Score
-		}
-		return all[i].Member.(string) < all[j].Member.(string)
-	})
-	out := make([]string, len(all))
-	for i, z := range all {
-		out[i] = z.Member.(string)
-	}
-	return out
+	return e.state(t).Waiting()
 }
 
 // onEach runs test on a single redis-server and on a three-master Redis
@@ -345,7 +320,7 @@ func TestJoinRankBehindAHigherTail(t *testing.T) {
 	if p := join(t, e.store, set).Position.Position; p != 1 {
 		t.Fatalf("the first join: position %d; want 1", p)
 	}
-	wait := "wr:{" + event + "}:wait"
+	wait := e.state(t).Keys().Wait
 	if err := e.rdb.ZAdd(ctx, wait, redis.Z{Score: 1e12, Member: "zz.far-behind"}).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -374,11 +349,12 @@ func TestJoinRankBehindAHigherTail(t *testing.T) {
 // frontActive is how many tickets are active, and the first of order whose
 // being active or not disagrees with its place (-1: the active ones are
 // exactly the first of order).
-func frontActive(e env, order []string) (active int64, wrong int) {
-	ctx, key := context.Background(), "wr:{"+event+"}:active"
-	active = e.rdb.ZCard(ctx, key).Val()
+func frontActive(t testing.TB, e env, order []string) (active int64, wrong int) {
+	t.Helper()
+	l := e.state(t)
+	active = l.ActiveCount()
 	for i, id := range order {
-		if in := e.rdb.ZScore(ctx, key, id).Err() == nil; in != (int64(i) < active) {
+		if in := l.IsActive(id); in != (int64(i) < active) {
 			return active, i
 		}
 	}
@@ -407,7 +383,7 @@ func testFIFOAfterOpening(t *testing.T, e env) {
 		set.MaxActive += 7
 		time.Sleep(2 * time.Millisecond)
 		tick(t, e.store, set)
-		if active, i := frontActive(e, ids); i >= 0 {
+		if active, i := frontActive(t, e, ids); i >= 0 {
 			t.Fatalf("step %d: ticket %d active=%v with %d active; admission is not FIFO", step, i, int64(i) >= active, active)
 		}
 	}
@@ -438,7 +414,7 @@ func TestPrequeueLottery(t *testing.T) {
 			t.Fatalf("post-opening join %d at position %d; want %d", i, got.Position.Position, n+i+1)
 		}
 	}
-	line := e.rdb.ZRange(context.Background(), "wr:{"+event+"}:wait", 0, -1).Val()
+	line := e.line(t)
 	if err := randomOrder(rankOf(ids, line[:n])); err != nil {
 		t.Errorf("pre-queue order: %v", err)
 	}
@@ -536,10 +512,7 @@ func testConcurrentPolls(t *testing.T, e env) {
 	for i, id := range e.line(t) {
 		place[id] = int64(i + 1)
 	}
-	active, err := e.rdb.ZRange(ctx, "wr:{"+event+"}:active", 0, -1).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	active := e.state(t).Active()
 	admitted := map[string]bool{}
 	for _, id := range active {
 		admitted[id] = true
@@ -549,7 +522,7 @@ func testConcurrentPolls(t *testing.T, e env) {
 	if e.shards == 1 {
 		for _, f := range fans {
 			if !left[f.ID] && !admitted[f.ID] {
-				if err := e.rdb.BitField(ctx, "wr:{"+event+"}:seen", "SET", "u32", seenSlot(t, f.ID), 2).Err(); err != nil {
+				if err := e.rdb.BitField(ctx, e.state(t).Keys().Seen, "SET", "u32", seenSlot(t, f.ID), 2).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -607,7 +580,7 @@ func testConcurrentPolls(t *testing.T, e env) {
 		if left[f.ID] || admitted[f.ID] {
 			continue
 		}
-		v, err := e.rdb.BitField(ctx, "wr:{"+event+"}:seen", "GET", "u32", seenSlot(t, f.ID)).Result()
+		v, err := e.rdb.BitField(ctx, e.state(t).Keys().Seen, "GET", "u32", seenSlot(t, f.ID)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

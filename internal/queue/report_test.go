@@ -126,7 +126,7 @@ func testReportCountsFIFOInversions(t *testing.T, e env) {
 	set.AdmitPerSecond = 1e6
 	fans := []queue.JoinResult{join(t, e.store, set), join(t, e.store, set), join(t, e.store, set)}
 	moved := false
-	for _, k := range e.waitKeys() {
+	for _, k := range e.state(t).WaitKeys() {
 		if e.rdb.ZScore(ctx, k, fans[2].ID).Err() == nil {
 			must(t, e.rdb.ZAdd(ctx, k, redis.Z{Score: 0.5, Member: fans[2].ID}).Err())
 			moved = true

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 )
 
 // The shards of an event fall each in its own K-th of the slot range, so
@@ -39,11 +40,12 @@ func TestShardTagsSpreadOverMasters(t *testing.T) {
 	for _, ev := range []string{"premiere", "live-20", "x", "tour-2027-tokyo-dome"} {
 		for k := 2; k <= 6; k++ {
 			tags := queue.ShardTags(ev, k)
+			shards := queuetest.Of(t, rdb, ev).Spread(k).Shards()
 			for i, tag := range tags {
 				if !strings.HasPrefix(tag, fmt.Sprintf("%s#%d", ev, i)) {
 					t.Errorf("%s shard %d of %d: tag %q", ev, i, k, tag)
 				}
-				slot, err := rdb.ClusterKeySlot(ctx, "wr:{"+tag+"}:wait").Result()
+				slot, err := rdb.ClusterKeySlot(ctx, shards[i].Wait).Result()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -53,8 +55,8 @@ func TestShardTagsSpreadOverMasters(t *testing.T) {
 			}
 			if k == 3 {
 				masters := map[string]bool{}
-				for _, tag := range tags {
-					masters[masterOf(int(rdb.ClusterKeySlot(ctx, "wr:{"+tag+"}:wait").Val()))] = true
+				for _, sk := range shards {
+					masters[masterOf(int(rdb.ClusterKeySlot(ctx, sk.Wait).Val()))] = true
 				}
 				if len(masters) != 3 {
 					t.Errorf("%s: 3 shards on %d masters; want 3", ev, len(masters))
@@ -121,7 +123,7 @@ func testShardedLottery(t *testing.T, e env) {
 	for step := 0; len(e.line(t)) > 0; step++ {
 		set.MaxActive += 13
 		tick(t, e.store, set)
-		if active, i := frontActive(e, line); i >= 0 {
+		if active, i := frontActive(t, e, line); i >= 0 {
 			t.Fatalf("step %d: fan %d of the lottery active=%v with %d active; admission is not in lottery order", step, i, int64(i) >= active, active)
 		}
 		if step > 100 {
@@ -156,7 +158,7 @@ func TestShardedPositionsStayExact(t *testing.T) {
 		}
 		add(10)
 		line = positions(t, e, set, tickets)
-		admitted := e.rdb.ZRange(ctx, "wr:{"+event+"}:active", 0, -1).Val()
+		admitted := e.state(t).Active()
 		// Everyone admitted sorts before everyone waiting.
 		inLine := map[string]int{}
 		for i, id := range line {
@@ -237,7 +239,7 @@ func TestShardedTickDiesHalfway(t *testing.T) {
 				t.Fatalf("the next tick admitted %d; want the 10 the dead one could not", r.Admitted)
 			}
 			active := map[string]bool{}
-			for _, id := range e.rdb.ZRange(ctx, "wr:{"+event+"}:active", 0, -1).Val() {
+			for _, id := range e.state(t).Active() {
 				active[id] = true
 			}
 			for i, id := range line {
@@ -248,10 +250,8 @@ func TestShardedTickDiesHalfway(t *testing.T) {
 			if got := e.line(t); len(got) != 30 || got[0] != line[10] {
 				t.Fatalf("%d waiting, front %v; want 30 from fan 10 on", len(got), got[:1])
 			}
-			for _, sk := range queue.ShardTags(event, 3) {
-				if n := e.rdb.ZCard(ctx, "wr:{"+sk+"}:moving").Val(); n != 0 {
-					t.Fatalf("%d fans left in %s's handover", n, sk)
-				}
+			if n := e.state(t).Moving(); n != 0 {
+				t.Fatalf("%d fans left in the shards' handovers", n)
 			}
 			st := checkBooks(t, e)
 			if st.Admitted != 10 {
@@ -347,7 +347,7 @@ func TestLayoutIsKept(t *testing.T) {
 			}
 			want := c.started
 			if want == 1 {
-				if n := e.rdb.Exists(ctx, "wr:{"+queue.ShardTags(event, 3)[0]+"}:wait").Val(); n != 0 {
+				if l := e.state(t).Spread(3); l.Has(l.Shards()[0].Wait) {
 					t.Fatal("a one-shard line grew shard keys")
 				}
 			}

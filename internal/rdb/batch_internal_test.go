@@ -11,7 +11,7 @@ import (
 // alone as it is; a header argument that cannot be compared never merges.
 func TestMergeGroups(t *testing.T) {
 	ctx := context.Background()
-	keys := []string{"wr:{e}:wait"}
+	keys := []string{KeysOf("e").Wait}
 	mk := func(header ...any) *Pending {
 		return &Pending{ctx: ctx, script: testScript, keys: keys, args: append(header, "item"), merge: true, header: len(header)}
 	}

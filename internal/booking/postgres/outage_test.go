@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // outageDB is a private PostgreSQL server (the shared test server must never
@@ -28,25 +28,7 @@ func startOutageDB(t *testing.T) *outageDB {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "wr-out-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	pg, err := localsvc.StartPostgres(ctx, localsvc.PostgresOptions{Dir: dir, Fast: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Resumed first: a paused server would not hear the stop.
-	t.Cleanup(func() { _ = pg.Resume(); pg.Stop() })
-	admin, err := pgx.Connect(ctx, pg.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE outage"); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close(ctx)
+	pg := testenv.PrivatePostgres(t, "outage", true)
 	url := pg.URL("outage")
 	if err := Migrate(ctx, url); err != nil {
 		t.Fatal(err)

@@ -202,6 +202,26 @@ func (l Line) Books() Books {
 	return Books{Joined: rdb.Num(v[0]), Admitted: rdb.Num(v[1]), Left: rdb.Num(v[2]), Abandoned: rdb.Num(v[3]), Waiting: w.Val()}
 }
 
+// Admitted is how many fans the line has admitted and when, by Redis's
+// clock, the tick that let the last of them in ran (the bucket's ts),
+// read in one MULTI: a rate worked out from two of them is the line's own,
+// however late a loaded machine read them.
+func (l Line) Admitted() (admitted int64, at time.Time) {
+	l.tb.Helper()
+	ctx, k := context.Background(), l.Keys()
+	var adm, ts *redis.StringCmd
+	if _, err := l.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		adm = p.HGet(ctx, k.Stats, "admitted")
+		ts = p.HGet(ctx, k.Bucket, "ts")
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		l.tb.Fatalf("queuetest: the admissions of %s: %v", l.event, err)
+	}
+	a, _ := adm.Int64()
+	ms, _ := ts.Int64()
+	return a, time.UnixMilli(ms)
+}
+
 // Bucket is the admission token bucket: its tokens, and the Redis time
 // (ms) of the tick that left them.
 func (l Line) Bucket() (tokens float64, ts int64) {

@@ -399,3 +399,26 @@ func (s *Stack) DB(ctx context.Context) *pgx.Conn {
 	s.t.Cleanup(func() { c.Close(context.Background()) })
 	return c
 }
+
+// EditConfig rewrites the stack's config file the way editors and sed -i
+// do: a new file written beside it and renamed over the old one (the
+// processes follow the file live). An edit that changes nothing fails the
+// test: it would wait for a change that never comes.
+func (s *Stack) EditConfig(t testing.TB, edit func(string) string) {
+	t.Helper()
+	old, err := os.ReadFile(s.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := edit(string(old))
+	if next == string(old) {
+		t.Fatal("stack: the config edit changed nothing")
+	}
+	tmp := filepath.Join(filepath.Dir(s.ConfigPath), ".waitroom.yaml.swp")
+	if err := os.WriteFile(tmp, []byte(next), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, s.ConfigPath); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -111,6 +111,32 @@ func PostgresServer(t testing.TB) string {
 	return serverURL
 }
 
+// PrivatePostgres starts a PostgreSQL server of this test's own, for a test
+// that stops, kills, pauses or restarts it (the shared test server must
+// never be), with an empty database named db; it is stopped when the test
+// ends. fast trades durability for speed (synchronous_commit off): not for
+// a test that kills the server and then counts what it committed.
+func PrivatePostgres(t testing.TB, db string, fast bool) *localsvc.Postgres {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, err := localsvc.StartPostgres(ctx, localsvc.PostgresOptions{Dir: tempDir(t), Fast: fast})
+	if err != nil {
+		t.Fatalf("testenv: postgres: %v", err)
+	}
+	// Resumed first: a paused server would not hear the stop.
+	t.Cleanup(func() { _ = pg.Resume(); pg.Stop() })
+	admin, err := pgx.Connect(ctx, pg.URL("postgres"))
+	if err != nil {
+		t.Fatalf("testenv: postgres: %v", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()); err != nil {
+		t.Fatalf("testenv: create database %s: %v", db, err)
+	}
+	return pg
+}
+
 // Database creates a private database for this test, cloned from a template
 // that migrate prepared once (named by name), and returns its URL. The
 // database is dropped when the test ends.
