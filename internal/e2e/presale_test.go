@@ -138,7 +138,7 @@ func TestPresaleSale(t *testing.T) {
 	// admitter follow the file.
 	closes = time.Now().Add(4 * time.Second).Truncate(time.Second).Add(time.Second)
 	opens = closes.Add(3 * time.Second)
-	editConfig(t, s, func(c string) string {
+	s.EditConfig(t, func(c string) string {
 		c = strings.Replace(c, fmt.Sprintf("registration_closes_at: %q", laterClose.Format(time.RFC3339)), fmt.Sprintf("registration_closes_at: %q", closes.Format(time.RFC3339)), 1)
 		return strings.Replace(c, fmt.Sprintf("opens_at: %q", laterOpen.Format(time.RFC3339)), fmt.Sprintf("opens_at: %q", opens.Format(time.RFC3339)), 1)
 	})
