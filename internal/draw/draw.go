@@ -121,6 +121,7 @@ func ScoreOf(key []byte, id string) int64 { return Score(Of(key, id)) }
 type Entry struct {
 	Score int64
 	ID    string
+	Index int // its place in the ids Rank was given
 }
 
 // Rank computes every entry's draw under key (on every core) and sorts
@@ -132,14 +133,14 @@ func Rank(key []byte, ids []string) []Entry {
 	var wg sync.WaitGroup
 	for from := 0; from < len(ids); from += per {
 		wg.Add(1)
-		go func(part []string, into []Entry) {
+		go func(part []string, into []Entry, base int) {
 			defer wg.Done()
 			m := hmac.New(sha256.New, key)
 			var sum [sha256.Size]byte
 			for i, id := range part {
-				into[i] = Entry{Score: scoreWith(m, id, &sum), ID: id}
+				into[i] = Entry{Score: scoreWith(m, id, &sum), ID: id, Index: base + i}
 			}
-		}(ids[from:min(from+per, len(ids))], out[from:])
+		}(ids[from:min(from+per, len(ids))], out[from:], from)
 	}
 	wg.Wait()
 	order(out)

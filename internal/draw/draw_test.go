@@ -63,9 +63,9 @@ func TestKeyHexRefusesBadInput(t *testing.T) {
 
 // Ties in 52 bits sort by id, as a sorted set sorts equal scores.
 func TestOrderTiesById(t *testing.T) {
-	es := []Entry{{5, "b"}, {5, "a"}, {-3, "z"}}
+	es := []Entry{{Score: 5, ID: "b"}, {Score: 5, ID: "a"}, {Score: -3, ID: "z"}}
 	order(es)
-	if fmt.Sprint(es) != "[{-3 z} {5 a} {5 b}]" {
+	if fmt.Sprint(es) != "[{-3 z 0} {5 a 0} {5 b 0}]" {
 		t.Fatalf("got %v", es)
 	}
 }

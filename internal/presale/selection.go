@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,15 +65,14 @@ func (s *Store) draw(ctx context.Context, event string, p Plan, seedHex string, 
 			_ = s.c.ReleaseLease(ctx, k.PresaleDrawing, s.owner)
 		}
 	}()
-	accounts, err := s.registrations(ctx, event, n)
+	regs, err := s.registrations(ctx, event, n)
 	if err != nil {
 		return err
 	}
-	ids := make([]string, 0, len(accounts))
-	for id := range accounts {
-		ids = append(ids, id)
+	ids := make([]string, len(regs))
+	for i, r := range regs {
+		ids[i] = r.id
 	}
-	ids = draw.Dedupe(ids)
 	digest := draw.DigestSorted(ids)
 	seed, err := hex.DecodeString(seedHex)
 	if err != nil {
@@ -85,7 +85,7 @@ func (s *Store) draw(ctx context.Context, event string, p Plan, seedHex string, 
 	}
 	holders := make([]draw.Entry, len(entries))
 	for i, e := range entries {
-		holders[i] = draw.Entry{ID: accounts[e.ID]}
+		holders[i] = draw.Entry{ID: regs[e.Index].account}
 	}
 	_, err = s.c.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		pl.Set(ctx, k.PresaleRanks, table, 0)
@@ -102,23 +102,28 @@ func (s *Store) draw(ctx context.Context, event string, p Plan, seedHex string, 
 	return rdb.Interpret("selection", err)
 }
 
-// registrations reads the n frozen registrations: registration id →
-// account (HSCAN may give a field twice; the map keeps one).
-func (s *Store) registrations(ctx context.Context, event string, n int64) (map[string]string, error) {
-	out := make(map[string]string, n)
+// registration is one frozen registration.
+type registration struct{ id, account string }
+
+// registrations reads the n frozen registrations, sorted by id (HSCAN may
+// give a field twice; each is kept once).
+func (s *Store) registrations(ctx context.Context, event string, n int64) ([]registration, error) {
+	out := make([]registration, 0, n)
 	var cursor uint64
 	for {
-		kv, next, err := s.c.HScan(ctx, rdb.KeysOf(event).PresaleAccounts, cursor, "", 10_000).Result()
+		kv, next, err := s.c.HScan(ctx, rdb.KeysOf(event).PresaleAccounts, cursor, "", 50_000).Result()
 		if err != nil {
 			return nil, rdb.Interpret("selection", err)
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
-			out[kv[i+1]] = kv[i]
+			out = append(out, registration{id: kv[i+1], account: kv[i]})
 		}
 		if cursor = next; cursor == 0 {
 			break
 		}
 	}
+	slices.SortFunc(out, func(a, b registration) int { return strings.Compare(a.id, b.id) })
+	out = slices.CompactFunc(out, func(a, b registration) bool { return a.id == b.id })
 	if int64(len(out)) != n {
 		return nil, fmt.Errorf("selection: %d registrations froze, %d read", n, len(out))
 	}
