@@ -41,17 +41,23 @@ func benchSelection(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	const batch = 10_000
-	k := rdb.KeysOf("tour").PresaleAccounts
+	k := rdb.KeysOf("tour")
 	for from := 1; from <= n; from += batch {
 		fields := make([]any, 0, 2*batch)
+		log := make([]any, 0, batch)
 		for seq := from; seq < min(from+batch, n+1); seq++ {
-			fields = append(fields, "account-"+strconv.Itoa(seq), strconv.FormatInt(int64(seq), 36)+"."+fmt.Sprintf("%016d", seq))
+			acct, id := "account-"+strconv.Itoa(seq), strconv.FormatInt(int64(seq), 36)+"."+fmt.Sprintf("%016d", seq)
+			fields = append(fields, acct, id)
+			log = append(log, id+" "+acct)
 		}
-		if err := c.HSet(ctx, k, fields...).Err(); err != nil {
+		if err := c.HSet(ctx, k.PresaleAccounts, fields...).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.RPush(ctx, k.PresaleLog, log...).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	c.HSet(ctx, rdb.KeysOf("tour").Presale, "seq", n)
+	c.HSet(ctx, k.Presale, "seq", n)
 	// The close, brought forward to now (as an operator's reload would).
 	closes := time.Now().Add(500 * time.Millisecond)
 	p.RegistrationClosesAt = closes

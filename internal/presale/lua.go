@@ -72,7 +72,11 @@ end
 // registerScript registers an account (one registration per account,
 // whatever the race), committing the selection's seed first if nobody has.
 //
-// KEYS: 1 presale, 2 registered
+// Every registration is also appended to the log ("<id> <account>"; a
+// withdrawal appends "-<id>"): the selection reads the log, in pages of
+// LRANGE, rather than scanning the hash.
+//
+// KEYS: 1 presale, 2 registered, 3 log
 // ARGV: 1 registration opens ms, 2 closes ms, 3 a seed (hex), 4 its
 // SHA-256 (hex), 5 the random part of a new id, 6 the account
 // Returns {"closed"} | {"had", id} | {"new", id}.
@@ -86,12 +90,13 @@ local had = redis.call('HGET', KEYS[2], ARGV[6])
 if had then return {'had', had} end
 local id = b36(redis.call('HINCRBY', KEYS[1], 'seq', 1)) .. '.' .. ARGV[5]
 redis.call('HSET', KEYS[2], ARGV[6], id)
+redis.call('RPUSH', KEYS[3], id .. ' ' .. ARGV[6])
 return {'new', id}
 `)
 
 // withdrawScript withdraws an account's registration before the close.
 //
-// KEYS: 1 presale, 2 registered
+// KEYS: 1 presale, 2 registered, 3 log
 // ARGV: 1 registration opens ms, 2 closes ms, 3 the account
 // Returns "closed", or how many registrations went (0 or 1).
 var withdrawScript = redis.NewScript(rdb.Prelude + `
@@ -99,16 +104,21 @@ local now = clock()
 if now < tonumber(ARGV[1]) or now >= tonumber(ARGV[2]) or redis.call('HEXISTS', KEYS[1], 'frozen') == 1 then
   return 'closed'
 end
-return redis.call('HDEL', KEYS[2], ARGV[3])
+local id = redis.call('HGET', KEYS[2], ARGV[3])
+if not id then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[3])
+redis.call('RPUSH', KEYS[3], '-' .. id)
+return 1
 `)
 
 // stepScript commits the selection once registration is open (with the
 // seed the caller drew, only if none is), freezes the registrations at its
 // close (by Redis TIME; once frozen, for good), and says what is due.
 //
-// KEYS: 1 presale, 2 registered
+// KEYS: 1 presale, 2 registered, 3 log
 // ARGV: 1 registration opens ms, 2 closes ms, 3 seed (hex), 4 its SHA-256
-// Returns {"early"} | {"open"} | {"draw", seed, entries} | {"drawn"}.
+// Returns {"early"} | {"open"} | {"draw", seed, entries, log length} |
+// {"drawn"}.
 var stepScript = redis.NewScript(rdb.Prelude + `
 local now = clock()
 local p = redis.call('HMGET', KEYS[1], 'commitment', 'frozen', 'drawn', 'seed', 'entries')
@@ -121,9 +131,9 @@ if p[3] then return {'drawn'} end
 if not p[2] then
   if now < tonumber(ARGV[2]) then return {'open'} end
   p[5] = redis.call('HLEN', KEYS[2])
-  redis.call('HSET', KEYS[1], 'frozen', int(now), 'entries', p[5], 'closesAt', ARGV[2])
+  redis.call('HSET', KEYS[1], 'frozen', int(now), 'entries', p[5], 'closesAt', ARGV[2], 'log', redis.call('LLEN', KEYS[3]))
 end
-return {'draw', p[4], tonumber(p[5])}
+return {'draw', p[4], tonumber(p[5]), tonumber(redis.call('HGET', KEYS[1], 'log'))}
 `)
 
 // drawnScript publishes the selection (once) with the plan it pins: a

@@ -38,7 +38,7 @@ func (s *Store) Register(ctx context.Context, event string, p Plan, account stri
 		return "", false, fmt.Errorf("register: %w", err)
 	}
 	k := rdb.KeysOf(event)
-	v, err := s.c.Run(ctx, rdb.Call{Script: registerScript, Keys: []string{k.Presale, k.PresaleAccounts},
+	v, err := s.c.Run(ctx, rdb.Call{Script: registerScript, Keys: []string{k.Presale, k.PresaleAccounts, k.PresaleLog},
 		Args: []any{p.RegistrationOpensAt.UnixMilli(), p.RegistrationClosesAt.UnixMilli(), seed, commitment,
 			base64.RawURLEncoding.EncodeToString(random[:]), account}}).Slice()
 	if err != nil {
@@ -63,7 +63,7 @@ func (s *Store) Withdraw(ctx context.Context, event string, p Plan, account stri
 		return ErrAccountRequired
 	}
 	k := rdb.KeysOf(event)
-	v, err := s.c.Run(ctx, rdb.Call{Script: withdrawScript, Keys: []string{k.Presale, k.PresaleAccounts},
+	v, err := s.c.Run(ctx, rdb.Call{Script: withdrawScript, Keys: []string{k.Presale, k.PresaleAccounts, k.PresaleLog},
 		Args: []any{p.RegistrationOpensAt.UnixMilli(), p.RegistrationClosesAt.UnixMilli(), account}}).Result()
 	if err != nil {
 		return rdb.Interpret("withdraw", err)

@@ -37,7 +37,7 @@ func (s *Store) Step(ctx context.Context, event string, p Plan) error {
 		return err
 	}
 	k := rdb.KeysOf(event)
-	v, err := s.c.Run(ctx, rdb.Call{Script: stepScript, Keys: []string{k.Presale, k.PresaleAccounts},
+	v, err := s.c.Run(ctx, rdb.Call{Script: stepScript, Keys: []string{k.Presale, k.PresaleAccounts, k.PresaleLog},
 		Args: []any{p.RegistrationOpensAt.UnixMilli(), p.RegistrationClosesAt.UnixMilli(), seed, commitment}}).Slice()
 	if err != nil {
 		return rdb.Interpret("presale step", err)
@@ -45,7 +45,7 @@ func (s *Store) Step(ctx context.Context, event string, p Plan) error {
 	r := rdb.ReplyOf(v)
 	switch r.Str(0) {
 	case "draw":
-		return s.draw(ctx, event, p, r.Str(1), r.Int(2))
+		return s.draw(ctx, event, p, r.Str(1), r.Int(2), r.Int(3))
 	case "drawn":
 		return s.topUps(ctx, event)
 	}
@@ -54,7 +54,7 @@ func (s *Store) Step(ctx context.Context, event string, p Plan) error {
 
 // draw ranks the frozen registrations and publishes the selection, under
 // the lease (an admitter that finds another drawing leaves it be).
-func (s *Store) draw(ctx context.Context, event string, p Plan, seedHex string, n int64) (err error) {
+func (s *Store) draw(ctx context.Context, event string, p Plan, seedHex string, n, logLen int64) (err error) {
 	k := rdb.KeysOf(event)
 	ok, err := s.c.TakeLease(ctx, k.PresaleDrawing, s.owner, drawLease)
 	if err != nil || !ok {
@@ -65,7 +65,7 @@ func (s *Store) draw(ctx context.Context, event string, p Plan, seedHex string, 
 			_ = s.c.ReleaseLease(ctx, k.PresaleDrawing, s.owner)
 		}
 	}()
-	regs, err := s.registrations(ctx, event, n)
+	regs, err := s.registrations(ctx, event, n, logLen)
 	if err != nil {
 		return err
 	}
@@ -105,27 +105,44 @@ func (s *Store) draw(ctx context.Context, event string, p Plan, seedHex string, 
 // registration is one frozen registration.
 type registration struct{ id, account string }
 
-// registrations reads the n frozen registrations, sorted by id (HSCAN may
-// give a field twice; each is kept once).
-func (s *Store) registrations(ctx context.Context, event string, n int64) ([]registration, error) {
-	out := make([]registration, 0, n)
-	var cursor uint64
-	for {
-		kv, next, err := s.c.HScan(ctx, rdb.KeysOf(event).PresaleAccounts, cursor, "", 50_000).Result()
+// registrations reads the n frozen registrations, sorted by id, from the
+// first logLen entries of the log (frozen with them): every registration,
+// less those withdrawn.
+func (s *Store) registrations(ctx context.Context, event string, n, logLen int64) ([]registration, error) {
+	log := rdb.KeysOf(event).PresaleLog
+	out := make([]registration, 0, n+n/8)
+	var gone []string
+	const page, perPipeline = 10_000, 8
+	for from := int64(0); from < logLen; {
+		var cmds []*redis.StringSliceCmd
+		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := 0; i < perPipeline && from < logLen; i++ {
+				to := min(from+page, logLen) - 1
+				cmds = append(cmds, p.LRange(ctx, log, from, to))
+				from = to + 1
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, rdb.Interpret("selection", err)
 		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			out = append(out, registration{id: kv[i+1], account: kv[i]})
-		}
-		if cursor = next; cursor == 0 {
-			break
+		for _, c := range cmds {
+			for _, e := range c.Val() {
+				if id, ok := strings.CutPrefix(e, "-"); ok {
+					gone = append(gone, id)
+				} else if id, acct, ok := strings.Cut(e, " "); ok {
+					out = append(out, registration{id: id, account: acct})
+				}
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b registration) int { return strings.Compare(a.id, b.id) })
-	out = slices.CompactFunc(out, func(a, b registration) bool { return a.id == b.id })
+	if len(gone) > 0 {
+		slices.Sort(gone)
+		out = slices.DeleteFunc(out, func(r registration) bool { _, found := slices.BinarySearch(gone, r.id); return found })
+	}
 	if int64(len(out)) != n {
-		return nil, fmt.Errorf("selection: %d registrations froze, %d read", n, len(out))
+		return nil, fmt.Errorf("selection: %d registrations froze, %d in the log", n, len(out))
 	}
 	return out, nil
 }
