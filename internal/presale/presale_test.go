@@ -30,7 +30,7 @@ var secret = []byte("presale-test-secret-0123456789abcdef")
 type sale struct {
 	t     *testing.T
 	ctx   context.Context
-	rdb   *redis.Client
+	rdb   redis.UniversalClient
 	line  *queue.Store
 	pre   *presale.Store
 	event string
@@ -41,6 +41,12 @@ type sale struct {
 func newSale(t *testing.T, plan presale.Plan) *sale {
 	t.Helper()
 	_, c := testenv.Redis(t)
+	return newSaleOn(t, c, plan)
+}
+
+// newSaleOn is newSale on the Redis (a server, or a Cluster) of c.
+func newSaleOn(t *testing.T, c redis.UniversalClient, plan presale.Plan) *sale {
+	t.Helper()
 	line := queue.NewStore(c, secret)
 	s := &sale{t: t, ctx: context.Background(), rdb: c, line: line, event: "tour",
 		plan: plan, pre: presale.New(rdb.New(c), line, secret, "test-admitter")}
@@ -353,11 +359,22 @@ func TestWindowsOpenByRedisTime(t *testing.T) {
 }
 
 // A single-use code raced by 50 fans gives exactly one place, on one shard
-// and on four; the other 49 are told it is used, and spend nothing else.
+// and on four, and on a Redis Cluster with the line over its three masters;
+// the other 49 are told it is used, and spend nothing else.
 func TestSingleUseCodeRaced(t *testing.T) {
-	for _, shards := range []int{1, 4} {
-		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
-			s := newSale(t, plan(time.Minute, time.Minute, time.Hour, 1, 1))
+	_, cluster := testenv.Cluster(t)
+	for _, tc := range []struct {
+		name   string
+		c      redis.UniversalClient
+		shards int
+	}{{"shards=1", nil, 1}, {"shards=4", nil, 4}, {"cluster/shards=3", cluster, 3}} {
+		shards := tc.shards
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c
+			if c == nil {
+				_, c = testenv.Redis(t)
+			}
+			s := newSaleOn(t, c, plan(time.Minute, time.Minute, time.Hour, 1, 1))
 			s.set = queue.Settings{Mode: queue.ModeQueue, AdmitPerSecond: 100, MaxActive: 100, AccessTTL: time.Minute,
 				AbandonAfter: time.Minute, Codes: true, Shards: shards}
 			codes, err := s.pre.NewCodes(s.ctx, s.event, 1, 1)
@@ -380,9 +397,9 @@ func TestSingleUseCodeRaced(t *testing.T) {
 			if placed.Load() != 1 || used.Load() != 49 {
 				t.Fatalf("%d places, %d told used; want 1 and 49", placed.Load(), used.Load())
 			}
-			c, err := s.line.Counts(s.ctx, s.event)
-			if err != nil || c.Waiting != 1 {
-				t.Fatalf("the line holds %d (%v), want 1", c.Waiting, err)
+			counts, err := s.line.Counts(s.ctx, s.event)
+			if err != nil || counts.Waiting != 1 {
+				t.Fatalf("the line holds %d (%v), want 1", counts.Waiting, err)
 			}
 			cc, _ := s.pre.CodeCounts(s.ctx, s.event)
 			if cc != (presale.CodeCounts{Codes: 1, Uses: 1, Used: 1}) {
