@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -211,17 +212,15 @@ func (s *Server) forwardAuth(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	if tok := c.Cookies(rule.cookie); tok != "" {
 		if claims, err := s.siteVerifier.Verify(ctx, tok); err == nil && claims.Event == rule.event {
-			active, err := s.line.Active(ctx, rule.event, claims.Ticket)
-			if err != nil && !errors.Is(err, queue.ErrUnavailable) {
+			// While Redis does not answer, a valid pass goes on as at the
+			// gate (DESIGN.md, "When parts fail"); revocations wait.
+			active, degraded, err := s.activeNow(ctx, rule.event, claims.Ticket)
+			switch {
+			case err != nil:
 				return err
-			}
-			if err != nil {
-				// Redis does not answer: an admitted fan keeps going on a
-				// valid pass (DESIGN.md, "When parts fail"); revocations wait.
-				s.log.Warn("forward auth: pass honoured by its signature alone", "event", rule.event, "err", err)
+			case degraded:
 				return s.letThrough(c, rule, claims.Ticket, "degraded")
-			}
-			if active {
+			case active:
 				return s.letThrough(c, rule, claims.Ticket, "passed")
 			}
 		}
@@ -254,7 +253,14 @@ func (s *Server) exchange(c *fiber.Ctx, rule guardRule, tok string) (ok bool, er
 	if err != nil || claims.Event != rule.event {
 		return false, nil
 	}
-	until, active, err := s.line.SpendReturn(ctx, rule.event, claims.Ticket, claims.ID, spentFor)
+	var (
+		until  time.Time
+		active bool
+	)
+	err = s.redis.Do(ctx, func(ctx context.Context) (err error) {
+		until, active, err = s.line.SpendReturn(ctx, rule.event, claims.Ticket, claims.ID, spentFor)
+		return err
+	})
 	switch {
 	case errors.Is(err, queue.ErrTokenSpent), err == nil && !active:
 		return false, nil

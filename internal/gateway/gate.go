@@ -89,28 +89,38 @@ func (s *Server) admitted(c *fiber.Ctx, path string) (pass.Claims, string, error
 		if readOnlyBooking {
 			return claims, tok, nil
 		}
-		var active bool
-		err = s.redis.Do(ctx, func(ctx context.Context) (err error) {
-			active, err = s.line.Active(ctx, claims.Event, claims.Ticket)
-			return err
-		})
-		switch {
-		case errors.Is(err, queue.ErrUnavailable):
-			// Redis does not answer (or did not lately: the breaker): a
-			// pass that verified (signature, audience, exp) for an event of
-			// the sale is honoured alone, so that a fan in the middle of
-			// paying goes on; a revocation waits for Redis.
-			if _, ok := s.config().Event(claims.Event); ok {
-				s.degraded.Inc()
-				return claims, tok, nil
-			}
-		case err != nil:
+		active, _, err := s.activeNow(ctx, claims.Event, claims.Ticket)
+		if err != nil {
 			return pass.Claims{}, "", err
-		case active:
+		}
+		if active {
 			return claims, tok, nil
 		}
 	}
 	return pass.Claims{}, "", errAdmissionRequired
+}
+
+// activeNow reports whether the ticket of a pass that verified is active,
+// asking the line through the breaker. When Redis does not answer (or did
+// not lately) a pass of an event of the sale is honoured alone (degraded),
+// so that a fan in the middle of paying goes on; a revocation waits for
+// Redis. The gate and forward auth both ask it.
+func (s *Server) activeNow(ctx context.Context, event, ticket string) (active, degraded bool, err error) {
+	err = s.redis.Do(ctx, func(ctx context.Context) (err error) {
+		active, err = s.line.Active(ctx, event, ticket)
+		return err
+	})
+	switch {
+	case errors.Is(err, queue.ErrUnavailable):
+		if _, ok := s.config().Event(event); ok {
+			s.degraded.Inc()
+			return true, true, nil
+		}
+		return false, false, nil
+	case err != nil:
+		return false, false, err
+	}
+	return active, false, nil
 }
 
 // extendForHold stretches the fan's active window to cover the hold just
