@@ -72,14 +72,17 @@ func test(ctx context.Context, log *slog.Logger, args []string) (int, error) {
 		return 2, errors.New("test: no command")
 	}
 	// What the tests run besides Go: servers, the cluster tool, the browser
-	// of the end-to-end journey and the alert rule checker.
+	// of the end-to-end journey, the alert rule checker, and the sites'
+	// own proxies that forward auth sits behind.
 	for _, need := range [][2]string{
 		{"redis-server", "redis-server"},
 		{"redis-cli", "redis-tools"},
 		{"chromium", "chromium"},
 		{"promtool", "prometheus"},
+		{"nginx", "nginx"},
+		{"caddy", "caddy"},
 	} {
-		if _, err := localsvc.Ensure(need[0], need[1]); err != nil {
+		if _, err := localsvc.Ensure(need[0], need[1], "/usr/sbin"); err != nil {
 			return 1, err
 		}
 	}

@@ -45,7 +45,8 @@ func (l *countingLine) Return(ctx context.Context, event, id string) (string, er
 }
 
 // guarded is a gateway whose event premiere guards shop.example's
-// /tour-tokyo, behind the balancer, and whose line counts its calls.
+// /tour-tokyo (and event other its /flash), behind the balancer, and whose
+// line counts its calls.
 type guarded struct {
 	*env
 	counted *countingLine
@@ -53,9 +54,19 @@ type guarded struct {
 
 func setupGuarded(t *testing.T) guarded {
 	t.Helper()
+	return setupGuardedAt(t, roomURL+"/", balancer+"/32")
+}
+
+// setupGuardedAt is setupGuarded with the room at publicURL, behind the
+// proxies of trusted.
+func setupGuardedAt(t *testing.T, publicURL, trusted string) guarded {
+	t.Helper()
 	var counted *countingLine
-	e := setupWith(t, 0, `, public_url: "`+roomURL+`/", trusted_proxies: ["`+balancer+`/32"]`, "", func(o *gateway.Options) {
+	e := setupWith(t, 0, `, public_url: "`+publicURL+`", trusted_proxies: ["`+trusted+`"]`, "", func(o *gateway.Options) {
 		o.Config.Events[0].Protect = []config.Protect{{Host: shopHost, PathPrefix: "/tour-tokyo"}}
+		// Event other guards /flash with a short window, to watch it end.
+		o.Config.Events[1].Protect = []config.Protect{{Host: shopHost, PathPrefix: "/flash"}}
+		o.Config.Events[1].Admission.AccessTTL = config.Duration(2 * time.Second)
 		counted = &countingLine{Store: o.Line.(*queue.Store)}
 		o.Line = counted
 	})
@@ -313,8 +324,8 @@ func TestReturnOnlyToGuardedSites(t *testing.T) {
 			t.Errorf("a join with a bad return made a place: %d waiting, was %d", after.Waiting, before.Waiting)
 		}
 	}
-	// Another event's room does not send fans to premiere's site.
-	if r := g.do(http.MethodGet, "/e/other?return="+url.QueryEscape("https://shop.example/tour-tokyo"), nil); r.code != http.StatusBadRequest {
+	// The room of an event that guards no site sends nobody to one.
+	if r := g.do(http.MethodGet, "/e/later?return="+url.QueryEscape("https://shop.example/tour-tokyo"), nil); r.code != http.StatusBadRequest {
 		t.Errorf("another event's room: %d; want 400", r.code)
 	}
 	// A good one: the page carries it into its join form.

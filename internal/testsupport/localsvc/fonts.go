@@ -2,7 +2,6 @@ package localsvc
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 )
@@ -23,31 +22,5 @@ func EnsureFonts(langs []string, debPackages ...string) error {
 		}
 		return out
 	}
-	if len(missing()) == 0 {
-		return nil
-	}
-	installMu.Lock()
-	defer installMu.Unlock()
-	if len(missing()) == 0 {
-		return nil
-	}
-	hint := fmt.Errorf("%w: no font for %v; install one with: sudo apt-get install -y %s", ErrMissing, missing(), strings.Join(debPackages, " "))
-	if _, err := exec.LookPath("apt-get"); err != nil || os.Geteuid() != 0 {
-		return hint
-	}
-	fmt.Fprintf(os.Stderr, "localsvc: fonts for %v missing, installing Debian packages %v\n", missing(), debPackages)
-	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	install := append([]string{"-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends"}, debPackages...)
-	for _, args := range [][]string{{"update"}, install} {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = env
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%w (apt-get %s: %v)", hint, strings.Join(args, " "), err)
-		}
-	}
-	if m := missing(); len(m) > 0 {
-		return hint
-	}
-	return nil
+	return ensure(fmt.Sprintf("no font for %v", missing()), func() bool { return len(missing()) == 0 }, debPackages...)
 }

@@ -42,35 +42,53 @@ var installMu sync.Mutex
 // package when it is missing and we are root with apt-get. Otherwise it
 // returns an error that says exactly what to install.
 func Ensure(binary, debPackage string, dirs ...string) (string, error) {
-	if p := lookPath(binary, dirs); p != "" {
-		return p, nil
+	var p string
+	err := ensure(binary+" not found", func() bool { p = lookPath(binary, dirs); return p != "" }, debPackage)
+	return p, err
+}
+
+// ensure makes ok hold: when it does not, it installs debPackages if we are
+// root with apt-get, and asks ok again. Otherwise, or if that did not
+// help, the error (ErrMissing) says what is missing and what to install.
+func ensure(missing string, ok func() bool, debPackages ...string) error {
+	if ok() {
+		return nil
 	}
 	installMu.Lock()
 	defer installMu.Unlock()
-	if p := lookPath(binary, dirs); p != "" {
-		return p, nil
+	if ok() {
+		return nil
 	}
-	hint := fmt.Errorf("%w: %s not found; install it with: sudo apt-get update && sudo apt-get install -y %s", ErrMissing, binary, debPackage)
-	if os.Geteuid() != 0 {
-		return "", hint
+	hint := fmt.Errorf("%w: %s; install it with: sudo apt-get update && sudo apt-get install -y %s", ErrMissing, missing, strings.Join(debPackages, " "))
+	if _, err := exec.LookPath("apt-get"); err != nil || os.Geteuid() != 0 {
+		return hint
 	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return "", hint
-	}
-	fmt.Fprintf(os.Stderr, "localsvc: %s missing, installing Debian package %s\n", binary, debPackage)
+	fmt.Fprintf(os.Stderr, "localsvc: %s, installing Debian packages %v\n", missing, debPackages)
 	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	for _, args := range [][]string{{"update"}, {"-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends", debPackage}} {
+	install := append([]string{"-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends"}, debPackages...)
+	for _, args := range [][]string{{"update"}, install} {
 		cmd := exec.Command("apt-get", args...)
 		cmd.Env = env
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("%w (apt-get %s: %v)", hint, strings.Join(args, " "), err)
+			return fmt.Errorf("%w (apt-get %s: %v)", hint, strings.Join(args, " "), err)
 		}
 	}
-	if p := lookPath(binary, dirs); p != "" {
-		return p, nil
+	if !ok() {
+		return hint
 	}
-	return "", hint
+	return nil
+}
+
+// EnsurePython finds Debian's python3 (/usr/bin/python3, whatever else is
+// first on PATH) with module importable, installing python3 and
+// debPackage when they are missing and it can.
+func EnsurePython(module, debPackage string) (string, error) {
+	const python = "/usr/bin/python3"
+	err := ensure("python3 cannot import "+module, func() bool {
+		return exec.Command(python, "-c", "import "+module).Run() == nil
+	}, "python3", debPackage)
+	return python, err
 }
 
 func lookPath(binary string, dirs []string) string {

@@ -1,0 +1,142 @@
+package localsvc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// A site's own reverse proxy, for waitroom's forward auth to sit behind:
+// a private nginx or Caddy from Debian's packages, serving a site
+// configuration the caller gives (the one docs/OPERATIONS.md shows, its
+// addresses changed), on loopback, with every file it writes in a folder
+// of the caller's.
+
+// ProxyOptions shape a private nginx or Caddy.
+type ProxyOptions struct {
+	Dir string // configuration, logs and state; created if missing
+	// Site is the site's configuration: for nginx, what goes in the http
+	// block (upstreams and servers); for Caddy, site blocks.
+	Site string
+	// Addr is the host:port the site listens on (as Site says): the proxy
+	// is ready once it accepts connections there.
+	Addr string
+}
+
+// Proxy is a running private nginx or Caddy.
+type Proxy struct {
+	Addr string
+	Log  string // its error log, for a failing test to show
+	p    *proc
+}
+
+// Stop shuts the proxy down.
+func (p *Proxy) Stop() { p.p.stop(syscall.SIGTERM, 5*time.Second) }
+
+// nginxMain wraps the site's configuration in a main one that keeps
+// everything in the folder (%[1]s): pid, logs and the temporary files
+// (Debian's are under /var/lib/nginx, writable by root only).
+const nginxMain = `daemon off;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log info;
+events { worker_connections 512; }
+http {
+    access_log %[1]s/access.log;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    include %[1]s/site.conf;
+}
+`
+
+// StartNginx starts nginx (Debian's package, installed when missing and
+// possible) with opts.Site and waits until it listens.
+func StartNginx(ctx context.Context, opts ProxyOptions) (*Proxy, error) {
+	bin, err := Ensure("nginx", "nginx", "/usr/sbin")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := proxyDir(opts, "site.conf")
+	if err != nil {
+		return nil, err
+	}
+	main := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(main, []byte(fmt.Sprintf(nginxMain, dir)), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", main)
+	return startProxy(ctx, "nginx", cmd, opts.Addr, filepath.Join(dir, "error.log"))
+}
+
+// caddyMain wraps the site's blocks: no admin endpoint (a fixed port
+// shared by every Caddy), no certificates, and loopback only.
+const caddyMain = `{
+	admin off
+	auto_https off
+	default_bind 127.0.0.1
+}
+
+import %s/site.Caddyfile
+`
+
+// StartCaddy starts Caddy (Debian's package, installed when missing and
+// possible) with opts.Site and waits until it listens.
+func StartCaddy(ctx context.Context, opts ProxyOptions) (*Proxy, error) {
+	bin, err := Ensure("caddy", "caddy")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := proxyDir(opts, "site.Caddyfile")
+	if err != nil {
+		return nil, err
+	}
+	main := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(main, []byte(fmt.Sprintf(caddyMain, dir)), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "run", "--adapter", "caddyfile", "--config", main)
+	// Caddy keeps its state under $HOME or $XDG_*_HOME: here, the folder.
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir)
+	return startProxy(ctx, "caddy", cmd, opts.Addr, filepath.Join(dir, "caddy.log"))
+}
+
+// proxyDir makes the folder and writes the site's configuration in it as
+// name.
+func proxyDir(opts ProxyOptions, name string) (string, error) {
+	if opts.Dir == "" || opts.Addr == "" {
+		return "", fmt.Errorf("localsvc: ProxyOptions.Dir and Addr are required")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, os.WriteFile(filepath.Join(dir, name), []byte(opts.Site), 0o644)
+}
+
+func startProxy(ctx context.Context, name string, cmd *exec.Cmd, addr, logPath string) (*Proxy, error) {
+	p, err := startProc(cmd, logPath)
+	if err != nil {
+		return nil, fmt.Errorf("localsvc: start %s: %w", name, err)
+	}
+	if err := waitFor(ctx, p, logPath, func() bool {
+		c, err := dialTimeout(addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}); err != nil {
+		p.stop(syscall.SIGKILL, 0)
+		return nil, fmt.Errorf("localsvc: %s on %s: %w", name, addr, err)
+	}
+	return &Proxy{Addr: addr, Log: logPath, p: p}, nil
+}
