@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -208,17 +207,7 @@ func (s *Server) selectionEntries(c *fiber.Ctx) error {
 	case err != nil:
 		return err
 	}
-	c.Set(fiber.HeaderContentType, "text/plain; charset=utf-8")
-	c.Set(fiber.HeaderCacheControl, "public, max-age=60")
-	event, log := ev.ID, s.log
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		if err := s.presale.Entries(ctx, event, &flushing{w: w}); err != nil {
-			log.Warn("selection entries", "event", event, "err", err)
-		}
-	})
-	return nil
+	return s.streamList(c, "selection entries", ev.ID, s.presale.Entries)
 }
 
 // codeOf is the access code a join brings, as the line looks it up ("" =

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"math"
 	"time"
 
@@ -100,16 +101,22 @@ func (s *Server) lotteryEntries(c *fiber.Ctx) error {
 	case !l.Drawn:
 		return s.notDrawn(c.UserContext(), ev)
 	}
+	return s.streamList(c, "lottery entries", ev.ID, s.line.LotteryEntries)
+}
+
+// streamList answers a drawn list, one id per line, as write streams it
+// part by part, cached a minute (a drawn list never changes).
+func (s *Server) streamList(c *fiber.Ctx, what, event string, write func(ctx context.Context, event string, w io.Writer) error) error {
 	c.Set(fiber.HeaderContentType, "text/plain; charset=utf-8")
 	c.Set(fiber.HeaderCacheControl, "public, max-age=60")
-	event, log := ev.ID, s.log
+	log := s.log
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		// The handler has returned: the request's budget is gone. The
 		// list gets its own, generous for a slow reader of a million lines.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		if err := s.line.LotteryEntries(ctx, event, &flushing{w: w}); err != nil {
-			log.Warn("lottery entries", "event", event, "err", err)
+		if err := write(ctx, event, &flushing{w: w}); err != nil {
+			log.Warn(what, "event", event, "err", err)
 		}
 	})
 	return nil
