@@ -242,19 +242,7 @@ func TestAdmittedFanKeepsGoingWhileTheLineIsAway(t *testing.T) {
 	degraded := metrics.GateDegraded("booking")
 	before := testutil.ToFloat64(degraded)
 
-	if err := e.redis.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			if err := e.redis.Resume(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	t.Cleanup(resume)
+	resume := testenv.PauseRedis(t, e.redis)
 
 	began := time.Now()
 	code, h, _ := e.call(p, http.MethodPost, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": []string{"B1"}}, nil)

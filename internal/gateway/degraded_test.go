@@ -12,6 +12,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // An admitted fan keeps going while Redis is away (DESIGN.md, "When parts
@@ -37,19 +38,7 @@ func TestAdmittedFanKeepsGoingWhileRedisIsAway(t *testing.T) {
 	degraded := metrics.GateDegraded("gateway")
 	before := testutil.ToFloat64(degraded)
 
-	if err := e.redis.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			if err := e.redis.Resume(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	t.Cleanup(resume)
+	resume := testenv.PauseRedis(t, e.redis)
 
 	began := time.Now()
 	if r := e.do(http.MethodGet, seats, nil, bearer(token)...); r.code != http.StatusOK || r.body["path"] != seats {

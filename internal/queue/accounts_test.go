@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -112,9 +111,7 @@ func TestAccountResumedAdmitted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tick(t, e.store, set)
-		time.Sleep(10 * time.Millisecond)
-		tick(t, e.store, set)
+		letIn(t, e.store, set)
 		r, err := e.store.JoinWith(ctx, event, set, queue.JoinOptions{Account: "fan-9"})
 		if err != nil || !r.Resumed || r.State != queue.Admitted || r.ID != first.ID || !r.Status.FirstAdmission {
 			t.Fatalf("join after admission = %+v, %v; want the same place resumed, admitted, claimed now", r, err)

@@ -87,9 +87,8 @@ func TestDrawKeyMixesTheEntries(t *testing.T) { onEachLayout(t, testDrawKeyMixes
 
 func testDrawKeyMixesTheEntries(t *testing.T, e env) {
 	ctx := context.Background()
-	set := e.open()
+	set := prequeue(e.open())
 	set.MaxActive = 0
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	fans := joinMany(t, e.store, set, 60)
 	must(t, e.store.Leave(ctx, event, fans[0].Ticket))
 	set.OpensAt = at(0) // brought forward: the entries freeze at the next tick
@@ -146,8 +145,7 @@ func TestSeedHiddenUntilDrawn(t *testing.T) { onEachLayout(t, testSeedHiddenUnti
 
 func testSeedHiddenUntilDrawn(t *testing.T, e env) {
 	ctx := context.Background()
-	set := e.open()
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
+	set := prequeue(e.open())
 	f := join(t, e.store, set)
 	set.OpensAt = at(-time.Millisecond) // opened, and no admitter ticked since
 	l, err := e.store.Lottery(ctx, event, set)
@@ -176,9 +174,8 @@ func TestJoinAfterTheDrawIsFIFO(t *testing.T) { onEachLayout(t, testJoinAfterThe
 
 func testJoinAfterTheDrawIsFIFO(t *testing.T, e env) {
 	ctx := context.Background()
-	set := e.open()
+	set := prequeue(e.open())
 	set.AdmitPerSecond, set.MaxActive = 1e6, 0
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	fans := joinMany(t, e.store, set, 30)
 	set.OpensAt = at(0)
 	drawNow(t, e, set)
@@ -234,8 +231,7 @@ func TestPrequeueRemovedAfterTheCommitment(t *testing.T) {
 
 func testPrequeueRemovedAfterTheCommitment(t *testing.T, e env) {
 	ctx := context.Background()
-	set := e.open()
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
+	set := prequeue(e.open())
 	fans := joinMany(t, e.store, set, 5)
 	// The operator removes the pre-queue, and brings the opening forward;
 	// then removes the opening too.
@@ -275,9 +271,8 @@ func TestInsiderWhoKnowsTheSeedGainsNothing(t *testing.T) {
 
 func testInsiderWhoKnowsTheSeedGainsNothing(t *testing.T, e env) {
 	ctx := context.Background()
-	set := e.open()
+	set := prequeue(e.open())
 	set.MaxActive = 0
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	honest := joinMany(t, e.store, set, 200)
 	seed := e.state(t).Seed()
 	if len(seed) != 32 {
@@ -319,9 +314,8 @@ func TestLetInWhileTheDrawIsApplied(t *testing.T) { onEachLayout(t, testLetInWhi
 func testLetInWhileTheDrawIsApplied(t *testing.T, e env) {
 	ctx := context.Background()
 	const n = 35_000
-	set := e.open()
+	set := prequeue(e.open())
 	set.AdmitPerSecond, set.MaxActive = 1e6, 1<<30
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	join(t, e.store, set)
 	fillPrequeue(t, e.rdb, n, e.shards)
 	opens := time.Now().Add(300 * time.Millisecond)
@@ -380,9 +374,8 @@ func TestDrawBoundHoldsTheLine(t *testing.T) { onEachLayout(t, testDrawBoundHold
 
 func testDrawBoundHoldsTheLine(t *testing.T, e env) {
 	ctx := context.Background()
-	set := e.open()
+	set := prequeue(e.open())
 	set.AdmitPerSecond, set.MaxActive = 1e6, 1<<30
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	fans := joinMany(t, e.store, set, 20)
 	must(t, e.store.Leave(ctx, event, fans[0].Ticket))
 	set.OpensAt = at(0)

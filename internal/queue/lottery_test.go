@@ -113,9 +113,8 @@ func TestLotteryDrawIsReproducible(t *testing.T) { onEachLayout(t, testLotteryDr
 
 func testLotteryDrawIsReproducible(t *testing.T, e env) {
 	ctx := context.Background()
-	pre := e.open()
+	pre := prequeue(e.open())
 	pre.AdmitPerSecond, pre.MaxActive = 1e6, 1<<30
-	pre.PrequeueOpensAt, pre.OpensAt = at(-time.Minute), at(time.Hour)
 	if _, err := e.store.Lottery(ctx, event, pre); !errors.Is(err, queue.ErrNoLottery) {
 		t.Fatalf("lottery before anyone: %v; want ErrNoLottery", err)
 	}
@@ -199,16 +198,7 @@ func testLotteryDrawIsReproducible(t *testing.T, e env) {
 	if got := positions(t, e, set, tickets); !equal(got, want) {
 		t.Fatalf("line after the draw:\n%v\nwant\n%v", got, want)
 	}
-	for step := 0; len(e.line(t)) > 0; step++ {
-		set.MaxActive += 17
-		tick(t, e.store, set)
-		if active, i := frontActive(t, e, want); i >= 0 {
-			t.Fatalf("step %d: fan of rank-order %d active=%v with %d active: admission does not follow the ranks", step, i, int64(i) >= active, active)
-		}
-		if step > 50 {
-			t.Fatal("the line does not empty")
-		}
-	}
+	admitInSteps(t, e, set, 17, want, "in the ranks' order")
 	checkBooks(t, e)
 	r, err := e.store.Report(ctx, event)
 	must(t, err)
@@ -236,8 +226,7 @@ func TestShardedJoinOvertakenByTheDraw(t *testing.T) { onSharded(t, testShardedJ
 
 func testShardedJoinOvertakenByTheDraw(t *testing.T, e env) {
 	ctx := context.Background()
-	set := e.open()
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
+	set := prequeue(e.open())
 	join(t, e.store, set) // commits the lottery
 	// The draw began: it wrote the entries' digest, then marked the shards.
 	digest := sha256.Sum256([]byte("the entries"))

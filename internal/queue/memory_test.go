@@ -75,18 +75,10 @@ func BenchmarkJoin(b *testing.B) { benchJoins(b, open()) }
 // a moment share a script call, as at the gateway).
 func benchJoins(b *testing.B, set queue.Settings) {
 	e := setup(b)
-	b.SetParallelism(8)
-	cpu0 := mainThreadCPU(b, e.rdb)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := e.store.Join(context.Background(), event, set); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	benchRedis(b, e, func(int) error {
+		_, err := e.store.Join(context.Background(), event, set)
+		return err
 	})
-	b.ReportMetric((mainThreadCPU(b, e.rdb)-cpu0)*1e6/float64(b.N), "redis-cpu-µs/op")
 }
 
 // BenchmarkJoinProved is BenchmarkJoin with a proof of work spent in the
@@ -96,16 +88,10 @@ func BenchmarkJoinProved(b *testing.B) {
 	set := open()
 	exp := time.Now().Add(2 * time.Minute)
 	var n atomic.Int64
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			p := queue.Proof{ID: strconv.FormatInt(n.Add(1), 36), ExpiresAt: exp}
-			if _, err := e.store.JoinProved(context.Background(), event, set, p); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	benchRedis(b, e, func(int) error {
+		p := queue.Proof{ID: strconv.FormatInt(n.Add(1), 36), ExpiresAt: exp}
+		_, err := e.store.JoinProved(context.Background(), event, set, p)
+		return err
 	})
 }
 
@@ -121,20 +107,10 @@ func BenchmarkStatus(b *testing.B) {
 			for i := range tickets {
 				tickets[i] = join(b, e.store, set).Ticket
 			}
-			b.SetParallelism(8)
-			cpu0 := mainThreadCPU(b, e.rdb)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					i++
-					if _, err := e.store.Status(context.Background(), event, tickets[i%len(tickets)], set); err != nil {
-						b.Error(err)
-						return
-					}
-				}
+			benchRedis(b, e, func(i int) error {
+				_, err := e.store.Status(context.Background(), event, tickets[i%len(tickets)], set)
+				return err
 			})
-			b.ReportMetric((mainThreadCPU(b, e.rdb)-cpu0)*1e6/float64(b.N), "redis-cpu-µs/op")
 		})
 	}
 }

@@ -21,8 +21,7 @@ func TestJoinWindows(t *testing.T) {
 	beforePre.PrequeueOpensAt, beforePre.OpensAt = at(time.Hour), at(2*time.Hour)
 	beforeOpen := open()
 	beforeOpen.OpensAt = at(time.Hour)
-	inPre := open()
-	inPre.PrequeueOpensAt, inPre.OpensAt = at(-time.Minute), at(time.Hour)
+	inPre := prequeue(open())
 	paused := open()
 	paused.Mode = "paused"
 
@@ -187,9 +186,7 @@ func testLeave(t *testing.T, e env) {
 	set := e.open()
 	set.AdmitPerSecond = 1000
 	active := join(t, e.store, set)
-	tick(t, e.store, set)
-	time.Sleep(10 * time.Millisecond)
-	tick(t, e.store, set)
+	letIn(t, e.store, set)
 	waiting := join(t, e.store, set)
 	behind := join(t, e.store, set)
 
@@ -399,9 +396,7 @@ func TestActiveExpires(t *testing.T) {
 	set.AdmitPerSecond = 1000
 	set.AccessTTL = 1 * time.Second
 	r := join(t, e.store, set)
-	tick(t, e.store, set)
-	time.Sleep(10 * time.Millisecond)
-	tick(t, e.store, set)
+	letIn(t, e.store, set)
 	if ok, _ := e.store.Active(ctx, event, r.ID); !ok {
 		t.Fatal("not active after admission")
 	}
@@ -427,9 +422,7 @@ func testExtendAndComplete(t *testing.T, e env) {
 	set := e.open()
 	set.AdmitPerSecond = 1000
 	r := join(t, e.store, set)
-	tick(t, e.store, set)
-	time.Sleep(10 * time.Millisecond)
-	tick(t, e.store, set)
+	letIn(t, e.store, set)
 	st := status(t, e.store, r.Ticket, set)
 
 	cases := []struct {

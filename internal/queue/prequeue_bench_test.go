@@ -18,8 +18,7 @@ import (
 // takes a lottery place (and, since the committed lottery, is recorded
 // among the draw's entries once the commitment is there).
 func BenchmarkJoinPrequeue(b *testing.B) {
-	set := open()
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
+	set := prequeue(open())
 	benchJoins(b, set)
 }
 
@@ -45,9 +44,8 @@ func benchDraw(b *testing.B, n, shards int) {
 	b.StopTimer()
 	e := setup(b)
 	ctx := context.Background()
-	set := open()
+	set := prequeue(open())
 	set.Shards = shards
-	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	join(b, e.store, set) // commits the lottery, fixes the layout
 	fillPrequeue(b, e.rdb, n, shards)
 	opens := time.Now().Add(time.Second)

@@ -176,6 +176,23 @@ func tick(t testing.TB, s *queue.Store, set queue.Settings) queue.TickResult {
 	return r
 }
 
+// prequeue is set with its pre-queue open a minute ago and the sale
+// opening in an hour.
+func prequeue(set queue.Settings) queue.Settings {
+	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
+	return set
+}
+
+// letIn ticks twice, 10 ms apart: a bucket's first tick only sets its
+// clock, the second has its tokens (ten at 1,000/s), so those in line are
+// let in, up to the rate's and the cap's room.
+func letIn(t testing.TB, s *queue.Store, set queue.Settings) {
+	t.Helper()
+	tick(t, s, set)
+	time.Sleep(10 * time.Millisecond)
+	tick(t, s, set)
+}
+
 // checkBooks asserts the invariant every ticket obeys: it is admitted,
 // waiting, left or abandoned, exactly once.
 func checkBooks(t testing.TB, e env) queue.Stats {
@@ -361,6 +378,24 @@ func frontActive(t testing.TB, e env, order []string) (active int64, wrong int) 
 	return active, -1
 }
 
+// admitInSteps raises the cap by step at each tick until nobody waits,
+// and fails the test as soon as a tick lets in anyone but the front of
+// order (admission is not in the order's sense, what).
+func admitInSteps(t *testing.T, e env, set queue.Settings, step int, order []string, what string) {
+	t.Helper()
+	for n := 1; len(e.line(t)) > 0; n++ {
+		set.MaxActive += step
+		time.Sleep(2 * time.Millisecond)
+		tick(t, e.store, set)
+		if active, i := frontActive(t, e, order); i >= 0 {
+			t.Fatalf("step %d: fan %d of the order active=%v with %d active; admission is not %s", n, i, int64(i) >= active, active, what)
+		}
+		if n > len(order)/step+10 {
+			t.Fatal("the line does not empty")
+		}
+	}
+}
+
 func TestFIFOAfterOpening(t *testing.T) { onEachLayout(t, testFIFOAfterOpening) }
 
 func testFIFOAfterOpening(t *testing.T, e env) {
@@ -379,21 +414,13 @@ func testFIFOAfterOpening(t *testing.T, e env) {
 	// Admission follows the line: admit in small steps and check that every
 	// step takes the front.
 	set.MaxActive = 0
-	for step := 1; len(e.line(t)) > 0; step++ {
-		set.MaxActive += 7
-		time.Sleep(2 * time.Millisecond)
-		tick(t, e.store, set)
-		if active, i := frontActive(t, e, ids); i >= 0 {
-			t.Fatalf("step %d: ticket %d active=%v with %d active; admission is not FIFO", step, i, int64(i) >= active, active)
-		}
-	}
+	admitInSteps(t, e, set, 7, ids, "FIFO")
 	checkBooks(t, e)
 }
 
 func TestPrequeueLottery(t *testing.T) {
 	e := setup(t)
-	pre := open()
-	pre.PrequeueOpensAt, pre.OpensAt = at(-time.Minute), at(time.Hour)
+	pre := prequeue(open())
 	const n = 1000
 	ids := make([]string, n)
 	for i := range ids {

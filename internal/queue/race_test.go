@@ -87,7 +87,8 @@ func testReplicasRace(t *testing.T, e env, times raceTimes) {
 		twice      atomic.Int64
 	)
 	completing.Store(true)
-	for replica := range 3 {
+	// every runs f every d() in a goroutine of its own until stop.
+	every := func(d func() time.Duration, f func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -95,83 +96,68 @@ func testReplicasRace(t *testing.T, e env, times raceTimes) {
 				select {
 				case <-stop:
 					return
-				case <-time.After(time.Duration(40+rand.IntN(20)) * time.Millisecond):
+				case <-time.After(d()):
 				}
-				r, err := e.store.Tick(ctx, event, set)
-				if err != nil {
-					tickErrs.Add(1)
-					t.Errorf("replica %d: %v", replica, err)
-					continue
-				}
-				ticks.Add(1)
-				tickSum.Add(r.Admitted)
+				f()
 			}
 		}()
 	}
-	// The sampler: the number of live actives at many instants.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			c, err := e.store.Counts(ctx, event)
+	for replica := range 3 {
+		every(func() time.Duration { return time.Duration(40+rand.IntN(20)) * time.Millisecond }, func() {
+			r, err := e.store.Tick(ctx, event, set)
 			if err != nil {
-				continue
+				tickErrs.Add(1)
+				t.Errorf("replica %d: %v", replica, err)
+				return
 			}
+			ticks.Add(1)
+			tickSum.Add(r.Admitted)
+		})
+	}
+	// The sampler: the number of live actives at many instants.
+	every(func() time.Duration { return 5 * time.Millisecond }, func() {
+		if c, err := e.store.Counts(ctx, event); err == nil {
 			for m := maxActive.Load(); c.Active > m && !maxActive.CompareAndSwap(m, c.Active); m = maxActive.Load() {
 			}
 		}
-	}()
+	})
 	// The fans: each admitted fan completes 0–1 s after we first see it, so
 	// that some 25–50 are active at 50/s, far below the cap of 200, however
 	// slowly a loaded machine runs this loop.
 	completed := map[string]bool{}
 	var mu sync.Mutex
 	activeKey := e.state(t).Keys().Active
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		due := map[string]time.Time{}
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
+	due := map[string]time.Time{} // the fans' goroutine's own
+	every(func() time.Duration { return 10 * time.Millisecond }, func() {
+		if !completing.Load() {
+			return
+		}
+		ids, err := e.rdb.ZRange(ctx, activeKey, 0, -1).Result()
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		for _, id := range ids {
+			mu.Lock()
+			if completed[id] {
+				twice.Add(1) // completed, yet active again: admitted twice
 			}
-			if !completing.Load() {
+			mu.Unlock()
+			d, ok := due[id]
+			if !ok {
+				due[id] = now.Add(time.Duration(rand.Int64N(int64(time.Second))))
 				continue
 			}
-			ids, err := e.rdb.ZRange(ctx, activeKey, 0, -1).Result()
-			if err != nil {
-				continue
-			}
-			now := time.Now()
-			for _, id := range ids {
-				mu.Lock()
-				if completed[id] {
-					twice.Add(1) // completed, yet active again: admitted twice
-				}
-				mu.Unlock()
-				d, ok := due[id]
-				if !ok {
-					due[id] = now.Add(time.Duration(rand.Int64N(int64(time.Second))))
-					continue
-				}
-				if now.After(d) {
-					if err := e.store.Complete(ctx, event, id); err == nil {
-						mu.Lock()
-						completed[id] = true
-						mu.Unlock()
-						delete(due, id)
-					}
+			if now.After(d) {
+				if err := e.store.Complete(ctx, event, id); err == nil {
+					mu.Lock()
+					completed[id] = true
+					mu.Unlock()
+					delete(due, id)
 				}
 			}
 		}
-	}()
+	})
 
 	// The achieved rate while the cap is not binding, by Redis's clock:
 	// each count with the time of the tick that left it, read together (a

@@ -9,6 +9,25 @@ import (
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
+// benchRedis runs op from 8×GOMAXPROCS goroutines (i counts a goroutine's
+// calls) and reports Redis's main-thread CPU per operation
+// (redis-cpu-µs/op).
+func benchRedis(b *testing.B, e env, op func(i int) error) {
+	b.SetParallelism(8)
+	cpu0 := mainThreadCPU(b, e.rdb)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 1; pb.Next(); i++ {
+			if err := op(i); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric((mainThreadCPU(b, e.rdb)-cpu0)*1e6/float64(b.N), "redis-cpu-µs/op")
+}
+
 // mainThreadCPU is the CPU time (seconds) Redis's main thread has used: the
 // thread that runs every command, so its time per operation is what bounds
 // one shard (one event) on one core, whatever else shares the machine.
@@ -52,21 +71,7 @@ func BenchmarkShardCost(b *testing.B) {
 					refs = append(refs, r.Ticket)
 				}
 			}
-			b.SetParallelism(8)
-			cpu0 := mainThreadCPU(b, e.rdb)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					i++
-					if err := c.op(e, refs, i); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.StopTimer()
-			b.ReportMetric((mainThreadCPU(b, e.rdb)-cpu0)*1e6/float64(b.N), "redis-cpu-µs/op")
+			benchRedis(b, e, func(i int) error { return c.op(e, refs, i) })
 		})
 	}
 }

@@ -120,16 +120,7 @@ func testShardedLottery(t *testing.T, e env) {
 	tick(t, e.store, set)
 	line = positions(t, e, pre, tickets)
 	// Let them in a few at a time: each step takes the front.
-	for step := 0; len(e.line(t)) > 0; step++ {
-		set.MaxActive += 13
-		tick(t, e.store, set)
-		if active, i := frontActive(t, e, line); i >= 0 {
-			t.Fatalf("step %d: fan %d of the lottery active=%v with %d active; admission is not in lottery order", step, i, int64(i) >= active, active)
-		}
-		if step > 100 {
-			t.Fatal("the line does not empty")
-		}
-	}
+	admitInSteps(t, e, set, 13, line, "in the lottery's order")
 	checkBooks(t, e)
 }
 

@@ -278,3 +278,23 @@ func Repo(t testing.TB) string {
 		}
 	}
 }
+
+// PauseRedis stops r (SIGSTOP: its connections stay open and nothing
+// answers, as a server wedged or cut off would) until the returned resume
+// is called; the test's end resumes it too. resume may be called again.
+func PauseRedis(t testing.TB, r *localsvc.Redis) (resume func()) {
+	t.Helper()
+	if err := r.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			if err := r.Resume(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(resume)
+	return resume
+}
