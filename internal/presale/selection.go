@@ -109,32 +109,19 @@ type registration struct{ id, account string }
 // first logLen entries of the log (frozen with them): every registration,
 // less those withdrawn.
 func (s *Store) registrations(ctx context.Context, event string, n, logLen int64) ([]registration, error) {
-	log := rdb.KeysOf(event).PresaleLog
 	out := make([]registration, 0, n+n/8)
 	var gone []string
-	const page, perPipeline = 10_000, 8
-	for from := int64(0); from < logLen; {
-		var cmds []*redis.StringSliceCmd
-		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i := 0; i < perPipeline && from < logLen; i++ {
-				to := min(from+page, logLen) - 1
-				cmds = append(cmds, p.LRange(ctx, log, from, to))
-				from = to + 1
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, rdb.Interpret("selection", err)
-		}
-		for _, c := range cmds {
-			for _, e := range c.Val() {
-				if id, ok := strings.CutPrefix(e, "-"); ok {
-					gone = append(gone, id)
-				} else if id, acct, ok := strings.Cut(e, " "); ok {
-					out = append(out, registration{id: id, account: acct})
-				}
+	err := s.c.ReadList(ctx, rdb.KeysOf(event).PresaleLog, logLen, func(page []string) {
+		for _, e := range page {
+			if id, ok := strings.CutPrefix(e, "-"); ok {
+				gone = append(gone, id)
+			} else if id, acct, ok := strings.Cut(e, " "); ok {
+				out = append(out, registration{id: id, account: acct})
 			}
 		}
+	})
+	if err != nil {
+		return nil, rdb.Interpret("selection", err)
 	}
 	slices.SortFunc(out, func(a, b registration) int { return strings.Compare(a.id, b.id) })
 	if len(gone) > 0 {

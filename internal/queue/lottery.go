@@ -428,13 +428,10 @@ func (s *Store) learnKey(ctx context.Context, event string) {
 	_ = s.remember(event, seed, digest)
 }
 
-// The draw's sizes: entries read per LRANGE and written per pipeline
+// drawWrite is how many entries' scores the draw writes per pipeline
 // (draw.PartSize, so the bound moves a part of the published list at a
 // time).
-const (
-	drawRead  = 10_000
-	drawWrite = draw.PartSize
-)
+const drawWrite = draw.PartSize
 
 // drawLease is how long one admitter may draw before another takes over
 // (an admitter that died mid-draw).
@@ -524,26 +521,11 @@ func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, sh
 	return nil
 }
 
-// readEntries reads the n frozen entries, in pipelines of LRANGEs.
+// readEntries reads the n frozen entries.
 func (s *Store) readEntries(ctx context.Context, list string, n int64) ([]string, error) {
 	ids := make([]string, 0, n)
-	const perPipeline = 8
-	for from := int64(0); from < n; {
-		var cmds []*redis.StringSliceCmd
-		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i := 0; i < perPipeline && from < n; i++ {
-				to := min(from+drawRead, n) - 1
-				cmds = append(cmds, p.LRange(ctx, list, from, to))
-				from = to + 1
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, rdb.Interpret("draw", err)
-		}
-		for _, c := range cmds {
-			ids = append(ids, c.Val()...)
-		}
+	if err := s.c.ReadList(ctx, list, n, func(page []string) { ids = append(ids, page...) }); err != nil {
+		return nil, rdb.Interpret("draw", err)
 	}
 	if int64(len(ids)) != n {
 		return nil, fmt.Errorf("draw: %d entries froze, %d read", n, len(ids))
