@@ -129,9 +129,11 @@ func (c *Pending) Wait() *redis.Cmd {
 	case <-c.done:
 		return c.cmd
 	case <-c.ctx.Done():
-		// The call may still run; its reply is dropped. Scripts of the line
-		// are safe to have run without the caller knowing (a poll, a join
-		// the fan will resume by its cookie).
+		// A call already sent may still run; its reply is dropped. Scripts
+		// of the line are safe to have run without the caller knowing (a
+		// poll; a join, whose place nobody polls is abandoned at its
+		// deadline). One still waiting for a sender is not sent
+		// (dropAbandoned).
 		return errCmd(c.ctx, c.ctx.Err())
 	}
 }
@@ -163,13 +165,35 @@ func (b *batcher) send() {
 			}
 		}
 		last = len(batch)
-		b.exec(batch)
+		if batch = dropAbandoned(batch); len(batch) > 0 {
+			b.exec(batch)
+		}
 	}
 }
 
+// dropAbandoned answers the calls whose callers gave up while they waited
+// for a sender, and returns the others, to send: such a caller told its
+// fan 503 already, and a join run after that would make a place nobody was
+// told of (an orphan that holds an admission until its abandon deadline; a
+// Redis that stalls, or a network partition, piles them up:
+// docs/RELIABILITY.md, "Network faults"). A call already sent cannot be
+// taken back; it runs without its caller (Pending.Wait).
+func dropAbandoned(batch []*Pending) []*Pending {
+	kept := batch[:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.cmd = errCmd(c.ctx, err)
+			close(c.done)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return kept
+}
+
 func (b *batcher) exec(batch []*Pending) {
-	// The pipeline's context: calls whose callers gave up are still sent
-	// (cheap, harmless), so one impatient caller cannot fail the others.
+	// The pipeline's context: a caller that gives up once its call is on
+	// its way does not take the others' with it.
 	ctx := context.WithoutCancel(batch[0].ctx)
 	sends := merge(batch)
 	plain := sends
