@@ -31,15 +31,7 @@ func TestCallsGivenUpAreNotSent(t *testing.T) {
 	if err := c.Run(ctx, rdb.Call{Script: incr, Keys: []string{"runs"}}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rs.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			rs.Resume()
-		}
-	})
+	resume := testenv.PauseRedis(t, rs)
 	const calls = 40
 	var (
 		wg       sync.WaitGroup
@@ -70,10 +62,7 @@ func TestCallsGivenUpAreNotSent(t *testing.T) {
 		t.Fatalf("%d of %d callers gave up, %d answered; want every one to give up while Redis is stopped", gaveUp, calls, answered)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if err := rs.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	resumed = true
+	resume()
 	// The calls that were sent before Redis stopped answering run now.
 	time.Sleep(500 * time.Millisecond)
 	runs, err := rc.Get(ctx, "runs").Int()
