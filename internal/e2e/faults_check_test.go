@@ -101,20 +101,7 @@ func (d *drill) checkInvariants(ctx context.Context) figures {
 		t.Fatalf("connect to the booking database: %v", err)
 	}
 	defer db.Close(context.Background())
-	for _, c := range []struct{ what, sql string }{
-		{"seats in two CONFIRMED bookings", sqlSoldTwice},
-		{"BOOKED seats not of their CONFIRMED booking", sqlBookedOrphans},
-		{"seats of CONFIRMED bookings not BOOKED by them", sqlConfirmedNotBooked},
-		{"SUCCEEDED payments neither CONFIRMED nor refunded", sqlPaidNothing},
-	} {
-		var n int64
-		if err := db.QueryRow(ctx, c.sql).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", c.what, err)
-		}
-		if n != 0 {
-			t.Errorf("%s: %d; want 0", c.what, n)
-		}
-	}
+	d.checkSales(ctx, db)
 	if err := db.QueryRow(ctx, sqlCounts).Scan(&f.confirmed, &f.failed, &f.pending, &f.booked, &f.refunds); err != nil {
 		t.Fatalf("counts: %v", err)
 	}
@@ -142,6 +129,27 @@ func (d *drill) checkInvariants(ctx context.Context) figures {
 		t.Errorf("%d of %d CONFIRMED bookings not in stream booking-events after 10s (e.g. %s)", len(missing), len(confirmed), missing[0])
 	}
 	return f
+}
+
+// checkSales checks the sales in PostgreSQL: no seat sold twice, every
+// seat BOOKED belongs to a CONFIRMED booking and the reverse, every
+// SUCCEEDED payment bought a booking or is being refunded.
+func (d *drill) checkSales(ctx context.Context, db *pgx.Conn) {
+	d.t.Helper()
+	for _, c := range []struct{ what, sql string }{
+		{"seats in two CONFIRMED bookings", sqlSoldTwice},
+		{"BOOKED seats not of their CONFIRMED booking", sqlBookedOrphans},
+		{"seats of CONFIRMED bookings not BOOKED by them", sqlConfirmedNotBooked},
+		{"SUCCEEDED payments neither CONFIRMED nor refunded", sqlPaidNothing},
+	} {
+		var n int64
+		if err := db.QueryRow(ctx, c.sql).Scan(&n); err != nil {
+			d.t.Fatalf("%s: %v", c.what, err)
+		}
+		if n != 0 {
+			d.t.Errorf("%s: %d; want 0", c.what, n)
+		}
+	}
 }
 
 func (d *drill) missingFromStream(ctx context.Context, ids []string) []string {

@@ -38,12 +38,17 @@ const (
 // drillEvents is the events list of a drill: one event, one showtime of 500
 // seats, the given admission rate and cap.
 func drillEvents(rate, maxActive int) string {
+	return drillEventsOf(rate, maxActive, drillRows, drillPerRow)
+}
+
+// drillEventsOf is drillEvents with a showtime of rows × perRow seats.
+func drillEventsOf(rate, maxActive, rows, perRow int) string {
 	return fmt.Sprintf(`  - id: %q
     name: "Fault drill"
     admission: {admit_per_second: %d, max_active: %d, access_ttl: "3m", abandon_after: "60s"}
     showtimes:
       - {id: %d, title: "Drill 19:00", starts_at: "2026-12-01T19:00:00Z", rows: %d, seats_per_row: %d, price_cents: 1000}
-`, drillEvent, rate, maxActive, drillShowtime, drillRows, drillPerRow)
+`, drillEvent, rate, maxActive, drillShowtime, rows, perRow)
 }
 
 // allowed is the set of statuses the contract lets each step answer while a
@@ -69,10 +74,12 @@ type tally struct {
 	// okAfter: the first 2xx seen after mark (for recovery times).
 	mark    time.Time
 	okAfter map[string]time.Time
+	// lastOK: the last 2xx of each step.
+	lastOK map[string]time.Time
 }
 
 func newTally() *tally {
-	return &tally{counts: map[string]int{}, okAfter: map[string]time.Time{}}
+	return &tally{counts: map[string]int{}, okAfter: map[string]time.Time{}, lastOK: map[string]time.Time{}}
 }
 
 func (t *tally) add(step string, code int, hdr http.Header, body []byte, err error) {
@@ -102,6 +109,9 @@ func (t *tally) add(step string, code int, hdr http.Header, body []byte, err err
 			}
 			t.bad = append(t.bad, fmt.Sprintf("%s → %d: %s %s", step, code, problem, b))
 		}
+	}
+	if err == nil && code < 300 {
+		t.lastOK[step] = now
 	}
 	if err == nil && code < 300 && !t.mark.IsZero() && now.After(t.mark) {
 		if _, ok := t.okAfter[step]; !ok {
@@ -190,11 +200,23 @@ type drill struct {
 	tally    *tally
 	active   *sampler
 	line     *queue.Store
+	// hist, when set, records every hold, release, checkout and
+	// confirmation of the fans (linearize_test.go).
+	hist *history
+	// churn: a quarter of the fans release their first hold and take
+	// other seats (so that releases are in the history too).
+	churn bool
+	// anySeat is the share of the picks that take any seat of the
+	// showtime, not only those the seat map shows free (a fan a moment
+	// late, or a bot: only the hold's WHERE keeps two fans apart then).
+	anySeat float64
 }
 
 func startDrill(t *testing.T, o stack.Options, rate, maxActive int) *drill {
 	t.Helper()
-	o.Events = drillEvents(rate, maxActive)
+	if o.Events == "" {
+		o.Events = drillEvents(rate, maxActive)
+	}
 	began := time.Now()
 	s := stack.Start(t, o)
 	t.Logf("stack up in %s", time.Since(began).Round(time.Millisecond))
@@ -279,9 +301,10 @@ type saleRun struct {
 	wg        sync.WaitGroup
 	mu        sync.Mutex
 	outcomes  map[string]int
-	bookings  map[string]string // booking id → last status seen
-	lostJoins []time.Time       // acks of joins whose ticket later vanished unadmitted
-	lostPlace int               // admitted fans refused admission later (place lost)
+	bookings  map[string]string  // booking id → last status seen
+	lostJoins []time.Time        // acks of joins whose ticket later vanished unadmitted
+	lostPlace int                // admitted fans refused admission later (place lost)
+	paying    map[string]payment // booking id → its payment, while the fan follows it
 	admitted  int
 	cancel    context.CancelFunc
 	began     time.Time
@@ -294,7 +317,7 @@ type saleRun struct {
 // journey, giving up when the sale's deadline passes.
 func (d *drill) sale(n int, spread, deadline time.Duration) *saleRun {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	r := &saleRun{d: d, outcomes: map[string]int{}, bookings: map[string]string{}, cancel: cancel, began: time.Now()}
+	r := &saleRun{d: d, outcomes: map[string]int{}, bookings: map[string]string{}, paying: map[string]payment{}, cancel: cancel, began: time.Now()}
 	for i := range n {
 		r.wg.Add(1)
 		go func() {
@@ -307,7 +330,7 @@ func (d *drill) sale(n int, spread, deadline time.Duration) *saleRun {
 				case <-time.After(spread * time.Duration(i) / time.Duration(n)):
 				}
 			}
-			r.out(r.fan(ctx))
+			r.out(r.fan(ctx, i))
 		}()
 	}
 	return r
@@ -340,6 +363,14 @@ func (r *saleRun) confirmedIDs() []string {
 	return ids
 }
 
+// payment is a checkout whose payment a fan made (for the history).
+type payment struct {
+	client int
+	hold   string
+	seats  []string
+	at     time.Time // Pay pressed
+}
+
 type ticketAnswer struct {
 	Ticket      string `json:"ticket"`
 	Status      string `json:"status"`
@@ -349,7 +380,7 @@ type ticketAnswer struct {
 
 // fan is one fan's journey; a fan whose place vanishes (Redis lost it, or
 // the access window closed) joins again, at most twice.
-func (r *saleRun) fan(ctx context.Context) string {
+func (r *saleRun) fan(ctx context.Context, id int) string {
 	d := r.d
 	for rejoin := 0; rejoin < 3; rejoin++ {
 		ticket, ackedAt, ok := r.join(ctx)
@@ -369,7 +400,7 @@ func (r *saleRun) fan(ctx context.Context) string {
 		r.mu.Lock()
 		r.admitted++
 		r.mu.Unlock()
-		out := r.book(ctx, token)
+		out := r.book(ctx, id, token)
 		if out == "readmit" {
 			r.mu.Lock()
 			r.lostPlace++
@@ -437,13 +468,15 @@ type seatMap struct {
 	} `json:"seats"`
 }
 
-// pickSeats chooses one available seat at random, and its right-hand
-// neighbour too for about half the fans (when that one is free as well).
-func pickSeats(m seatMap) []string {
+// pickSeats chooses one available seat at random (any seat, for a share
+// anySeat of the picks), and its right-hand neighbour too for about half
+// the fans (when that one is free as well).
+func pickSeats(m seatMap, anySeat float64) []string {
 	free := map[string]bool{}
 	var codes []string
+	blind := mrand.Float64() < anySeat
 	for _, s := range m.Seats {
-		if s.Status == "AVAILABLE" {
+		if s.Status == "AVAILABLE" || blind {
 			free[s.Code] = true
 			codes = append(codes, s.Code)
 		}
@@ -466,9 +499,10 @@ func pickSeats(m seatMap) []string {
 // book holds seats (a few tries when someone else was faster), checks out
 // with one Idempotency-Key retried as is, and polls the booking to its end.
 // "readmit" means the gate no longer admits this fan.
-func (r *saleRun) book(ctx context.Context, token string) string {
+func (r *saleRun) book(ctx context.Context, id int, token string) string {
 	d := r.d
 	base := "/api/v1/booking"
+	churned := !d.churn || mrand.IntN(4) != 0
 	for try := 0; try < 4 && ctx.Err() == nil; try++ {
 		code, hdr, body := d.call(ctx, "seats", http.MethodGet, fmt.Sprintf("%s/showtimes/%d/seats", base, drillShowtime), token, nil, nil)
 		switch code {
@@ -481,11 +515,19 @@ func (r *saleRun) book(ctx context.Context, token string) string {
 		}
 		var m seatMap
 		_ = json.Unmarshal(body, &m)
-		seats := pickSeats(m)
+		seats := pickSeats(m, d.anySeat)
 		if seats == nil {
 			return outGaveUp
 		}
+		began := time.Now()
 		code, hdr, body = d.call(ctx, "hold", http.MethodPost, fmt.Sprintf("%s/showtimes/%d/holds", base, drillShowtime), token, nil, map[string]any{"seats": seats})
+		var hold struct {
+			HoldID    string    `json:"holdId"`
+			Seats     []string  `json:"seats"`
+			ExpiresAt time.Time `json:"expiresAt"`
+		}
+		_ = json.Unmarshal(body, &hold)
+		d.hist.record(id, seatOp{Kind: "hold", Seats: seats, Hold: hold.HoldID, Expires: hold.ExpiresAt}, code, began)
 		switch code {
 		case 201:
 		case 401:
@@ -499,11 +541,17 @@ func (r *saleRun) book(ctx context.Context, token string) string {
 		if t := hdr.Get("X-Waitroom-Access-Token"); t != "" {
 			token = t
 		}
-		var hold struct {
-			HoldID string `json:"holdId"`
+		if !churned {
+			// This fan changes its mind: gives the seats back, takes others.
+			churned = true
+			began := time.Now()
+			code, _, _ := d.call(ctx, "release", http.MethodDelete, base+"/holds/"+hold.HoldID, token, nil, nil)
+			d.hist.record(id, seatOp{Kind: "release", Seats: hold.Seats, Hold: hold.HoldID}, code, began)
+			if code == 204 {
+				continue
+			}
 		}
-		_ = json.Unmarshal(body, &hold)
-		bookingID, st := r.checkout(ctx, token, hold.HoldID)
+		bookingID, st := r.checkout(ctx, id, token, hold.HoldID, hold.Seats)
 		switch st {
 		case "again":
 			continue
@@ -518,11 +566,13 @@ func (r *saleRun) book(ctx context.Context, token string) string {
 	return outGaveUp
 }
 
-func (r *saleRun) checkout(ctx context.Context, token, holdID string) (string, string) {
+func (r *saleRun) checkout(ctx context.Context, id int, token, holdID string, seats []string) (string, string) {
 	key := randomKey()
 	for ctx.Err() == nil {
+		began := time.Now()
 		code, hdr, body := r.d.call(ctx, "checkout", http.MethodPost, "/api/v1/booking/holds/"+holdID+"/checkout", token,
 			map[string]string{"Idempotency-Key": key}, nil)
+		r.d.hist.record(id, seatOp{Kind: "checkout", Seats: seats, Hold: holdID}, code, began)
 		switch code {
 		case 201:
 			var c struct {
@@ -530,7 +580,11 @@ func (r *saleRun) checkout(ctx context.Context, token, holdID string) (string, s
 				PaymentURL string `json:"paymentUrl"`
 			}
 			_ = json.Unmarshal(body, &c)
+			paid := time.Now()
 			r.pay(ctx, c.PaymentURL)
+			r.mu.Lock()
+			r.paying[c.BookingID] = payment{client: id, hold: holdID, seats: seats, at: paid}
+			r.mu.Unlock()
 			return c.BookingID, "ok"
 		case 401:
 			return "", "readmit"
@@ -581,7 +635,17 @@ func (r *saleRun) follow(ctx context.Context, token, id string) string {
 	defer func() {
 		r.mu.Lock()
 		r.bookings[id] = last
+		p := r.paying[id]
 		r.mu.Unlock()
+		// The confirmation, from Pay to the fan seeing how it ended.
+		code, at := 0, time.Time{}
+		switch last {
+		case "CONFIRMED":
+			code, at = 200, time.Now()
+		case "FAILED", "REFUNDED":
+			code, at = 409, time.Now()
+		}
+		r.d.hist.recordAt(p.client, seatOp{Kind: "confirm", Seats: p.seats, Hold: p.hold}, code, p.at, at)
 	}()
 	for {
 		code, hdr, body := r.d.call(ctx, "booking", http.MethodGet, "/api/v1/booking/bookings/"+id, token, nil, nil)

@@ -102,6 +102,15 @@ type Options struct {
 	ProxyTimeout string
 	// AccountKeysFile is auth.account_keys_file ("" = no accounts).
 	AccountKeysFile string
+	// Env, when set, is asked once Redis and PostgreSQL are up (and the
+	// addresses chosen), before any service starts: extra environment for
+	// the processes whose name begins with each key (e.g. "gateway":
+	// WAITROOM_REDIS_URL through a fault proxy).
+	Env func(s *Stack) map[string][]string
+	// Bin is the folder of the gateway, admitter and booking binaries to
+	// run ("" = Binaries, built from this tree): a test of a deliberately
+	// broken build brings its own.
+	Bin string
 }
 
 // Stack is a running waitroom.
@@ -120,8 +129,10 @@ type Stack struct {
 	RDB   redis.UniversalClient
 	DBURL string
 	env   []string
-	procs map[string]*Proc
-	mu    sync.Mutex
+	// procEnv is Options.Env's answer: extra environment by name prefix.
+	procEnv map[string][]string
+	procs   map[string]*Proc
+	mu      sync.Mutex
 }
 
 // Proc is one running service process.
@@ -139,7 +150,10 @@ type Proc struct {
 // and waits until each is ready.
 func Start(t testing.TB, o Options) *Stack {
 	t.Helper()
-	bin := Binaries(t)
+	bin := o.Bin
+	if bin == "" {
+		bin = Binaries(t)
+	}
 	dir, err := os.MkdirTemp("", "wr-stack-")
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +234,9 @@ events:
 			t.Fatalf("stack: booking %s: %v\n%s", step, err, out)
 		}
 	}
+	if o.Env != nil {
+		s.procEnv = o.Env(s)
+	}
 	s.Add("booking", bk, filepath.Join(bin, "booking"), "serve")
 	s.Add("gateway", gw, filepath.Join(bin, "gateway"))
 	s.Gateways = append(s.Gateways, s.Gateway)
@@ -281,6 +298,11 @@ func (s *Stack) start(p *Proc) {
 		env = append(env, "WAITROOM_BOOKING_ADDR="+p.Addr)
 	case strings.HasPrefix(p.Name, "gateway"):
 		env = append(env, "WAITROOM_GATEWAY_ADDR="+p.Addr)
+	}
+	for prefix, extra := range s.procEnv {
+		if strings.HasPrefix(p.Name, prefix) {
+			env = append(env, extra...)
+		}
 	}
 	cmd.Env = env
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
