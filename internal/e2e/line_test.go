@@ -278,6 +278,22 @@ func TestBrowserLine(t *testing.T) {
 			kept:     keptT1,
 		},
 		{
+			// DESIGN.md, "When parts fail": while Redis is away a poll is 503
+			// with Retry-After; the page keeps its place and polls again.
+			name: "polls answered 503 while Redis is away keep the place",
+			c: lineCase{Until: "back", Answers: []lineAnswer{
+				joined,
+				{Req: linePoll, Status: 503, Data: map[string]any{"error": "unavailable"}, Headers: map[string]string{"Retry-After": "2"}},
+				{Req: linePoll, Status: 503, Data: map[string]any{"error": "unavailable"}, Headers: map[string]string{"Retry-After": "2"}},
+				waitingAt(linePoll, 200, 4, 1500),
+			}},
+			trace: joining("place waiting poll", "offline waiting poll", "trying waiting poll",
+				"offline waiting poll", "trying waiting poll", "place waiting poll", "back waiting poll"),
+			requests: []string{lineInfo, lineJoin, linePoll, linePoll, linePoll, linePoll},
+			sleeps:   [][2]float64{{1500, 1500}, {500, 1000}, {1000, 2000}, {1500, 1500}},
+			kept:     keptT1,
+		},
+		{
 			name: "the place expired",
 			c: lineCase{Until: "expired", Answers: []lineAnswer{
 				joined, {Req: linePoll, Status: 410, Data: map[string]any{"status": "expired"}},
