@@ -204,7 +204,7 @@ const lapsedPage = 1000
 // syncEvery (and whenever a change could not be told), until ctx ends.
 func (i *Inventory) Run(ctx context.Context) {
 	sync := func() {
-		if err := i.SyncOnce(ctx); err != nil && ctx.Err() == nil {
+		if err := withinBudget(ctx, i.SyncOnce); err != nil && ctx.Err() == nil {
 			i.log.Warn("inventory sync failed; retried", "err", err)
 			i.resync()
 		}
@@ -219,7 +219,7 @@ func (i *Inventory) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-lapses.C:
-			if err := i.LapsesOnce(ctx); err != nil && ctx.Err() == nil {
+			if err := withinBudget(ctx, i.LapsesOnce); err != nil && ctx.Err() == nil {
 				i.log.Warn("inventory lapses pass failed", "err", err)
 			}
 		case <-syncs.C:

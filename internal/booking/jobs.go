@@ -19,14 +19,29 @@ type Line interface {
 	Complete(ctx context.Context, event, ticketID string) error
 }
 
+// passBudget bounds one pass of a background job: a statement on a
+// connection that stopped answering (a black hole, a stalled database:
+// nothing comes back and nothing is closed) would otherwise hold the job,
+// its connection and all the work behind it for ever. What a pass cut short
+// left, the next one does (each job's work is idempotent and kept per
+// batch).
+const passBudget = 2 * RequestBudget
+
 // runEvery runs one pass of a job at once and then every interval until ctx
-// ends. Tests call the *Once methods directly.
+// ends, each within passBudget. Tests call the *Once methods directly.
 func runEvery(ctx context.Context, every time.Duration, log *slog.Logger, name string, once func(context.Context) error) {
 	service.Periodic(ctx, service.Every(every), func(ctx context.Context) {
-		if err := once(ctx); err != nil && ctx.Err() == nil {
+		if err := withinBudget(ctx, once); err != nil && ctx.Err() == nil {
 			log.Error(name+" pass failed", "err", err)
 		}
 	})
+}
+
+// withinBudget runs one pass within passBudget.
+func withinBudget(ctx context.Context, pass func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, passBudget)
+	defer cancel()
+	return pass(ctx)
 }
 
 // Sweeper tidies lapsed holds so the seat map and the gauges show them

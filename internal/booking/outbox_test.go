@@ -3,6 +3,7 @@ package booking_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -10,9 +11,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/booking/postgres"
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
+	"github.com/waitroom/waitroom/internal/testsupport/faultproxy"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -99,4 +102,72 @@ func TestOutboxRelayKilledMidBatchLosesNoEvent(t *testing.T) {
 
 func redisZ(member string) redis.Z {
 	return redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: member}
+}
+
+// A pass of the relay is bounded: a statement on a connection that stopped
+// answering (black-holed: nothing comes back, nothing is closed) held the
+// relay, and every booking it had to publish, for ever (TestNetworkFaults:
+// CONFIRMED bookings missing from the stream after a black hole between the
+// booking core and PostgreSQL). Now the pass ends at its bound and the next
+// one, on a new connection, publishes.
+func TestRelayOutlivesABlackHoledConnection(t *testing.T) {
+	e := setup(t)
+	_, rdb := testenv.Redis(t)
+	qs := queue.NewStore(rdb, []byte(testTicketSecret))
+	db, err := url.Parse(e.pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := faultproxy.Start(db.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	db.Host = px.Addr
+	// Two connections: the one the black hole took is closed in the
+	// background (pgxpool gives its goodbye 15 s), the next pass dials.
+	pool, err := postgres.OpenPool(e.ctx(), db.String(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&booking.Relay{Store: postgres.New(pool), Line: qs, Batch: 10, Every: 50 * time.Millisecond, Log: e.log}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	confirm := func(seat string) string {
+		t.Helper()
+		p := fan(premiere, "t"+seat+".0000000000000000000000")
+		_, c := e.holdAndCheckout(p, 42, booking.HoldInput{Seats: []string{seat}})
+		if out, err := e.svc.Settle(e.ctx(), c.PaymentID, payment.Succeeded); err != nil || out.Outcome != booking.Confirmed {
+			t.Fatalf("settle: %+v %v", out, err)
+		}
+		return c.BookingID
+	}
+	published := func(id string, within time.Duration) bool {
+		deadline := time.Now().Add(within)
+		for time.Now().Before(deadline) {
+			msgs, _ := rdb.XRange(e.ctx(), queue.BookingStream, "-", "+").Result()
+			for _, m := range msgs {
+				if m.Values["bookingId"] == id {
+					return true
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return false
+	}
+	if id := confirm("A1"); !published(id, 5*time.Second) {
+		t.Fatalf("booking %s not published through the proxy", id)
+	}
+	if n := px.BlackHole(); n == 0 {
+		t.Fatal("no connection of the relay's to black-hole")
+	}
+	if id := confirm("A2"); !published(id, 20*time.Second) {
+		t.Fatalf("booking %s confirmed after the black hole not published 20 s later: the relay is stuck on its connection", id)
+	}
 }
