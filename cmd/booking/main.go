@@ -108,7 +108,7 @@ func serve(ctx context.Context, p service.Process) error {
 	sim := payment.NewSimulator(simulatorOf(cfg), postgres.NewSessions(simPool), nil, log)
 
 	set, cat := settingsOf(cfg), catalogOf(cfg)
-	inv := booking.NewInventory(line, store, cat.EventIDs(), log)
+	inv := booking.NewInventory(line, store, cat.StockedEventIDs(), log)
 	svc := booking.NewService(store, sim, cat, set, log).WithInventory(inv)
 	prometheus.MustRegister(booking.NewCollector(store))
 

@@ -4,8 +4,10 @@
 //
 //	devstack run              private Redis and PostgreSQL in .data/, migrate, seed,
 //	                          then booking, admitter and gateway until Ctrl-C (booking
-//	                          and admitter on loopback), and the demo's origin site
-//	                          (origin.go) on 127.0.0.1:8090
+//	                          and admitter on loopback), the demo's origin site
+//	                          (origin.go) on 127.0.0.1:8090, and when nginx is
+//	                          installed the demo shop behind the room (shop.go)
+//	                          on 127.0.0.1:8088
 //	devstack test -- CMD ...  a private PostgreSQL for the test run, then CMD
 //
 // WAITROOM_REDIS_URL and WAITROOM_DATABASE_URL point `run` at existing servers
@@ -213,7 +215,16 @@ func run(ctx context.Context, log *slog.Logger) error {
 		if cfg.Auth.AccountKeysFile != "" {
 			go welcomeCredits(originCtx, log, gw, adminToken)
 		}
-		fmt.Printf("\n  waitroom is up: %s/   (Ctrl-C stops everything)\n  demo origin site (log in as a demo account): http://%s/\n\n", gw, originAddr)
+		go func() {
+			if err := serveShop(originCtx, log, cfg); err != nil {
+				log.Warn("demo shop behind the room not started", "err", err)
+			}
+		}()
+		shop := "(not started: nginx is not installed; sudo apt-get install -y nginx)"
+		if localsvc.Find("nginx", "/usr/sbin") != "" {
+			shop = "http://" + shopAddr + "/drop/"
+		}
+		fmt.Printf("\n  waitroom is up: %s/   (Ctrl-C stops everything)\n  demo origin site (log in as a demo account): http://%s/\n  demo shop behind the room (nginx): %s\n\n", gw, originAddr, shop)
 	}
 	select {
 	case <-ctx.Done():

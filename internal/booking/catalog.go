@@ -58,11 +58,16 @@ func NewCatalog(events []Event) *Catalog {
 // Events are the catalog's events, in the config's order.
 func (c *Catalog) Events() []Event { return c.events }
 
-// EventIDs are the ids of the catalog's events.
-func (c *Catalog) EventIDs() []string {
-	ids := make([]string, len(c.events))
-	for i, ev := range c.events {
-		ids[i] = ev.ID
+// StockedEventIDs are the ids of the events that sell places (with a
+// showtime at least): the ones whose inventory the line is told. An event
+// with none, such as one that guards a site of its own (forward auth),
+// has no inventory, and is never sold out.
+func (c *Catalog) StockedEventIDs() []string {
+	var ids []string
+	for _, ev := range c.events {
+		if len(ev.Showtimes) > 0 {
+			ids = append(ids, ev.ID)
+		}
 	}
 	return ids
 }

@@ -31,8 +31,8 @@ import (
 //   - no rule guards the path: 200, and nothing else is done (no Redis);
 //   - a rule guards it and the request carries the event's pass (cookie
 //     wr_fa_{event}), valid and its ticket still active: 200 with
-//     X-Waitroom-Event and X-Waitroom-Ticket-Id (one signature check and
-//     one Redis call);
+//     X-Waitroom-Event and X-Waitroom-Ticket-Id (one Redis call, and one
+//     signature check the first time the gateway sees that pass);
 //   - the URL carries a return token (wr_token) that the room minted: it
 //     is spent, once, while its ticket is active, for the pass, which the
 //     200 sets as a cookie for the proxy to pass on;
@@ -211,7 +211,7 @@ func (s *Server) forwardAuth(c *fiber.Ctx) error {
 	}
 	ctx := c.UserContext()
 	if tok := c.Cookies(rule.cookie); tok != "" {
-		if claims, err := s.siteVerifier.Verify(ctx, tok); err == nil && claims.Event == rule.event {
+		if claims, err := s.sitePasses.Verify(ctx, tok); err == nil && claims.Event == rule.event {
 			// While Redis does not answer, a valid pass goes on as at the
 			// gate (DESIGN.md, "When parts fail"); revocations wait.
 			active, degraded, err := s.activeNow(ctx, rule.event, claims.Ticket)
@@ -442,9 +442,13 @@ func (s *Server) keepReturn(c *fiber.Ctx, ev *config.Event, ticket, ret string) 
 	}
 }
 
-// passVerifiers are the gateway's own verifiers of a site's pass and of a
-// return token.
-func passVerifiers(signer *pass.Signer) (site, ret *pass.Verifier) {
-	return pass.NewStaticVerifierFor(signer.PublicKey(), pass.AudienceSite),
+// sitePassesKept is how many site passes the gateway remembers as verified:
+// a fan's every request after its first skips the signature check.
+const sitePassesKept = 100_000
+
+// passVerifiers are the gateway's own verifiers of a site's pass (through
+// a cache) and of a return token (each is shown once).
+func passVerifiers(signer *pass.Signer) (site *pass.Cache, ret *pass.Verifier) {
+	return pass.NewCache(pass.NewStaticVerifierFor(signer.PublicKey(), pass.AudienceSite), sitePassesKept),
 		pass.NewStaticVerifierFor(signer.PublicKey(), pass.AudienceReturn)
 }

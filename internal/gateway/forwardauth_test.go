@@ -52,14 +52,14 @@ type guarded struct {
 	counted *countingLine
 }
 
-func setupGuarded(t *testing.T) guarded {
+func setupGuarded(t testing.TB) guarded {
 	t.Helper()
 	return setupGuardedAt(t, roomURL+"/", balancer+"/32")
 }
 
 // setupGuardedAt is setupGuarded with the room at publicURL, behind the
 // proxies of trusted.
-func setupGuardedAt(t *testing.T, publicURL, trusted string) guarded {
+func setupGuardedAt(t testing.TB, publicURL, trusted string) guarded {
 	t.Helper()
 	var counted *countingLine
 	e := setupWith(t, 0, `, public_url: "`+publicURL+`", trusted_proxies: ["`+trusted+`"]`, "", func(o *gateway.Options) {

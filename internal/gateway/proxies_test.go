@@ -67,12 +67,9 @@ func docsFile(t *testing.T, name string) string {
 // each of the docs' addresses is named exactly once, and replaced.
 func siteConfig(t *testing.T, p siteProxy, gateway, origin, port string) string {
 	t.Helper()
-	s := docsFile(t, p.file)
-	for _, r := range [][2]string{{docsGateway, gateway}, {docsOrigin, origin}, {p.listen, fmt.Sprintf(p.ours, port)}} {
-		if n := strings.Count(s, r[0]); n != 1 {
-			t.Fatalf("docs/forward-auth/%s names %q %d times; want once (the test puts its own address there)", p.file, r[0], n)
-		}
-		s = strings.Replace(s, r[0], r[1], 1)
+	s, err := localsvc.Readdress(docsFile(t, p.file), [2]string{docsGateway, gateway}, [2]string{docsOrigin, origin}, [2]string{p.listen, fmt.Sprintf(p.ours, port)})
+	if err != nil {
+		t.Fatalf("docs/forward-auth/%s: %v", p.file, err)
 	}
 	return s
 }

@@ -88,10 +88,12 @@ type Server struct {
 	proxies atomic.Pointer[proxies] // gateway.trusted_proxies, parsed; swapped on reload
 	guard   atomic.Pointer[guard]   // the events' protect rules, compiled; swapped on reload
 
-	// The site's pass and the return token of forward auth (forwardauth.go).
-	siteVerifier, returnVerifier *pass.Verifier
-	pages                        *web.Pages // the fans' pages, rendered per request
-	history                      *history   // the operators' chart (history.go)
+	// The site's pass (verified once per pass, then remembered) and the
+	// return token of forward auth (forwardauth.go).
+	sitePasses     *pass.Cache
+	returnVerifier *pass.Verifier
+	pages          *web.Pages // the fans' pages, rendered per request
+	history        *history   // the operators' chart (history.go)
 
 	settingsMu sync.RWMutex
 	settings   map[string]queue.Settings
@@ -147,7 +149,7 @@ func New(o Options) (*Server, error) {
 	s.proxies.Store(&ps)
 	g := guardOf(o.Config)
 	s.guard.Store(&g)
-	s.siteVerifier, s.returnVerifier = passVerifiers(o.Signer)
+	s.sitePasses, s.returnVerifier = passVerifiers(o.Signer)
 	if s.pages, err = web.NewPages(); err != nil {
 		return nil, err
 	}

@@ -74,6 +74,8 @@ func serveBare(addr string) int {
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return c.JSON(status)
 	})
+	// Forward auth's answer to a proxy, bare: 200 and nothing else.
+	app.Get("/api/v1/forward-auth", func(c *fiber.Ctx) error { return c.SendStatus(fiber.StatusOK) })
 	go func() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)

@@ -214,4 +214,15 @@ func TestWriteSection(t *testing.T) {
 	if e, s := strings.Index(got, "edge figures"), strings.Index(got, "sale figures"); e > s {
 		t.Errorf("sections out of order: edge at %d, sale at %d", e, s)
 	}
+	// What follows the last section is written by hand, and stays.
+	if err := os.WriteFile(path, []byte(got+"\n## By hand\n\nkept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSection(path, "edge", "edge figures v2\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(path)
+	if !strings.HasSuffix(string(b), "<!-- end transparency -->\n\n## By hand\n\nkept\n") || !strings.Contains(string(b), "edge figures v2") {
+		t.Errorf("a rewrite lost the text after the last section, or kept it elsewhere:\n%s", b)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,5 +53,43 @@ func TestAudiencesAreKeptApart(t *testing.T) {
 	}
 	if _, err := pass.NewStaticVerifier(pub).Verify(context.Background(), site); !errors.Is(err, pass.ErrInvalid) {
 		t.Errorf("the booking verifier took a site's pass: %v", err)
+	}
+}
+
+// The cache takes again what the verifier took, and only that: a token
+// differing by a byte, or one past its exp (and the leeway), is checked in
+// full and refused; however many tokens come, it keeps at most its size.
+func TestCacheTakesOnlyWhatVerified(t *testing.T) {
+	priv := newKey(t)
+	s := pass.NewSigner(priv)
+	v := pass.NewStaticVerifierFor(priv.Public().(ed25519.PublicKey), pass.AudienceSite)
+	now := time.Now()
+	v.Now = func() time.Time { return now }
+	c := pass.NewCache(v, 4)
+	tok, err := s.MintSite("t1", "premiere", now, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if cl, err := c.Verify(context.Background(), tok); err != nil || cl.Ticket != "t1" {
+			t.Fatalf("cached verify = %+v, %v; want t1", cl, err)
+		}
+	}
+	forged := tok[:len(tok)-2] + map[bool]string{true: "AA", false: "BB"}[tok[len(tok)-2:] != "AA"]
+	if _, err := c.Verify(context.Background(), forged); !errors.Is(err, pass.ErrInvalid) {
+		t.Errorf("a token one byte off a cached one: %v; want ErrInvalid", err)
+	}
+	now = now.Add(time.Minute + 3*time.Second)
+	if _, err := c.Verify(context.Background(), tok); !errors.Is(err, pass.ErrInvalid) {
+		t.Errorf("a cached token past its exp: %v; want ErrInvalid", err)
+	}
+	for i := range 20 {
+		tok, _ := s.MintSite(fmt.Sprint("t", i), "premiere", now, now.Add(time.Minute))
+		if _, err := c.Verify(context.Background(), tok); err != nil {
+			t.Fatal(err)
+		}
+		if n := pass.CacheLen(c); n > 4 {
+			t.Fatalf("the cache holds %d tokens; want at most 4", n)
+		}
 	}
 }

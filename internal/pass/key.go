@@ -4,7 +4,9 @@
 //
 // Only EdDSA is accepted (the algorithm is pinned), with iss "waitroom",
 // aud "booking", sub = ticket id, evt = event id and exp = the end of the
-// ticket's active window.
+// ticket's active window. A site behind the room (forward auth) gets passes
+// of its own, aud "site", and the way back to it carries a one-use return
+// token, aud "forward-auth" with a jti: a verifier takes one audience only.
 package pass
 
 import (

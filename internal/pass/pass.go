@@ -165,6 +165,9 @@ func (v *Verifier) now() time.Time {
 	return v.Now()
 }
 
+// leeway is how far past its exp a token is still taken (clocks differ).
+const leeway = 2 * time.Second
+
 func newVerifier(aud string) *Verifier {
 	v := &Verifier{keys: map[string]ed25519.PublicKey{}, minInterval: 5 * time.Second}
 	v.parser = jwt.NewParser(
@@ -173,7 +176,7 @@ func newVerifier(aud string) *Verifier {
 		jwt.WithIssuer(Issuer),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
-		jwt.WithLeeway(2*time.Second),
+		jwt.WithLeeway(leeway),
 		jwt.WithTimeFunc(func() time.Time { return v.now() }),
 	)
 	return v

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -140,3 +141,21 @@ func startProxy(ctx context.Context, name string, cmd *exec.Cmd, addr, logPath s
 	}
 	return &Proxy{Addr: addr, Log: logPath, p: p}, nil
 }
+
+// Readdress is a site's configuration (one of docs/forward-auth/) with the
+// addresses it names changed, each pair from → to: from must appear
+// exactly once, so that a change of the file that moves an address is
+// caught rather than run with the old one.
+func Readdress(text string, pairs ...[2]string) (string, error) {
+	for _, p := range pairs {
+		if n := strings.Count(text, p[0]); n != 1 {
+			return "", fmt.Errorf("localsvc: the configuration names %q %d times; want once", p[0], n)
+		}
+		text = strings.Replace(text, p[0], p[1], 1)
+	}
+	return text, nil
+}
+
+// Find is the path of the named binary (PATH or extra dirs), "" when it is
+// not installed; unlike Ensure it installs nothing.
+func Find(binary string, dirs ...string) string { return lookPath(binary, dirs) }

@@ -111,6 +111,9 @@ type Options struct {
 	// run ("" = Binaries, built from this tree): a test of a deliberately
 	// broken build brings its own.
 	Bin string
+	// GatewayKeys is extra flow-style keys of gateway: (starting with
+	// ", "), e.g. `, public_url: "https://tickets.example"`.
+	GatewayKeys string
 }
 
 // Stack is a running waitroom.
@@ -210,7 +213,7 @@ func Start(t testing.TB, o Options) *Stack {
 	cfg := fmt.Sprintf(`redis: {url: %q, wait_replicas: %d}
 postgres: {url: %q}
 auth: {ticket_secret: %q, signing_key_file: %q, admin_token: %q, account_keys_file: %q}
-gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: %q, trusted_proxies: %s}
+gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: %q, trusted_proxies: %s%s}
 admitter: {addr: "127.0.0.1:0", tick: %q%s}
 booking:
   addr: %q
@@ -218,7 +221,7 @@ booking:
 %s
 events:
 %s
-`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, o.AccountKeysFile, gw, s.Booking, o.JoinsPerIP, o.ProxyTimeout, yamlList(o.TrustedProxies), o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
+`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, o.AccountKeysFile, gw, s.Booking, o.JoinsPerIP, o.ProxyTimeout, yamlList(o.TrustedProxies), o.GatewayKeys, o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
 	s.ConfigPath = filepath.Join(dir, "waitroom.yaml")
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
