@@ -43,7 +43,10 @@ const journeyEvents = `  - id: "premiere"
 `
 
 // browser starts a headless Chromium (Debian's) with a fresh profile.
-func browser(t *testing.T) context.Context {
+func browser(t *testing.T) context.Context { t.Helper(); return browserWith(t) }
+
+// browserWith is browser with more of Chromium's options.
+func browserWith(t *testing.T, more ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	bin, err := localsvc.Ensure("chromium", "chromium")
 	if err != nil {
@@ -60,7 +63,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.UserDataDir(profileDir(t)),
 		chromedp.WindowSize(420, 900),
 	)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), append(opts, more...)...)
 	t.Cleanup(cancel)
 	return actx
 }

@@ -112,7 +112,8 @@ type Options struct {
 	// broken build brings its own.
 	Bin string
 	// GatewayKeys is extra flow-style keys of gateway: (starting with
-	// ", "), e.g. `, public_url: "https://tickets.example"`.
+	// ", "), e.g. `, public_url: "https://tickets.example"`; {gateway} in
+	// it is the first gateway's host:port.
 	GatewayKeys string
 }
 
@@ -221,7 +222,7 @@ booking:
 %s
 events:
 %s
-`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, o.AccountKeysFile, gw, s.Booking, o.JoinsPerIP, o.ProxyTimeout, yamlList(o.TrustedProxies), o.GatewayKeys, o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
+`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, o.AccountKeysFile, gw, s.Booking, o.JoinsPerIP, o.ProxyTimeout, yamlList(o.TrustedProxies), strings.ReplaceAll(o.GatewayKeys, "{gateway}", gw), o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
 	s.ConfigPath = filepath.Join(dir, "waitroom.yaml")
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
