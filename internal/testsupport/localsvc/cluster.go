@@ -3,12 +3,14 @@ package localsvc
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -53,16 +55,25 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if opts.Masters < 1 || (opts.Masters < 3 && opts.Replicas > 0) {
 		return nil, fmt.Errorf("localsvc: a Redis Cluster of %d masters with %d replicas each cannot be made", opts.Masters, opts.Replicas)
 	}
-	c := &Cluster{}
-	for i := range opts.Masters * (1 + opts.Replicas) {
-		n, err := StartRedis(ctx, RedisOptions{Dir: filepath.Join(opts.Dir, fmt.Sprintf("node%d", i+1)), Cluster: true})
-		if err != nil {
-			c.Kill()
-			return nil, err
-		}
-		c.Nodes = append(c.Nodes, n)
+	// The nodes start together: a master only calls the cluster ok 2 s
+	// after it started (Redis's CLUSTER_WRITABLE_DELAY), and those seconds
+	// pass for all of them at once.
+	c := &Cluster{Nodes: make([]*Redis, opts.Masters*(1+opts.Replicas))}
+	errs := make([]error, len(c.Nodes))
+	var started sync.WaitGroup
+	for i := range c.Nodes {
+		started.Add(1)
+		go func() {
+			defer started.Done()
+			c.Nodes[i], errs[i] = StartRedis(ctx, RedisOptions{Dir: filepath.Join(opts.Dir, fmt.Sprintf("node%d", i+1)), Cluster: true})
+		}()
 	}
-	if opts.Masters >= 3 {
+	started.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.Kill()
+		return nil, err
+	}
+	if opts.Replicas > 0 {
 		args := append([]string{"--cluster", "create"}, c.Addrs()...)
 		args = append(args, "--cluster-replicas", strconv.Itoa(opts.Replicas), "--cluster-yes")
 		cmd := exec.CommandContext(ctx, cli, args...)
@@ -71,8 +82,9 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 			return nil, fmt.Errorf("localsvc: redis-cli --cluster create: %v\n%s", err, out)
 		}
 	} else if err := c.assemble(); err != nil {
-		// redis-cli refuses fewer than 3 masters: the slots are split and
-		// the nodes introduced by hand, as it would do.
+		// Masters alone are assembled by hand, as redis-cli would (which
+		// refuses fewer than 3), without its one-second polls: the slots
+		// split evenly, in order, and the first node meeting the others.
 		c.Kill()
 		return nil, err
 	}
@@ -90,8 +102,9 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	return c, nil
 }
 
-// assemble splits the slots evenly over the nodes, in order, and has the
-// first node meet the others.
+// assemble splits the slots evenly over the nodes, in order, and has
+// every node meet every other (not only the first, whose gossip would
+// take a second or more to introduce the rest).
 func (c *Cluster) assemble() error {
 	n := len(c.Nodes)
 	for i, node := range c.Nodes {
@@ -99,10 +112,12 @@ func (c *Cluster) assemble() error {
 		if _, err := command(node.Addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
 			return fmt.Errorf("localsvc: CLUSTER ADDSLOTSRANGE on %s: %v", node.Addr, err)
 		}
-		if i > 0 {
-			host, port, _ := strings.Cut(node.Addr, ":")
-			if _, err := command(c.Nodes[0].Addr, "CLUSTER", "MEET", host, port); err != nil {
-				return fmt.Errorf("localsvc: CLUSTER MEET %s: %v", node.Addr, err)
+	}
+	for i, a := range c.Nodes {
+		for _, b := range c.Nodes[i+1:] {
+			host, port, _ := strings.Cut(b.Addr, ":")
+			if _, err := command(a.Addr, "CLUSTER", "MEET", host, port); err != nil {
+				return fmt.Errorf("localsvc: CLUSTER MEET %s from %s: %v", b.Addr, a.Addr, err)
 			}
 		}
 	}
@@ -241,7 +256,9 @@ func (c *Cluster) Stop() {
 // Kill kills every node at once.
 func (c *Cluster) Kill() {
 	for _, n := range c.Nodes {
-		n.Kill()
+		if n != nil { // one that failed to start
+			n.Kill()
+		}
 	}
 }
 
