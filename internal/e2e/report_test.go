@@ -30,6 +30,9 @@ const reportEvents = `  - id: "draw"
 // in English and in Japanese, with no missing word and no accessibility
 // violation.
 func TestBrowserReportPage(t *testing.T) {
+	// Half of it is waiting for its sale to open: it waits beside the other
+	// parallel tests (TestCheating) rather than alone.
+	t.Parallel()
 	axeSource(t)
 	const later = "2099-01-01T10:00:00Z"
 	events := fmt.Sprintf(reportEvents, time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), later)
