@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/faultproxy"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
@@ -71,7 +72,7 @@ func netPairs() []*netPair {
 			// The booking core tells the line its inventory again (a sync
 			// every 2 s once Redis answers).
 			healthy: func(d *drill, end faultEnd) bool {
-				ms, err := d.s.RDB.HGet(context.Background(), "wr:{"+drillEvent+"}:inventory", "updatedAt").Int64()
+				ms, err := d.s.RDB.HGet(context.Background(), rdb.KeysOf(drillEvent).Inventory, "updatedAt").Int64()
 				return err == nil && ms > end.at.UnixMilli()
 			}},
 		{name: "booking↔PostgreSQL", proc: "booking", env: "WAITROOM_DATABASE_URL",
