@@ -10,10 +10,12 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"net/mail"
 	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +41,7 @@ type Config struct {
 	Auth     Auth     `yaml:"auth"`
 	Gateway  Gateway  `yaml:"gateway"`
 	Admitter Admitter `yaml:"admitter"`
+	Notify   Notify   `yaml:"notify"`
 	Booking  Booking  `yaml:"booking"`
 	Events   []Event  `yaml:"events"`
 }
@@ -122,6 +125,23 @@ type Adaptive struct {
 	// Floor is the least share of the configured rate it halves down to.
 	// Default 0.05.
 	Floor float64 `yaml:"floor"`
+}
+
+// Notify is the email to fans who stepped away from the page (DESIGN.md,
+// "Away from the page"). The admitter sends it.
+type Notify struct {
+	// SMTPURL is smtp://[user:pass@]host[:port] (STARTTLS when the server
+	// offers it, required for AUTH off loopback) or smtps://… (TLS from the
+	// first byte, port 465 by default); "" = no email (the away route is
+	// then 404).
+	SMTPURL string `yaml:"smtp_url"`
+	// From is the From header of every email, "name <address>" or an
+	// address.
+	From string `yaml:"from"`
+	// PerAccountPerHour (beyond the contract) bounds how many times one
+	// account may step away in an hour, so how many emails its token can
+	// ask the room to send (default 10).
+	PerAccountPerHour int `yaml:"per_account_per_hour"`
 }
 
 type Booking struct {
@@ -265,6 +285,10 @@ type Admission struct {
 	// Codes is CodesOff ("" too) or CodesRequired: a new place then spends
 	// one use of an access code.
 	Codes string `yaml:"codes"`
+	// AwayClaimWithin is how long an away fan's place, once admitted,
+	// waits for its fan to open the emailed link (default 10m); past it
+	// the place is given up and counted as abandoned.
+	AwayClaimWithin Duration `yaml:"away_claim_within"`
 }
 
 // Values of admission.codes.
@@ -443,6 +467,8 @@ func (c *Config) setDefaults() {
 	def(&ad.ErrorShare, 0.05)
 	def(&ad.Step, 0.1)
 	def(&ad.Floor, 0.05)
+	def(&c.Notify.From, "waitroom <noreply@example.com>")
+	def(&c.Notify.PerAccountPerHour, 10)
 	def(&c.Booking.Addr, ":8081")
 	if c.Booking.PublicKeyFile == "" {
 		def(&c.Booking.JWKSURL, "http://127.0.0.1:8080/.well-known/jwks.json")
@@ -475,6 +501,7 @@ func (c *Config) setDefaults() {
 		def(&a.Capacity.SessionSeconds, 60)
 		def(&a.AccessTTL, Duration(10*time.Minute))
 		def(&a.AbandonAfter, Duration(60*time.Second))
+		def(&a.AwayClaimWithin, Duration(10*time.Minute))
 	}
 }
 
@@ -574,6 +601,17 @@ func (c *Config) Validate() error {
 	}
 	if ad := c.Admitter.Adaptive; !(ad.Floor > 0 && ad.Floor <= 1) {
 		bad("admitter.adaptive.floor", "must be > 0 and <= 1 (a share of the configured rate), not %g", ad.Floor)
+	}
+	if u := c.Notify.SMTPURL; u != "" {
+		if msg := badSMTPURL(u); msg != "" {
+			bad("notify.smtp_url", "%s", msg)
+		}
+	}
+	if _, err := mail.ParseAddress(c.Notify.From); err != nil {
+		bad("notify.from", "%q is not an address such as \"waitroom <noreply@example.com>\"", c.Notify.From)
+	}
+	if c.Notify.PerAccountPerHour < 1 {
+		bad("notify.per_account_per_hour", "must be >= 1, not %d", c.Notify.PerAccountPerHour)
 	}
 	if c.Booking.HoldTTL.D() < time.Second {
 		bad("booking.hold_ttl", "must be >= 1s")
@@ -684,6 +722,9 @@ func (c *Config) Validate() error {
 		if a.AbandonAfter.D() < time.Second {
 			bad(k+".admission.abandon_after", "must be >= 1s")
 		}
+		if a.AwayClaimWithin.D() < time.Second {
+			bad(k+".admission.away_claim_within", "must be >= 1s")
+		}
 		if a.JoinProofBits < 0 || a.JoinProofBits > MaxJoinProofBits {
 			bad(k+".admission.join_proof_bits", "must be between 0 (off) and %d, not %d", MaxJoinProofBits, a.JoinProofBits)
 		}
@@ -787,6 +828,16 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 
 // localURL is how a browser on this machine reaches a listener at addr:
 // http://localhost:port, or the host addr names.
+// FansURL is how fans reach the gateway from outside a request (an
+// email's link): gateway.public_url, else http://localhost (or
+// gateway.addr's host) on gateway.addr's port.
+func (c *Config) FansURL() string {
+	if c.Gateway.PublicURL != "" {
+		return c.Gateway.PublicURL
+	}
+	return localURL(c.Gateway.Addr)
+}
+
 func localURL(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -851,3 +902,21 @@ func (c *Config) validatePresale(k string, e Event, bad func(key, format string,
 
 // MaxPresaleSelected bounds presale.selected.
 const MaxPresaleSelected = 10_000_000
+
+// badSMTPURL says what is wrong with notify.smtp_url, or "". The URL may
+// hold a password: the message never quotes it.
+func badSMTPURL(v string) string {
+	u, err := url.Parse(v)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "smtp" && u.Scheme != "smtps"):
+		return "must be smtp://[user:pass@]host[:port] or smtps://… (empty = no email)"
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
+		return "must have no path, query or fragment"
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "has a bad port"
+		}
+	}
+	return ""
+}

@@ -18,6 +18,7 @@ func SettingsFor(ev config.Event) queue.Settings {
 		MaxActive:       Cap(ev.Admission),
 		AccessTTL:       ev.Admission.AccessTTL.D(),
 		AbandonAfter:    ev.Admission.AbandonAfter.D(),
+		AwayClaimWithin: ev.Admission.AwayClaimWithin.D(),
 		PrequeueOpensAt: ev.PrequeueOpensAt,
 		OpensAt:         ev.OpensAt,
 		ClosesAt:        ev.ClosesAt,

@@ -19,16 +19,11 @@ func (s *Store) AllowJoin(ctx context.Context, addr netip.Addr, limit int, now t
 		return 0, nil
 	}
 	minute := now.Unix() / 60
-	key := rdb.JoinLimitKey(addr.String(), minute)
-	var incr *redis.IntCmd
-	if _, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		incr = p.Incr(ctx, key)
-		p.Expire(ctx, key, 2*time.Minute)
-		return nil
-	}); err != nil {
+	n, err := s.countIn(ctx, rdb.JoinLimitKey(addr.String(), minute), 2*time.Minute)
+	if err != nil {
 		return 0, rdb.Interpret("join limit", err)
 	}
-	if incr.Val() > int64(limit) {
+	if n > int64(limit) {
 		return time.Unix((minute+1)*60, 0).Sub(now), nil
 	}
 	return 0, nil

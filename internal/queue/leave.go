@@ -42,7 +42,7 @@ func (s *Store) Revoke(ctx context.Context, event, id string) error {
 // one of them.
 func (s *Store) leave(ctx context.Context, event, id string, seq int64) (was bool, err error) {
 	k := rdb.KeysOf(event)
-	n, err := s.c.Run(ctx, rdb.Call{Script: leaveScript, Keys: []string{k.Wait, k.Active, k.Stats, k.Inventory, k.Holders, k.Claims}, Args: []any{id}}).Int()
+	n, err := s.c.Run(ctx, rdb.Call{Script: leaveScript, Keys: []string{k.Wait, k.Active, k.Stats, k.Inventory, k.Holders, k.Claims, k.Away, k.AwayDue}, Args: []any{id}}).Int()
 	if err != nil {
 		return false, rdb.Interpret("leave", err)
 	}

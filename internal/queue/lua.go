@@ -64,6 +64,10 @@ local function deadline(now, poll, abandon)
   return d
 end
 
+-- KEPT is the abandon deadline of a place kept while its fan is away
+-- (away.go): the largest u32, never reached (the year 2106).
+local KEPT = 4294967295
+
 -- the admission rate ETAs are computed from: the one the admitter measured,
 -- or the configured one until it measured any.
 local function rate_for_eta(stats, configured)
@@ -104,19 +108,23 @@ end
 // claimLua: the first look at an admitted place (a status poll, or a join
 // that resumes it) claims it: its access window then runs its full
 // access_ttl from now, and claims holds the claim time (unix s, so always
-// > 1), from which the window's ceiling is counted (extendScript). The
-// tick left 1 there (admitted, unclaimed).
+// > 2), from which the window's ceiling is counted (extendScript). The
+// tick left 1 there (admitted, unclaimed), or 2 for an away fan's place
+// (away.go), which waited away_claim_within for this look: its window
+// starts now, whether that ends sooner or later than the wait would have.
 const claimLua = `
 -- the place's expiry in force after this look, and 1 if this look claimed
 -- it, else 0
-local function claim(active, claims, id, now, now_s, exp, ttl)
-  if redis.call('HGET', claims, id) ~= '1' then return exp, 0 end
+local function claim(active, claims, stats, id, now, now_s, exp, ttl)
+  local c = redis.call('HGET', claims, id)
+  if c ~= '1' and c ~= '2' then return exp, 0 end
   redis.call('HSET', claims, id, now_s)
   local full = now + ttl
-  if full > exp then
+  if full > exp or c == '2' then
     exp = full
     redis.call('ZADD', active, 'XX', exp, id)
   end
+  if c == '2' then redis.call('HINCRBY', stats, 'away_claimed', 1) end
   return exp, 1
 end
 `
@@ -293,8 +301,21 @@ local function poll(p, rank, slot)
   return rank * 65536 + pa
 end
 
+-- the new deadlines in one write; a place kept away (KEPT) stays kept,
+-- whatever page of its fan still polls (the write answers the old values,
+-- so this costs a second write only when there is one)
 local function polled(p)
-  if #p.sets > 0 then redis.call('BITFIELD', p.seen, unpack(p.sets)) end
+  if #p.sets == 0 then return end
+  local old = redis.call('BITFIELD', p.seen, unpack(p.sets))
+  local back
+  for i = 1, #old do
+    if old[i] == KEPT then
+      back = back or {}
+      local j = #back
+      back[j + 1], back[j + 2], back[j + 3], back[j + 4] = 'SET', 'u32', p.sets[4 * i - 1], int(KEPT)
+    end
+  end
+  if back then redis.call('BITFIELD', p.seen, unpack(back)) end
 end
 `
 
@@ -315,21 +336,37 @@ local function leave_active(active, inventory, holders, claims, id)
   redis.call('HDEL', claims, id)
   return 1
 end
+
+-- a fan who leaves is away no more: nobody is emailed for its place
+local function away_gone(away, due, id)
+  redis.call('HDEL', away, id)
+  redis.call('ZREM', due, id)
+end
 `
 
 // tickLua: the admission step's rules (scripts.go, tickScript, says them
 // in order).
 const tickLua = `
--- drop the actives whose window ended: their places, their claims
-local function expire_actives(active, inventory, holders, claims, now)
-  local gone = redis.call('ZRANGEBYSCORE', active, '-inf', now)
+-- drop the actives whose window ended: their places, their claims. An
+-- away fan's place never claimed (2) lapsed: it moves from the admitted
+-- to the abandoned in the books (every place is in one of them), and
+-- k.lapsed counts it.
+local function expire_actives(k, now)
+  local gone = redis.call('ZRANGEBYSCORE', k.active, '-inf', now)
+  k.lapsed = 0
   if #gone == 0 then return 0 end
-  local holding = redis.call('EXISTS', holders) == 1
+  local holding = redis.call('EXISTS', k.holders) == 1
   for _, m in ipairs(gone) do
-    if holding then inv_leaves(inventory, holders, m) end
-    redis.call('HDEL', claims, m)
+    if holding then inv_leaves(k.inventory, k.holders, m) end
+    if redis.call('HGET', k.claims, m) == '2' then k.lapsed = k.lapsed + 1 end
+    redis.call('HDEL', k.claims, m)
   end
-  redis.call('ZREMRANGEBYSCORE', active, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', k.active, '-inf', now)
+  if k.lapsed > 0 then
+    redis.call('HINCRBY', k.stats, 'admitted', -k.lapsed)
+    redis.call('HINCRBY', k.stats, 'abandoned', k.lapsed)
+    redis.call('HINCRBY', k.stats, 'away_lapsed', k.lapsed)
+  end
   return #gone
 end
 
@@ -337,7 +374,7 @@ end
 -- dropped; then whether the line is let in now (queueing, passthrough),
 -- how many are active, and the draw's bound (lotteryPrelude).
 local function tick_start(k, lottery, mode, opens, closes, now)
-  local expired = expire_actives(k.active, k.inventory, k.holders, k.claims, now)
+  local expired = expire_actives(k, now)
   local open = (not opens or now >= opens) and (not closes or now < closes)
   local through = drawn_through(lottery)
   if through == false then open = false end
@@ -422,14 +459,22 @@ end
 -- now + access_ttl, but no later than its abandon deadline until its fan
 -- claims the place with a poll (claimLua): a fan who walked away just
 -- before its turn gives the place back at the deadline, not a whole window
--- later. A post-opening join (a positive score) is counted in the FIFO
+-- later. A fan away (k.away: the event has some; away.go) waits
+-- away_claim_within (k.away_until) for its claim instead, and is noted due
+-- its email. A post-opening join (a positive score) is counted in the FIFO
 -- figures (reportPrelude).
 local function admit(k, m, score, dl, exp, now_s, fifo)
   if dl < now_s then return 'x' end
-  local e = exp
-  if dl > 1 and dl * 1000 < e then e = dl * 1000 end
+  local e, claim = exp, 1
+  if k.away and redis.call('HEXISTS', k.away, m) == 1 then
+    e, claim = k.away_until, 2
+    redis.call('ZADD', k.away_due, k.now, m)
+    k.away_admitted = k.away_admitted + 1
+  elseif dl > 1 and dl * 1000 < e then
+    e = dl * 1000
+  end
   redis.call('ZADD', k.active, e, m)
-  redis.call('HSET', k.claims, m, 1)
+  redis.call('HSET', k.claims, m, claim)
   if k.holding and tonumber(redis.call('HGET', k.holders, m) or '0') > 0 then
     redis.call('HINCRBY', k.inventory, 'engaged', 1) -- cannot happen today: kept exact anyway
   end
@@ -438,8 +483,18 @@ local function admit(k, m, score, dl, exp, now_s, fifo)
   return 'a'
 end
 
+-- what admit needs of the fans away: whether the event has any, and
+-- when their places lapse unclaimed (now + away_claim_within ms)
+local function away_start(k, away, due, now, within)
+  k.away_admitted, k.now = 0, now
+  if redis.call('EXISTS', away) == 1 then
+    k.away, k.away_due, k.away_until = away, due, now + within
+  end
+end
+
 -- the counters of a tick's admissions, and the tokens they spent
 local function admitted_done(k, queueing, admitted, fifo, now)
+  if k.away_admitted > 0 then redis.call('HINCRBY', k.stats, 'away_admitted', k.away_admitted) end
   if admitted > 0 then
     redis.call('HINCRBY', k.stats, 'admitted', admitted)
     if queueing then redis.call('HINCRBYFLOAT', k.bucket, 'tokens', -admitted) end

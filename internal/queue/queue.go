@@ -69,6 +69,7 @@ type Settings struct {
 	MaxActive       int           `json:"maxActive"`
 	AccessTTL       time.Duration `json:"accessTtl"`
 	AbandonAfter    time.Duration `json:"abandonAfter"`
+	AwayClaimWithin time.Duration `json:"awayClaimWithin,omitempty"` // an away fan's admitted place waits this long for its claim (away.go)
 	PrequeueOpensAt *time.Time    `json:"prequeueOpensAt,omitempty"`
 	OpensAt         *time.Time    `json:"opensAt,omitempty"`
 	ClosesAt        *time.Time    `json:"closesAt,omitempty"`
@@ -154,6 +155,10 @@ type TickResult struct {
 	Expired   int64 // actives whose window ended, dropped
 	Waiting   int64 // after the tick
 	Active    int64 // after the tick
+	// Lapsed are away fans' places admitted and never claimed within
+	// away_claim_within, given up this tick: counted abandoned (and no
+	// longer admitted) in the event's books.
+	Lapsed int64
 	// Rate is the measured admission rate (fans/s) ETAs are computed from.
 	Rate float64
 	// Room is how many more idle fans the places available allowed before
@@ -175,6 +180,8 @@ type Stats struct {
 	Left      int64
 	// Rate is the measured admission rate (fans/s), 0 before the first tick.
 	Rate float64
+	// Away is what fans who stepped away did (away.go).
+	Away AwayBooks
 }
 
 // Store is the line of every event, over waitroom's Redis (package rdb):
@@ -247,12 +254,14 @@ func (s *Store) Counts(ctx context.Context, event string) (Counts, error) {
 
 // Stats reads the event's counters and measured rate.
 func (s *Store) Stats(ctx context.Context, event string) (Stats, error) {
-	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Stats, "joined", "admitted", "abandoned", "left", "rate", "shards").Result()
+	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Stats, "joined", "admitted", "abandoned", "left", "rate", "shards",
+		"away", "away_admitted", "away_claimed", "away_lapsed").Result()
 	if err != nil {
 		return Stats{}, rdb.Interpret("stats", err)
 	}
 	rate, _ := strconv.ParseFloat(fmt.Sprint(v[4]), 64)
-	st := Stats{Joined: rdb.Num(v[0]), Admitted: rdb.Num(v[1]), Abandoned: rdb.Num(v[2]), Left: rdb.Num(v[3]), Rate: rate}
+	st := Stats{Joined: rdb.Num(v[0]), Admitted: rdb.Num(v[1]), Abandoned: rdb.Num(v[2]), Left: rdb.Num(v[3]), Rate: rate,
+		Away: AwayBooks{Away: rdb.Num(v[6]), Admitted: rdb.Num(v[7]), Claimed: rdb.Num(v[8]), Lapsed: rdb.Num(v[9])}}
 	if n := rdb.Num(v[5]); n > 1 {
 		_, sh, err := s.shardTotals(ctx, event, int(n))
 		if err != nil {

@@ -245,7 +245,7 @@ for i = 1, n do
     local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
     if exp and exp > now then
       local first
-      exp, first = claim(KEYS[2], KEYS[6], id, now, now_s, exp, ttl)
+      exp, first = claim(KEYS[2], KEYS[6], KEYS[4], id, now, now_s, exp, ttl)
       out[i + 3] = {'admitted', exp, first}
     else
       out[i + 3] = -1
@@ -329,7 +329,7 @@ local now, now_s = clock()
 local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
 if not exp or exp <= now then return -1 end
 local first
-exp, first = claim(KEYS[1], KEYS[2], ARGV[1], now, now_s, exp, tonumber(ARGV[2]))
+exp, first = claim(KEYS[1], KEYS[2], KEYS[3], ARGV[1], now, now_s, exp, tonumber(ARGV[2]))
 return {'admitted', exp, first}
 `)
 
@@ -353,13 +353,16 @@ return out
 `)
 
 // leaveScript takes a ticket out of a line of one shard, or gives its
-// active place back.
+// active place back; either way its fan is away no more.
 //
-// KEYS: 1 wait, 2 active, 3 stats, 4 inventory, 5 holders, 6 claims
+// KEYS: 1 wait, 2 active, 3 stats, 4 inventory, 5 holders, 6 claims, 7 away,
+// 8 away due
 // ARGV: 1 ticket id
 // Returns 1 if it was waiting (counted as left), 2 if it was active, 0 if
-// neither, −k if the event's line is sharded over k (nothing done here).
+// neither, −k if the event's line is sharded over k (nothing else done
+// here).
 var leaveScript = redis.NewScript(invPrelude + layoutPrelude + leaveLua + `
+away_gone(KEYS[7], KEYS[8], ARGV[1])
 local k = sharded(KEYS[3])
 if k then return -k end
 if leave_wait(KEYS[1], KEYS[3], ARGV[1]) == 1 then return 1 end
@@ -403,7 +406,7 @@ return 0
 // extendScript moves an active ticket's expiry later, never earlier, and
 // never past its ceiling: claim time + the longest window (access_ttl +
 // hold_ttl), so that no chain of holds keeps a place for ever. A place not
-// claimed yet is counted as claimed now.
+// claimed yet (1, or 2 away) is counted as claimed now.
 //
 // KEYS: 1 active, 2 claims
 // ARGV: 1 ticket id, 2 wanted expiry ms, 3 longest window after the claim ms
@@ -413,7 +416,7 @@ local now, now_s = clock()
 local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
 if not exp or exp <= now then return 0 end
 local claimed = tonumber(redis.call('HGET', KEYS[2], ARGV[1]))
-if not claimed or claimed <= 1 then
+if not claimed or claimed <= 2 then
   claimed = now_s
   redis.call('HSET', KEYS[2], ARGV[1], claimed)
 end
@@ -460,12 +463,14 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 // script.
 //
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 bucket, 6 inventory, 7 holders,
-// 8 lottery, 9 report, 10 claims
+// 8 lottery, 9 report, 10 claims, 11 away, 12 away due
 // ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 rate (/s),
-// 5 max_active, 6 access_ttl ms, 7 max_skip, 8 passthrough batch
+// 5 max_active, 6 access_ttl ms, 7 max_skip, 8 passthrough batch,
+// 9 away_claim_within ms
 // Returns {admitted, abandoned, expired, waiting, active, measured rate,
-// room (places for more idle fans; -1 when the inventory is unknown)}, or
-// {"layout", k} for a sharded event.
+// room (places for more idle fans; -1 when the inventory is unknown),
+// lapsed (away places never claimed, given up)}, or {"layout", k} for a
+// sharded event.
 var tickScript = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryPrelude + reportPrelude + tickLua + `
 local now, now_s = clock()
 local k = sharded(KEYS[4])
@@ -474,6 +479,7 @@ local rate, cap, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local keys = {active = KEYS[2], claims = KEYS[10], holders = KEYS[7], inventory = KEYS[6], stats = KEYS[4], bucket = KEYS[5], report = KEYS[9]}
 local expired, active, queueing, passthrough, through = tick_start(keys, KEYS[8], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), now)
 local n, room = budget(KEYS[5], KEYS[6], rate, cap, active, redis.call('ZCARD', KEYS[1]), queueing, passthrough, tonumber(ARGV[8]), now)
+away_start(keys, KEYS[11], KEYS[12], now, tonumber(ARGV[9]))
 
 local live, abandoned = front(KEYS[1], KEYS[3], KEYS[4], n, tonumber(ARGV[7]), 1, through, now_s)
 keys.holding = #live > 0 and redis.call('EXISTS', KEYS[7]) == 1 and room >= 0
@@ -487,7 +493,7 @@ end
 admitted_done(keys, queueing, admitted, fifo, now)
 local waiting = redis.call('ZCARD', KEYS[1])
 local measured = measure(KEYS[4], ARGV[4], queueing, waiting, admitted, now)
-return {admitted, abandoned, expired, waiting, redis.call('ZCARD', KEYS[2]), tostring(measured), room}
+return {admitted, abandoned, expired, waiting, redis.call('ZCARD', KEYS[2]), tostring(measured), room, keys.lapsed}
 `)
 
 // The tick of a line of many shards is six steps, each one script on one
@@ -530,7 +536,7 @@ return {admitted, abandoned, expired, waiting, redis.call('ZCARD', KEYS[2]), tos
 // 9 shards
 // Returns {"layout", k} | {"busy"} |
 // {"go", epoch, n, expired, active, watermark, rate, available or -1,
-// soldout 0|1, room, now ms, queueing 0|1, the draw's bound or ""}
+// soldout 0|1, room, now ms, queueing 0|1, the draw's bound or "", lapsed}
 var tickBeginScript = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryPrelude + tickLua + `
 local now = clock()
 local k = layout(KEYS[1], tonumber(ARGV[9]))
@@ -542,7 +548,7 @@ local epoch = redis.call('HINCRBY', KEYS[8], 'epoch', 1)
 local mark = tonumber(redis.call('HGET', KEYS[8], 'mark')) or 0
 redis.call('HSET', KEYS[8], 'mark', redis.call('HGET', KEYS[1], 'seq') or 0)
 
-local keys = {active = KEYS[2], claims = KEYS[6], holders = KEYS[5], inventory = KEYS[4]}
+local keys = {active = KEYS[2], claims = KEYS[6], holders = KEYS[5], inventory = KEYS[4], stats = KEYS[1]}
 local expired, active, queueing, passthrough, through = tick_start(keys, KEYS[9], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), now)
 local n, room, soldout, avail = budget(KEYS[3], KEYS[4], tonumber(ARGV[6]), tonumber(ARGV[7]), active, nil, queueing, passthrough, tonumber(ARGV[8]), now)
 local q = 0
@@ -550,7 +556,7 @@ if queueing then q = 1 end
 -- Nobody to hand over: the lease is given back now (the shards' steps
 -- that follow need no exclusivity; a newer epoch fences them).
 if n == 0 then redis.call('DEL', KEYS[7]) end
-return {'go', epoch, n, expired, active, mark, tostring(rate_for_eta(KEYS[1], ARGV[6])), avail, soldout, room, now, q, through or ''}
+return {'go', epoch, n, expired, active, mark, tostring(rate_for_eta(KEYS[1], ARGV[6])), avail, soldout, room, now, q, through or '', keys.lapsed}
 `)
 
 // tickPrepareScript: step 2, on one shard.
@@ -612,10 +618,11 @@ return out
 // tickAcceptScript: step 5.
 //
 // KEYS: 1 stats, 2 active, 3 bucket, 4 inventory, 5 holders, 6 claims,
-// 7 tick, 8 this epoch's outcomes, 9 lease, 10 report
+// 7 tick, 8 this epoch's outcomes, 9 lease, 10 report, 11 away, 12 away due
 // ARGV: 1 epoch, 2 queueing 0|1, 3 max_active, 4 access_ttl ms, 5 rate
 // (/s, as configured), 6 fans still waiting after the take, 7 this
-// replica's id, then triples (member, abandon deadline, score)
+// replica's id, 8 away_claim_within ms, then triples (member, abandon
+// deadline, score)
 // Returns {"fenced"} | {outcomes, active, measured rate}: outcomes one
 // letter per member, a (admitted), r (refused: back in line), x (abandoned).
 var tickAcceptScript = redis.NewScript(prelude + invPrelude + reportPrelude + tickLua + `
@@ -625,12 +632,13 @@ local queueing = ARGV[2] == '1'
 local cap, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local keys = {active = KEYS[2], claims = KEYS[6], holders = KEYS[5], inventory = KEYS[4], stats = KEYS[1], bucket = KEYS[3], report = KEYS[10]}
 keys.holding = redis.call('EXISTS', KEYS[5]) == 1
-local limit = (#ARGV - 7) / 3
+away_start(keys, KEYS[11], KEYS[12], now, tonumber(ARGV[8]))
+local limit = (#ARGV - 8) / 3
 if queueing then limit = math.min(limit, cap - redis.call('ZCARD', KEYS[2])) end
 local codes, admitted, abandoned = {}, 0, 0
 local exp = now + ttl
 local fifo = fifo_start(KEYS[10])
-for i = 8, #ARGV, 3 do
+for i = 9, #ARGV, 3 do
   local m, dl = ARGV[i], tonumber(ARGV[i + 1])
   local c
   if dl < now_s then

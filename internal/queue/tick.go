@@ -50,9 +50,9 @@ func (s *Store) tick(ctx context.Context, event string, set Settings) (TickResul
 	}
 	k := rdb.KeysOf(event)
 	res, err := s.c.Run(ctx, rdb.Call{Script: tickScript,
-		Keys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Bucket, k.Inventory, k.Holders, k.Lottery, k.Report, k.Claims},
+		Keys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Bucket, k.Inventory, k.Holders, k.Lottery, k.Report, k.Claims, k.Away, k.AwayDue},
 		Args: []any{set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond), set.MaxActive,
-			set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch}, Told: true}).Slice()
+			set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch, awayClaimWithin(set).Milliseconds()}, Told: true}).Slice()
 	if err != nil {
 		return TickResult{}, rdb.Interpret("tick", err)
 	}
@@ -62,7 +62,7 @@ func (s *Store) tick(ctx context.Context, event string, set Settings) (TickResul
 	}
 	out := TickResult{
 		Admitted: r.Int(0), Abandoned: r.Int(1), Expired: r.Int(2),
-		Waiting: r.Int(3), Active: r.Int(4), Rate: r.Float(5), Room: r.Int(6),
+		Waiting: r.Int(3), Active: r.Int(4), Rate: r.Float(5), Room: r.Int(6), Lapsed: r.Int(7),
 	}
 	if r.Err() != nil {
 		return TickResult{}, fmt.Errorf("tick: %w", r.Err())
@@ -154,7 +154,7 @@ func (s *Store) beginHandover(ctx context.Context, event string, set Settings) (
 	}
 	h.epoch, h.budget, h.watermark = r.Int(1), r.Int(2), r.Int(5)
 	h.leaseGone = h.budget == 0 // the begin gave it back already
-	h.out = TickResult{Expired: r.Int(3), Active: r.Int(4), Room: r.Int(9)}
+	h.out = TickResult{Expired: r.Int(3), Active: r.Int(4), Room: r.Int(9), Lapsed: r.Int(13)}
 	h.rate, h.avail, h.soldout, h.queueing = r.Str(6), r.Int(7), r.Int(8), r.Int(11)
 	// The draw's bound: a number while the draw is applied, "" else.
 	h.throughArg = ""
@@ -268,7 +268,7 @@ func (h *handover) takeFronts() error {
 // newest; the accept gives the lease back (or a newer tick has it).
 func (h *handover) accept() error {
 	set, k := h.set, h.k
-	args := []any{h.epoch, h.queueing, set.MaxActive, set.AccessTTL.Milliseconds(), rateArg(set.AdmitPerSecond), 0, h.s.owner}
+	args := []any{h.epoch, h.queueing, set.MaxActive, set.AccessTTL.Milliseconds(), rateArg(set.AdmitPerSecond), 0, h.s.owner, awayClaimWithin(set).Milliseconds()}
 	h.members = make([][]any, h.n)
 	for i, v := range h.taken {
 		for j := 0; j+2 < len(v); j += 3 {
@@ -281,7 +281,7 @@ func (h *handover) accept() error {
 	args[5] = h.out.Waiting
 	h.leaseGone = true
 	v, err := h.s.c.Run(h.ctx, rdb.Call{Script: tickAcceptScript,
-		Keys: []string{k.Stats, k.Active, k.Bucket, k.Inventory, k.Holders, k.Claims, k.Tick, rdb.OutcomeKey(h.event, h.epoch), k.Lease, k.Report},
+		Keys: []string{k.Stats, k.Active, k.Bucket, k.Inventory, k.Holders, k.Claims, k.Tick, rdb.OutcomeKey(h.event, h.epoch), k.Lease, k.Report, k.Away, k.AwayDue},
 		Args: args, Told: true}).Slice()
 	if err != nil {
 		return err

@@ -32,6 +32,18 @@ type Keys struct {
 	// the account's place (accounts.go).
 	Accounts string
 
+	// The fans who stepped away from the page (queue's away.go): HASH
+	// ticket id → "<lang> <account> <email> <ticket>"; and those of them
+	// admitted whose email is still to be queued, ZSET ticket id → admitted
+	// at (ms).
+	Away    string
+	AwayDue string
+
+	// The event's email outbox (package notify): ZSET message id → when it
+	// is next due (ms), and HASH message id → the message and its state.
+	Outbox string
+	Mail   string
+
 	// A sharded event's global keys (shards.go); a one-shard event has none.
 	Claims string // HASH ticket id → claim time (unix s; 1 = admitted, unclaimed)
 	Lease  string // STRING the admitter replica ticking the event, with an expiry
@@ -141,6 +153,11 @@ func buildKeys(event string) Keys {
 		Payments:  p + "payments",
 		Accounts:  p + "accounts",
 
+		Away:    p + "away",
+		AwayDue: p + "away:due",
+		Outbox:  p + "outbox",
+		Mail:    p + "outbox:mail",
+
 		Claims: p + "claims",
 		Lease:  p + "lease",
 		Tick:   p + "tick",
@@ -200,6 +217,16 @@ func ProofsKey(event string, minute int64) string {
 func JoinLimitKey(addr string, minute int64) string {
 	return "wr:joinlimit:{" + addr + "}:" + strconv.FormatInt(minute, 10)
 }
+
+// AwayLimitKey counts one account's steps away in one unix hour, shared
+// by every gateway replica. Its own hash tag: an account is not an event.
+func AwayLimitKey(account string, hour int64) string {
+	return "wr:awaylimit:{" + account + "}:" + strconv.FormatInt(hour, 10)
+}
+
+// SenderLease is the lease of the one email sender at a time (package
+// notify), whichever admitter replica holds it.
+const SenderLease = "wr:{notify}:sender"
 
 // The operators' keys that belong to no event, each under a tag of its
 // own: the audit trail (a STREAM at, event, change, source, capped), the
