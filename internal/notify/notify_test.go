@@ -1,0 +1,267 @@
+package notify_test
+
+import (
+	"context"
+	"crypto/tls"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/notify"
+	"github.com/waitroom/waitroom/internal/rdb"
+	"github.com/waitroom/waitroom/internal/testsupport/mailsink"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
+)
+
+const event = "premiere"
+
+type env struct {
+	t      *testing.T
+	rc     *redis.Client
+	outbox *notify.Outbox
+	sink   *mailsink.Sink
+}
+
+// setup is a private Redis and a real SMTP server (STARTTLS, AUTH PLAIN
+// required), both gone when the test ends.
+func setup(t *testing.T) *env {
+	t.Helper()
+	_, rc := testenv.Redis(t)
+	sink, err := mailsink.Start(mailsink.Options{TLS: true, User: "room", Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Close() })
+	return &env{t: t, rc: rc, outbox: notify.NewOutbox(rdb.New(rc)), sink: sink}
+}
+
+// mailer is an SMTP client of the sink, trusting its certificate.
+func (e *env) mailer() *notify.SMTP {
+	e.t.Helper()
+	m, err := notify.NewSMTP(e.sink.URL())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m.TLS = &tls.Config{RootCAs: e.sink.CertPool()}
+	m.Timeout = 5 * time.Second
+	return m
+}
+
+func render(event string, m notify.Message) (notify.Mail, error) {
+	return notify.Mail{
+		Subject: "It's your turn · " + event + " · 順番です",
+		Text:    "Come back: " + m.Data["link"] + "\n",
+		HTML:    `<p>Come back: <a href="` + m.Data["link"] + `">here</a></p>`,
+	}, nil
+}
+
+func (e *env) sender(o notify.SenderOptions) *notify.Sender {
+	if o.Mailer == nil {
+		o.Mailer = e.mailer()
+	}
+	o.Render, o.From, o.Events = render, "waitroom <noreply@example.com>", func() []string { return []string{event} }
+	return notify.NewSender(e.outbox, o)
+}
+
+func yourTurn(to, key string) notify.Message {
+	return notify.Message{Kind: notify.KindYourTurn, Key: key, To: to, Lang: "ja",
+		Data: map[string]string{"link": "http://localhost:8080/e/premiere?t=" + key}, NotAfter: time.Now().Add(time.Hour)}
+}
+
+// A message is queued once per (event, kind, key), however many callers
+// race to queue it, and sent once: the mail arrives over STARTTLS and
+// AUTH, multipart, its subject decoded, its Message-ID set.
+func TestEnqueueOnceSendOnce(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	var queued atomic.Int64
+	testenv.Race(32, func(int) {
+		ok, err := e.outbox.Enqueue(ctx, event, yourTurn("alice@example.test", "t1"))
+		if err != nil {
+			t.Error(err)
+		}
+		if ok {
+			queued.Add(1)
+		}
+	})
+	if queued.Load() != 1 {
+		t.Fatalf("queued %d times; want 1", queued.Load())
+	}
+	if sent := e.sender(notify.SenderOptions{}).Round(ctx); sent != 1 {
+		t.Fatalf("round sent %d; want 1", sent)
+	}
+	msgs := e.sink.Messages()
+	if len(msgs) != 1 {
+		t.Fatalf("sink got %d emails; want 1", len(msgs))
+	}
+	m := msgs[0]
+	if !m.TLS || m.From != "noreply@example.com" || len(m.To) != 1 || m.To[0] != "alice@example.test" {
+		t.Errorf("envelope from %q to %v tls %v; want noreply@example.com, [alice@example.test], over TLS", m.From, m.To, m.TLS)
+	}
+	if m.Subject != "It's your turn · premiere · 順番です" || !strings.Contains(m.Text, "?t=t1") || !strings.Contains(m.HTML, `href="http://localhost:8080/e/premiere?t=t1"`) {
+		t.Errorf("subject %q text %q html %q", m.Subject, m.Text, m.HTML)
+	}
+	if m.MessageID == "" || m.Header.Get("Content-Language") != "ja" || m.Header.Get("Auto-Submitted") != "auto-generated" {
+		t.Errorf("headers %v", m.Header)
+	}
+	// Sent: queued again it is not, and nothing more goes out.
+	if ok, _ := e.outbox.Enqueue(ctx, event, yourTurn("alice@example.test", "t1")); ok {
+		t.Error("a sent message was queued again")
+	}
+	if sent := e.sender(notify.SenderOptions{}).Round(ctx); sent != 0 || len(e.sink.Messages()) != 1 {
+		t.Errorf("a second round sent %d (sink has %d); want 0 (1)", sent, len(e.sink.Messages()))
+	}
+	if st, _ := e.outbox.State(ctx, event, "your_turn:t1"); st != "sent" {
+		t.Errorf("state %q; want sent", st)
+	}
+}
+
+// A server that refuses (451), then accepts: the message is retried with
+// backoff and delivered once.
+func TestRefusedThenAcceptedStillDelivers(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.sink.Refuse(2)
+	if _, err := e.outbox.Enqueue(ctx, event, yourTurn("bob@example.test", "t2")); err != nil {
+		t.Fatal(err)
+	}
+	s := e.sender(notify.SenderOptions{MaxBackoff: 50 * time.Millisecond})
+	deadline := time.Now().Add(10 * time.Second)
+	rounds := 0
+	for len(e.sink.For("bob@example.test")) == 0 && time.Now().Before(deadline) {
+		s.Round(ctx)
+		rounds++
+		time.Sleep(60 * time.Millisecond)
+	}
+	if got := len(e.sink.For("bob@example.test")); got != 1 || rounds < 3 {
+		t.Fatalf("%d emails after %d rounds; want 1 after at least 3 (two refused)", got, rounds)
+	}
+}
+
+// One sender at a time: three senders race their rounds over 20 messages;
+// each message arrives once.
+func TestThreeSendersOneEach(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	for i := range 20 {
+		if _, err := e.outbox.Enqueue(ctx, event, yourTurn("fan@example.test", "k"+string(rune('a'+i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	senders := []*notify.Sender{e.sender(notify.SenderOptions{}), e.sender(notify.SenderOptions{}), e.sender(notify.SenderOptions{})}
+	for range 3 {
+		testenv.Race(3, func(i int) { senders[i].Round(ctx) })
+	}
+	got := map[string]int{}
+	for _, m := range e.sink.Messages() {
+		got[m.MessageID]++
+	}
+	if len(got) != 20 || len(e.sink.Messages()) != 20 {
+		t.Fatalf("%d emails, %d distinct; want 20 and 20", len(e.sink.Messages()), len(got))
+	}
+}
+
+// A sender that dies mid-send (it took the message, the server may even
+// have it, but it never marked it sent) leaves it to another sender once
+// its lease and the message's visibility timeout pass: the mail goes out,
+// with the same Message-ID.
+func TestSenderKilledMidSend(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	if _, err := e.outbox.Enqueue(ctx, event, yourTurn("chika@example.test", "t3")); err != nil {
+		t.Fatal(err)
+	}
+	h := &hang{taken: make(chan struct{}), dead: make(chan struct{})}
+	t.Cleanup(func() { close(h.dead) })
+	dead := e.sender(notify.SenderOptions{Mailer: h, Lease: 300 * time.Millisecond, Inflight: 500 * time.Millisecond})
+	go dead.Round(ctx) // takes it, and never comes back from sending it
+	<-h.taken
+	if n, _ := e.outbox.Pending(ctx, event); n != 1 {
+		t.Fatalf("pending %d after the dead sender; want 1", n)
+	}
+	next := e.sender(notify.SenderOptions{Lease: 300 * time.Millisecond})
+	if sent := next.Round(ctx); sent != 0 {
+		t.Fatalf("another sender sent %d while the dead one's lease held; want 0", sent)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(e.sink.Messages()) == 0 && time.Now().Before(deadline) {
+		next.Round(ctx)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := e.sink.For("chika@example.test"); len(got) != 1 {
+		t.Fatalf("%d emails after the sender died; want 1", len(got))
+	}
+}
+
+// hang is a mailer whose process dies while it sends: Send never returns
+// while the test runs, so its sender neither renews its lease nor marks
+// the message.
+type hang struct{ taken, dead chan struct{} }
+
+func (h *hang) Send(ctx context.Context, _, _ string, _ []byte) error {
+	close(h.taken)
+	<-h.dead
+	return context.Canceled
+}
+func (h *hang) Close() error { return nil }
+
+// A message still unsent at its deadline is dropped, counted expired.
+func TestExpiredUnsentIsDropped(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	m := yourTurn("minjun@example.test", "t4")
+	m.NotAfter = time.Now().Add(-time.Second)
+	if _, err := e.outbox.Enqueue(ctx, event, m); err != nil {
+		t.Fatal(err)
+	}
+	e.sender(notify.SenderOptions{}).Round(ctx)
+	if st, _ := e.outbox.State(ctx, event, m.ID()); st != "expired" || len(e.sink.Messages()) != 0 {
+		t.Fatalf("state %q, %d emails; want expired, none", st, len(e.sink.Messages()))
+	}
+}
+
+// Bad input is refused before Redis: no kind, no key, a key with a space,
+// and every address that is not one plain address (a display name, a
+// second address, a header smuggled in).
+func TestEnqueueRefusesBadInput(t *testing.T) {
+	e := setup(t)
+	for _, m := range []notify.Message{
+		{Kind: "", Key: "k", To: "a@b.test"},
+		{Kind: "your_turn", Key: "", To: "a@b.test"},
+		{Kind: "your_turn", Key: "a b", To: "a@b.test"},
+		{Kind: "your_turn", Key: "k", To: ""},
+		{Kind: "your_turn", Key: "k", To: "Alice <a@b.test>"},
+		{Kind: "your_turn", Key: "k", To: "a@b.test, c@d.test"},
+		{Kind: "your_turn", Key: "k", To: "a@b.test\r\nBcc: c@d.test"},
+		{Kind: "your_turn", Key: "k", To: "no-at-sign"},
+		{Kind: "your_turn", Key: "k", To: "a@"},
+	} {
+		if ok, err := e.outbox.Enqueue(context.Background(), event, m); ok || err == nil {
+			t.Errorf("Enqueue(%+v) = %v, %v; want refused", m, ok, err)
+		}
+	}
+	if n, _ := e.outbox.Pending(context.Background(), event); n != 0 {
+		t.Errorf("pending %d; want 0", n)
+	}
+}
+
+// AUTH is never sent in clear: a server that offers no STARTTLS, away from
+// loopback, gets no password (net/smtp's PlainAuth refuses); here, on
+// loopback without TLS, a wrong password is refused by the server.
+func TestWrongPasswordFails(t *testing.T) {
+	e := setup(t)
+	m, err := notify.NewSMTP(strings.Replace(e.sink.URL(), "s3cret", "wrong", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.TLS = &tls.Config{RootCAs: e.sink.CertPool()}
+	if err := m.Send(context.Background(), "noreply@example.com", "a@b.test", []byte("Subject: x\r\n\r\nx\r\n")); err == nil {
+		t.Fatal("a wrong password sent an email")
+	}
+	if len(e.sink.Messages()) != 0 {
+		t.Fatal("the sink accepted an email without AUTH")
+	}
+}
