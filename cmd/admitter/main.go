@@ -10,6 +10,8 @@ import (
 	"net/http"
 
 	"github.com/waitroom/waitroom/internal/admission"
+	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/notify"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
@@ -31,13 +33,41 @@ func run(ctx context.Context, p service.Process) error {
 	defer redis.Close()
 	line := queue.New(redis, []byte(cfg.Auth.TicketSecret))
 	pre := presale.New(redis, line, []byte(cfg.Auth.TicketSecret), "")
-	adm := admission.New(admission.Options{Line: line, Operators: operators.New(redis), Presale: pre, Config: cfg, ConfigPath: p.ConfigPath, Log: p.Log})
+	o := admission.Options{Line: line, Operators: operators.New(redis), Presale: pre, Config: cfg, ConfigPath: p.ConfigPath, Log: p.Log}
+	jobs := []service.Job{}
+	// With notify.smtp_url, the away fans let in are emailed: every
+	// replica queues their emails (relayAway), and one at a time sends
+	// them (notify.Sender, under a lease).
+	var (
+		mailer *notify.SMTP
+		outbox *notify.Outbox
+	)
+	if cfg.Notify.SMTPURL != "" {
+		if mailer, err = notify.NewSMTP(cfg.Notify.SMTPURL); err != nil {
+			return err
+		}
+		outbox = notify.NewOutbox(redis)
+		o.Outbox = outbox
+	}
+	adm := admission.New(o)
+	if mailer != nil {
+		mails, err := web.NewMails()
+		if err != nil {
+			return err
+		}
+		sender := notify.NewSender(outbox, notify.SenderOptions{Mailer: mailer, Render: renderer(adm.Config, mails),
+			From: cfg.Notify.From, Events: eventIDs(adm.Config), Log: p.Log})
+		for _, ev := range cfg.Events {
+			notify.Export(ev.ID, notify.KindYourTurn)
+		}
+		jobs = append(jobs, sender.Run)
+		p.Log.Info("email to away fans", "smtp", mailer.Addr(), "from", cfg.Notify.From)
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
 	health.Routes(mux, health.Check{Name: "redis", Ping: line.Ping})
 	p.Log.Info("admitter started", "config", p.ConfigPath, "events", len(cfg.Events), "tick", cfg.Admitter.Tick.String())
-	return service.Run(ctx, p.Log, []service.Listener{{Addr: cfg.Admitter.Addr, Server: service.HTTP(mux)}},
-		func(ctx context.Context) { adm.Watch(ctx, p.Hup) },
-		adm.Run)
+	jobs = append(jobs, func(ctx context.Context) { adm.Watch(ctx, p.Hup) }, adm.Run)
+	return service.Run(ctx, p.Log, []service.Listener{{Addr: cfg.Admitter.Addr, Server: service.HTTP(mux)}}, jobs...)
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/notify"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/policy"
@@ -36,6 +38,16 @@ type Line interface {
 	// TickEvery tells the store the tick interval (a sharded event's tick
 	// lease is a few of them).
 	TickEvery(d time.Duration)
+	// AwayAdmitted and AwayNotified: the away fans let in whose email is
+	// due, and forgetting them once it is queued (away.go).
+	AwayAdmitted(ctx context.Context, event string, max int) ([]queue.AwayFan, error)
+	AwayNotified(ctx context.Context, event string, ids []string) error
+}
+
+// Outbox is where the admitter queues the emails of away fans let in
+// (package notify).
+type Outbox interface {
+	Enqueue(ctx context.Context, event string, m notify.Message) (bool, error)
 }
 
 // Operators is what the admitter needs of the operators' state
@@ -60,6 +72,7 @@ type Admitter struct {
 	line    Line
 	ops     Operators
 	presale Presale
+	outbox  Outbox // nil: no email (notify.smtp_url empty)
 	// stepping: events whose presale step runs now (a draw of a million
 	// registrations takes seconds: it runs beside the ticks, one at a time).
 	stepping sync.Map
@@ -80,6 +93,9 @@ type Options struct {
 	Operators Operators
 	Presale   Presale // nil = presales are not run by this admitter
 	Config    *config.Config
+	// Outbox queues the away fans' emails (nil: there is no email, and
+	// nobody can step away).
+	Outbox Outbox
 	// ConfigPath is the file Watch follows ("" = no reloads).
 	ConfigPath string
 	Log        *slog.Logger
@@ -88,7 +104,7 @@ type Options struct {
 
 // New returns an admitter serving o.Config.
 func New(o Options) *Admitter {
-	a := &Admitter{line: o.Line, ops: o.Operators, presale: o.Presale, log: o.Log, now: o.Now, cfg: config.NewLive(o.ConfigPath, o.Config)}
+	a := &Admitter{line: o.Line, ops: o.Operators, presale: o.Presale, outbox: o.Outbox, log: o.Log, now: o.Now, cfg: config.NewLive(o.ConfigPath, o.Config)}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -198,8 +214,11 @@ func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event
 	// A sharded tick may fail after letting fans in (the handover's last
 	// step): what it did is counted all the same.
 	admittedTotal.WithLabelValues(ev.ID).Add(float64(r.Admitted))
-	abandonedTotal.WithLabelValues(ev.ID).Add(float64(r.Abandoned))
+	abandonedTotal.WithLabelValues(ev.ID).Add(float64(r.Abandoned + r.Lapsed))
 	if err != nil {
+		return err
+	}
+	if err := a.relayAway(ctx, ev.ID, set); err != nil {
 		return err
 	}
 	if r.Shards != set.Shards {
@@ -235,6 +254,43 @@ func (a *Admitter) stepPresale(ctx context.Context, ev config.Event) {
 			a.log.Error("presale step failed", "event", ev.ID, "err", err)
 		}
 	}()
+}
+
+// awayBatch is how many away fans' emails one tick queues at most (the
+// next tick queues the rest).
+const awayBatch = 500
+
+// relayAway queues the email of every away fan the line let in (the tick
+// noted them due, in the same script as their admission), then forgets
+// them. Every replica may do it at once, or again after dying between the
+// two steps: the outbox queues one message per place, whoever asks.
+func (a *Admitter) relayAway(ctx context.Context, event string, set queue.Settings) error {
+	if a.outbox == nil {
+		return nil
+	}
+	due, err := a.line.AwayAdmitted(ctx, event, awayBatch)
+	if err != nil || len(due) == 0 {
+		return err
+	}
+	within := set.AwayClaimWithin
+	if within <= 0 {
+		within = queue.DefaultAwayClaimWithin
+	}
+	done := make([]string, 0, len(due))
+	for _, f := range due {
+		if f.Email != "" { // "": the fan left since; nothing to tell
+			until := f.AdmittedAt.Add(within)
+			m := notify.Message{Kind: notify.KindYourTurn, Key: f.ID, To: f.Email, Lang: f.Lang, NotAfter: until,
+				Data: map[string]string{"ticket": f.Ticket, "until": until.UTC().Format(time.RFC3339)}}
+			if _, err := a.outbox.Enqueue(ctx, event, m); err != nil && !errors.Is(err, notify.ErrInvalid) {
+				return fmt.Errorf("away: %w", err)
+			} else if err != nil {
+				a.log.Warn("away: email not queued", "event", event, "ticket", f.ID, "err", err)
+			}
+		}
+		done = append(done, f.ID)
+	}
+	return a.line.AwayNotified(ctx, event, done)
 }
 
 // pinOpening puts in force the times the event's lottery froze, if it

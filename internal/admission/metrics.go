@@ -10,7 +10,7 @@ var (
 	admittedTotal = metrics.CounterVec("waitroom_admitted_total",
 		"Waiting tickets admitted (moved to active) by this admitter.", "event")
 	abandonedTotal = metrics.CounterVec("waitroom_abandoned_total",
-		"Waiting tickets dropped because their fan stopped polling for abandon_after.", "event")
+		"Places given up as abandoned: waiting tickets whose fan stopped polling for abandon_after, and away fans' places let in but never claimed within away_claim_within.", "event")
 	admitRate = metrics.GaugeVec("waitroom_admit_rate",
 		"Effective admission rate (fans/s) measured in Redis while fans wait; the rate ETAs use. It starts again from the rate in force when that changes (an override, a reload, the adaptive admitter's halving or step).", "event")
 	admitRateConfigured = metrics.GaugeVec("waitroom_admit_rate_configured",
