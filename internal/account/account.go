@@ -49,13 +49,18 @@ func ValidID(id string) bool { return idPattern.MatchString(id) }
 
 // Claims is what a verified account token tells.
 type Claims struct {
-	Account   string // sub
-	Event     string // evt; "" = any event
+	Account string // sub
+	Event   string // evt; "" = any event
+	// Email is the email claim, as the origin site signed it ("" = none):
+	// the only address the room ever emails for this account (the away
+	// route checks its form).
+	Email     string
 	ExpiresAt time.Time
 }
 
 type jwtClaims struct {
 	Event string `json:"evt,omitempty"`
+	Email string `json:"email,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -108,7 +113,7 @@ func (v *Verifier) Verify(token, event string) (Claims, error) {
 		case event != "" && c.Event != "" && c.Event != event:
 			return Claims{}, fmt.Errorf("%w: token is for event %q", ErrInvalid, c.Event)
 		}
-		return Claims{Account: c.Subject, Event: c.Event, ExpiresAt: c.ExpiresAt.Time}, nil
+		return Claims{Account: c.Subject, Event: c.Event, Email: c.Email, ExpiresAt: c.ExpiresAt.Time}, nil
 	}
 	if last == nil {
 		last = errors.New("no keys")
@@ -163,7 +168,12 @@ func EncodePublicKeys(keys ...ed25519.PublicKey) ([]byte, error) {
 // helper and tests): sub account, aud "waitroom", exp now + ttl, and evt
 // when event is not "".
 func Mint(priv ed25519.PrivateKey, account, event string, now time.Time, ttl time.Duration) (string, error) {
-	c := jwtClaims{Event: event, RegisteredClaims: jwt.RegisteredClaims{
+	return MintWithEmail(priv, account, event, "", now, ttl)
+}
+
+// MintWithEmail is Mint with an email claim ("" = none).
+func MintWithEmail(priv ed25519.PrivateKey, account, event, email string, now time.Time, ttl time.Duration) (string, error) {
+	c := jwtClaims{Event: event, Email: email, RegisteredClaims: jwt.RegisteredClaims{
 		Subject:   account,
 		Audience:  jwt.ClaimStrings{Audience},
 		IssuedAt:  jwt.NewNumericDate(now),

@@ -23,26 +23,35 @@ var (
 // accounts: tokens are ignored, as a cookie of the origin site may be there
 // for its own reasons.
 func (s *Server) accountOf(c *fiber.Ctx, ev *config.Event) (string, error) {
+	claims, err := s.accountClaims(c, ev)
+	if err == nil && claims.Account == "" && ev.Admission.AccountsRequired() {
+		return "", errAccountRequired
+	}
+	return claims.Account, err
+}
+
+// accountClaims is what the verified account token a request brings says
+// (header X-Waitroom-Account, else cookie wr_u): nothing (no error) with
+// no token or no accounts; 401 invalid_account for a token that does not
+// verify.
+func (s *Server) accountClaims(c *fiber.Ctx, ev *config.Event) (account.Claims, error) {
 	if s.accounts == nil {
-		return "", nil
+		return account.Claims{}, nil
 	}
 	tok := c.Get(accountHeader)
 	if tok == "" {
 		tok = c.Cookies(accountCookie)
 	}
 	if tok == "" {
-		if ev.Admission.AccountsRequired() {
-			return "", errAccountRequired
-		}
-		return "", nil
+		return account.Claims{}, nil
 	}
 	claims, err := s.accounts.Verify(tok, ev.ID)
 	if err != nil {
 		if !errors.Is(err, account.ErrInvalid) {
-			return "", err
+			return account.Claims{}, err
 		}
-		s.log.Info("join: account token refused", "event", ev.ID, "reason", err)
-		return "", errInvalidAccount
+		s.log.Info("account token refused", "event", ev.ID, "reason", err)
+		return account.Claims{}, errInvalidAccount
 	}
-	return claims.Account, nil
+	return claims, nil
 }

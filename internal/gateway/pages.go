@@ -36,6 +36,7 @@ var notices = map[string]bool{
 	"account_required": true, "invalid_account": true, // accounts.go
 	"invalid_return": true,                                                                                          // a way back to a site this event does not guard (forwardauth.go)
 	"not_invited":    true, "window_not_open": true, "code_required": true, "invalid_code": true, "code_used": true, // presale.go
+	"away_failed": true, "away_limited": true, // away.go
 }
 
 func (s *Server) pageRoutes() {
@@ -48,6 +49,7 @@ func (s *Server) pageRoutes() {
 	s.app.Get("/e/:event/qr.svg", s.qrCode)
 	s.app.Post("/e/:event/join", lineBudget, s.joinForm)
 	s.app.Post("/e/:event/leave", lineBudget, s.leaveForm)
+	s.app.Post("/e/:event/away", lineBudget, s.awayForm)
 	s.app.Post("/e/:event/move", s.moveForm)
 	s.app.Get("/e/:event/register", lineBudget, s.page(s.registerPage))
 	s.app.Post("/e/:event/register", lineBudget, s.registerForm)
@@ -131,15 +133,6 @@ func (s *Server) pageEvent(c *fiber.Ctx, l *web.Locale) (*config.Event, error) {
 	return ev, nil
 }
 
-// zoneOf is an event's time zone: the offset its first showtime's starts_at
-// was written with (the config has no zone of its own).
-func zoneOf(ev *config.Event) *time.Location {
-	if len(ev.Showtimes) > 0 {
-		return ev.Showtimes[0].StartsAt.Location()
-	}
-	return time.UTC
-}
-
 // eventView is an event as the pages show it, with the line's figures when
 // Redis answers (a page renders without them when it does not).
 func (s *Server) eventView(ctx context.Context, ev *config.Event) *web.Event {
@@ -157,8 +150,9 @@ func (s *Server) eventView(ctx context.Context, ev *config.Event) *web.Event {
 // with waiting fans in line (-1: unknown). The live pages and the
 // operators' previews both draw the event with it.
 func viewOf(ev *config.Event, set queue.Settings, st string, waiting int64, now time.Time) *web.Event {
-	v := &web.Event{ID: ev.ID, Name: ev.Name, Venue: ev.Venue, State: st, Waiting: waiting}
-	zone := zoneOf(ev)
+	v := web.EventOf(ev, now)
+	v.State, v.Waiting = st, waiting
+	zone := web.ZoneOf(ev)
 	switch v.State {
 	case statePrequeue:
 		if set.OpensAt != nil {
@@ -171,16 +165,6 @@ func viewOf(ev *config.Event, set queue.Settings, st string, waiting int64, now 
 	case statePaused, stateClosed, statePassthrough, stateSoldOut:
 		v.Detail = &web.Detail{Key: "index.detail." + v.State}
 		v.RoomDetail = &web.Detail{Key: "room.detail." + v.State}
-	}
-	for _, st := range ev.Showtimes {
-		w := web.Showtime{ID: st.ID, Title: st.Title, StartsAt: st.StartsAt, Past: st.StartsAt.Before(now), PriceCents: st.PriceCents}
-		if st.Rows == 0 && len(st.GeneralAdmission) > 0 {
-			w.PriceCents = st.GeneralAdmission[0].PriceCents // no reserved seats: the blocks set the price
-		}
-		for _, b := range st.GeneralAdmission {
-			w.Blocks = append(w.Blocks, b.PriceCents)
-		}
-		v.Showtimes = append(v.Showtimes, w)
 	}
 	return v
 }
@@ -275,6 +259,18 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 		if room.Return != "" {
 			s.keepReturn(c, ev, ticket, room.Return)
 		}
+	ticket := s.ticketCookie(c, ev)
+	if ticket != "" && c.Query("away") != "" {
+		// Just stepped away (awayForm): the page says what happens next,
+		// and neither polls nor refreshes (a poll would claim a place let
+		// in meanwhile: the emailed link is the fan's way back).
+		if room.Away = s.awayOffer(c, ev); room.Away != nil {
+			room.Status, room.Hint = "away", "away"
+			noStore(c)
+			return s.render(c, fiber.StatusOK, web.RoomPage, l, p)
+		}
+	}
+	if ticket != "" {
 		st, err := s.line.Status(c.UserContext(), ev.ID, ticket, s.settingsFor(ev))
 		switch {
 		case errors.Is(err, queue.ErrInvalidTicket):
@@ -285,6 +281,7 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 			roomOf(room, st, from)
 			switch st.State {
 			case queue.Waiting:
+				room.Away = s.awayOffer(c, ev)
 				share := "/e/" + ev.ID + "?t=" + url.QueryEscape(ticket) + "&from=" + strconv.FormatInt(room.From, 10)
 				room.ShareURL = s.publicURL(c) + share
 				room.QRURL = "/e/" + ev.ID + "/qr.svg?from=" + strconv.FormatInt(room.From, 10)

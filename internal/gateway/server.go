@@ -40,6 +40,7 @@ type Line interface {
 	Enter(ctx context.Context, r queue.EnterRequest) (queue.Entry, error)
 	Status(ctx context.Context, event, ticket string, set queue.Settings) (queue.Status, error)
 	Leave(ctx context.Context, event, ticket string) error
+	StepAway(ctx context.Context, r queue.AwayRequest) error
 	Revoke(ctx context.Context, event, id string) error
 	Active(ctx context.Context, event, ticket string) (bool, error)
 	Extend(ctx context.Context, event, ticket string, until time.Time, window time.Duration) (time.Time, bool, error)
@@ -255,6 +256,7 @@ func (s *Server) routes() {
 	line.Post("/:event/tickets", s.join)
 	line.Get("/:event/tickets/:ticket", s.status)
 	line.Delete("/:event/tickets/:ticket", s.leave)
+	line.Post("/:event/tickets/:ticket/away", s.away)
 	line.Get("/:event/lottery", s.lottery)
 	line.Get("/:event/lottery/entries", s.lotteryEntries)
 	line.Get("/:event/lottery/:ticket", s.ticketDraw)

@@ -239,7 +239,7 @@ func (s *Server) reportPage(c *fiber.Ctx, l *web.Locale) error {
 	if err != nil {
 		return err
 	}
-	zone := zoneOf(ev)
+	zone := web.ZoneOf(ev)
 	v := &web.Report{
 		Joined: r.Joined, Admitted: r.Admitted, Left: r.Left, Abandoned: r.Abandoned,
 		Mean: r.MeanPerSecond, Configured: r.ConfiguredPerSecond, Waited: r.Busy > 0, Inversions: r.FIFOInversions,

@@ -246,6 +246,15 @@ type Room struct {
 	// Return is the way back to the site behind the room that sent the fan
 	// here (?return=, checked): the join carries it.
 	Return string
+	// Away is the offer to leave and be emailed (nil: this fan cannot:
+	// no email, or the room sends none); with Status "away", what was set.
+	Away *Away
+}
+
+// Away is what the waiting page says of stepping away.
+type Away struct {
+	Email   string // the address the origin site signed
+	Minutes int64  // how long the place, once let in, waits for the fan
 }
 
 // Waiting is true while the fan has a place in line.

@@ -21,6 +21,7 @@
 //   waiting, next ─410─▶ expired | closed; ─soldout─▶ soldout; ─leave─▶ left
 //   waiting, next ─left─▶ left (no ticket kept any more: the fan left in another tab)
 //   left, expired, closed ─rejoin─▶ joining
+//   away (rendered by the server once the fan stepped away): stays, no polls
 //
 // The line starts from the status the server rendered: none joins; left
 // stays left until the fan asks; any other (waiting, next, admitted,
@@ -163,6 +164,14 @@ export class Line {
     if (status === 'left') {
       // Left on the page without JavaScript: stay out until asked.
       this.end('left');
+      return;
+    }
+    if (status === 'away') {
+      // The fan just stepped away (the server kept the place and will
+      // email): no polls from here. Opening the room again shows the
+      // place, as any page load does.
+      this.s.status = 'away';
+      this.decide('away', STOP);
       return;
     }
     if (status === 'none') {

@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"errors"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/notify"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// Away from the page (DESIGN.md): a fan whose account token carries an
+// email steps away; the line keeps the place without polls and, once it is
+// let in, the admitter emails that address a link to it. The address is
+// only ever the one the origin site signed: the route takes none of its
+// own.
+var (
+	errNoEmail = &apiError{Status: fiber.StatusForbidden, Code: "no_email",
+		Message: "stepping away needs an account token from the organiser's site that carries your email"}
+	errNotYourPlace = &apiError{Status: fiber.StatusForbidden, Code: "not_your_place",
+		Message: "this place belongs to another account (or to none): only its own account can step away from it"}
+	errAlreadyAdmitted = &apiError{Status: fiber.StatusConflict, Code: "already_admitted",
+		Message: "it is your turn already: go to booking"}
+	errNoMail = &apiError{Status: fiber.StatusNotFound, Code: "not_found",
+		Message: "this room sends no email (notify.smtp_url is not set)"}
+)
+
+// awayErrors maps StepAway's own errors (the rest are the line's).
+func awayError(err error) error {
+	var limited queue.AwayLimited
+	switch {
+	case errors.Is(err, queue.ErrNotYours):
+		return errNotYourPlace
+	case errors.Is(err, queue.ErrAlreadyAdmitted):
+		return errAlreadyAdmitted
+	case errors.As(err, &limited):
+		e := rateLimited(int((limited.RetryAfter.Seconds()) + 1))
+		e.Message = "this account asked for emails too often this hour"
+		return e
+	}
+	return err
+}
+
+// away: POST /api/v1/events/:event/tickets/:ticket/away → 202
+// {"status":"away","email"}. The account token as at join (header
+// X-Waitroom-Account or cookie wr_u) must carry an email claim (else 403
+// no_email; a bad token is 401 invalid_account) and be the place's own
+// account (403 not_your_place). The email is written in the fan's language
+// (body {"lang"} if one of ours, else wr_lang, else Accept-Language).
+func (s *Server) away(c *fiber.Ctx) error {
+	ev, ticket, err := s.ticketOf(c)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Lang string `json:"lang"`
+	}
+	if len(c.Body()) > 0 {
+		if err := c.BodyParser(&body); err != nil {
+			return &apiError{Status: fiber.StatusBadRequest, Code: "invalid_request", Message: "the body must be a JSON object, e.g. {\"lang\":\"ja\"}"}
+		}
+	}
+	lang := body.Lang
+	if !web.Supported(lang) {
+		lang = web.Negotiate(c.Cookies(langCookie), c.Get(fiber.HeaderAcceptLanguage))
+	}
+	email, err := s.stepAway(c, ev, ticket, lang)
+	if err != nil {
+		return err
+	}
+	noStore(c)
+	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"status": "away", "email": email})
+}
+
+// stepAway steps the fan of ticket away, as its account token (the
+// request's) allows; it returns the address the email will go to.
+func (s *Server) stepAway(c *fiber.Ctx, ev *config.Event, ticket, lang string) (string, error) {
+	cfg := s.config()
+	if cfg.Notify.SMTPURL == "" {
+		return "", errNoMail
+	}
+	claims, err := s.accountClaims(c, ev)
+	if err != nil {
+		return "", err
+	}
+	if claims.Account == "" || !notify.ValidAddress(claims.Email) {
+		return "", errNoEmail
+	}
+	err = s.line.StepAway(c.UserContext(), queue.AwayRequest{Event: ev.ID, Settings: s.settingsFor(ev), Ticket: ticket,
+		Account: claims.Account, Email: claims.Email, Lang: lang, Limit: cfg.Notify.PerAccountPerHour, Now: s.now()})
+	if err != nil {
+		return "", awayError(err)
+	}
+	return claims.Email, nil
+}
+
+// awayForm: POST /e/:event/away — "Leave and email me" on the waiting
+// page, with or without JavaScript: the ticket from its cookie, the
+// account from wr_u. 303 to the room, which says what happens next
+// (?away=1), or why it did not (?e=…).
+func (s *Server) awayForm(c *fiber.Ctx) error {
+	ev, err := s.formEvent(c)
+	if err != nil {
+		return err
+	}
+	room := "/e/" + ev.ID
+	ticket := s.ticketCookie(c, ev)
+	if ticket == "" {
+		return c.Redirect(room, fiber.StatusSeeOther)
+	}
+	lang := web.Negotiate(c.Cookies(langCookie), c.Get(fiber.HeaderAcceptLanguage))
+	email, err := s.stepAway(c, ev, ticket, lang)
+	if err != nil {
+		code := "away_failed"
+		switch ae := toAPI(err); {
+		case ae == nil:
+			s.log.Warn("away form", "event", ev.ID, "err", err)
+		case ae.Code == "rate_limited":
+			code = "away_limited"
+		case ae.Code == "already_admitted":
+			return c.Redirect(room, fiber.StatusSeeOther) // the room takes the fan on to booking
+		}
+		c.Response().ResetBody()
+		return c.Redirect(room+"?e="+code, fiber.StatusSeeOther)
+	}
+	s.log.Info("fan stepped away", "event", ev.ID)
+	_ = email
+	return c.Redirect(room+"?away=1", fiber.StatusSeeOther)
+}
+
+// awayOffer is what the waiting page says of stepping away, when this fan
+// can (the room sends email, and the fan's account token carries an
+// address): nil otherwise.
+func (s *Server) awayOffer(c *fiber.Ctx, ev *config.Event) *web.Away {
+	cfg := s.config()
+	if cfg.Notify.SMTPURL == "" || c.Cookies(accountCookie) == "" {
+		return nil
+	}
+	claims, err := s.accountClaims(c, ev)
+	if err != nil || !notify.ValidAddress(claims.Email) {
+		return nil
+	}
+	within := ev.Admission.AwayClaimWithin.D()
+	return &web.Away{Email: claims.Email, Minutes: int64((within.Minutes()) + 0.5)}
+}
