@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/gateway/web"
@@ -46,6 +47,7 @@ func run(ctx context.Context, p service.Process) error {
 		if mailer, err = notify.NewSMTP(cfg.Notify.SMTPURL); err != nil {
 			return err
 		}
+		mailer.Timeout = cfg.Notify.Timeout.D()
 		outbox = notify.NewOutbox(redis)
 		o.Outbox = outbox
 	}
@@ -55,13 +57,16 @@ func run(ctx context.Context, p service.Process) error {
 		if err != nil {
 			return err
 		}
+		// A sender that dies mid-send hands its lease and its emails over
+		// after two time-outs and a margin.
+		handover := 2*mailer.Timeout + 5*time.Second
 		sender := notify.NewSender(outbox, notify.SenderOptions{Mailer: mailer, Render: renderer(adm.Config, mails),
-			From: cfg.Notify.From, Events: eventIDs(adm.Config), Log: p.Log})
+			From: cfg.Notify.From, Events: eventIDs(adm.Config), Lease: handover, Inflight: handover, Log: p.Log})
 		for _, ev := range cfg.Events {
 			notify.Export(ev.ID, notify.KindYourTurn)
 		}
 		jobs = append(jobs, sender.Run)
-		p.Log.Info("email to away fans", "smtp", mailer.Addr(), "from", cfg.Notify.From)
+		p.Log.Info("email to away fans", "smtp", mailer.Addr(), "from", cfg.Notify.From, "sender", sender.Owner())
 	}
 
 	mux := http.NewServeMux()

@@ -5,7 +5,9 @@
 //	devstack run              private Redis and PostgreSQL in .data/, migrate, seed,
 //	                          then booking, admitter and gateway until Ctrl-C (booking
 //	                          and admitter on loopback), the demo's origin site
-//	                          (origin.go) on 127.0.0.1:8090, and when nginx is
+//	                          (origin.go) on 127.0.0.1:8090, with each demo account's
+//	                          inbox at /mail (the emails a mail sink on loopback, where
+//	                          notify.smtp_url points, received), and when nginx is
 //	                          installed the demo shop behind the room (shop.go)
 //	                          on 127.0.0.1:8088
 //	devstack test -- CMD ...  a private PostgreSQL for the test run, then CMD
@@ -20,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -32,6 +35,7 @@ import (
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
+	"github.com/waitroom/waitroom/internal/testsupport/mailsink"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -207,8 +211,12 @@ func run(ctx context.Context, log *slog.Logger) error {
 		}
 		originCtx, stopOrigin := context.WithCancel(ctx)
 		defer stopOrigin()
+		sink := startSink(log, cfg)
+		if sink != nil {
+			defer sink.Close()
+		}
 		go func() {
-			if err := serveOrigin(originCtx, log, originKey, gw); err != nil {
+			if err := serveOrigin(originCtx, log, originKey, gw, sink); err != nil {
 				log.Warn("demo origin site not started", "err", err)
 			}
 		}()
@@ -224,7 +232,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 		if localsvc.Find("nginx", "/usr/sbin") != "" {
 			shop = "http://" + shopAddr + "/drop/"
 		}
-		fmt.Printf("\n  waitroom is up: %s/   (Ctrl-C stops everything)\n  demo origin site (log in as a demo account): http://%s/\n  demo shop behind the room (nginx): %s\n\n", gw, originAddr, shop)
+		fmt.Printf("\n  waitroom is up: %s/   (Ctrl-C stops everything)\n  demo origin site (log in as a demo account): http://%s/\n  the demo accounts' inboxes: http://%s/mail\n  demo shop behind the room (nginx): %s\n\n", gw, originAddr, originAddr, shop)
 	}
 	select {
 	case <-ctx.Done():
@@ -243,6 +251,23 @@ func run(ctx context.Context, log *slog.Logger) error {
 		stopAll(procs)
 		return err
 	}
+}
+
+// startSink starts the demo's mail sink where notify.smtp_url points, if
+// that is a loopback address (the shipped config's smtp://127.0.0.1:2525):
+// the emails to away fans land there, and the origin site shows them.
+func startSink(log *slog.Logger, cfg *config.Config) *mailsink.Sink {
+	u, err := url.Parse(cfg.Notify.SMTPURL)
+	if err != nil || cfg.Notify.SMTPURL == "" || u.Scheme != "smtp" || !isLoopback(u.Hostname()) {
+		return nil
+	}
+	sink, err := mailsink.Start(mailsink.Options{Addr: u.Host})
+	if err != nil {
+		log.Warn("demo mail sink not started", "addr", u.Host, "err", err)
+		return nil
+	}
+	log.Info("demo mail sink", "smtp", sink.Addr)
+	return sink
 }
 
 // loopback binds the booking API and the admitter to this machine only,

@@ -13,11 +13,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/account"
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/testsupport/mailsink"
 )
 
 // The demo's origin site: the site where fans log in, as far as waitroom
@@ -31,7 +33,13 @@ import (
 //	GET  /login/{account}    sets cookie wr_u (a 30-minute token) and goes to the waiting room
 //	GET  /logout             clears wr_u
 //	GET  /token/{account}    the token alone, for curl (header X-Waitroom-Account)
+//	GET  /mail               each demo account's inbox: the emails the room sent it
+//	                         (the mail sink make run starts, mailsink)
 //
+// Each token carries the account's email, <account>@demo.test, so a fan
+// logged in here may leave the waiting page and be emailed when it is its
+// turn (DESIGN.md, "Away from the page"); the email lands in the sink and
+// shows at /mail.
 // Cookies are not kept apart by port, so wr_u set here on localhost reaches
 // the gateway on localhost:8080. On start it credits each demo account
 // 20,000 points once (reference demo-welcome-<account>), through the
@@ -82,11 +90,35 @@ var originPage = template.Must(template.New("origin").Parse(`<!doctype html>
 <p>Log in as a demo account: the site signs an account token (cookie <code>wr_u</code>) and sends you to the waiting room.
 One place per account, from any browser; each account starts with {{.Points}} points to pay with.</p>
 <ul>{{range .Accounts}}<li><a href="/login/{{.}}">Log in as {{.}}</a> · <a href="/token/{{.}}">token</a></li>{{end}}</ul>
-<p><a href="/logout">Log out</a> · waitroom: <a href="{{.Gateway}}">{{.Gateway}}</a></p>
+<p>Each account's token carries its email (alice@demo.test, …): in the waiting room, <b>Leave and email me</b>
+keeps your place without the page; the email arrives in the account's inbox at <a href="/mail">/mail</a>.</p>
+<p><a href="/logout">Log out</a> · <a href="/mail">Inboxes</a> · waitroom: <a href="{{.Gateway}}">{{.Gateway}}</a></p>
+</body></html>`))
+
+// demoEmail is a demo account's address (the .test domain is reserved: it
+// reaches nobody but the sink).
+func demoEmail(account string) string { return account + "@demo.test" }
+
+// mailPage shows each demo account's inbox, newest first: each email's
+// subject, when it came, its plain text and its HTML (in a sandboxed frame:
+// no script, no link out of it but by a new tab).
+var mailPage = template.Must(template.New("mail").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="5"><title>Demo inboxes</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:48rem;margin:2rem auto;padding:0 1rem}
+section{border-top:1px solid #ccc;margin-top:1.5rem}article{border:1px solid #ddd;border-radius:.4rem;padding:.75rem;margin:.75rem 0}
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem}iframe{width:100%;height:26rem;border:1px solid #ddd}</style></head>
+<body><h1>Demo inboxes</h1>
+<p>The emails waitroom sent each demo account, as the mail sink of <code>make run</code> received them (it keeps them in memory: a restart empties it). This page reloads every 5 seconds. <a href="/">Back to the accounts</a></p>
+{{if not .Sink}}<p><b>No mail sink runs:</b> notify.smtp_url does not name a loopback address, so make run started none.</p>{{end}}
+{{range .Inboxes}}<section id="inbox-{{.Account}}"><h2>{{.Account}} &lt;{{.Email}}&gt;</h2>
+{{range .Mails}}<article><h3 class="subject">{{.Subject}}</h3><p><small>{{.At.Format "2006-01-02 15:04:05"}} · {{.MessageID}}</small></p>
+<details open><summary>HTML</summary><iframe sandbox="allow-popups allow-popups-to-escape-sandbox" srcdoc="{{.HTML}}" title="{{.Subject}}"></iframe></details>
+<details><summary>Plain text</summary><pre>{{.Text}}</pre></details></article>
+{{else}}<p>No email yet.</p>{{end}}</section>{{end}}
 </body></html>`))
 
 // serveOrigin runs the demo origin site until ctx ends.
-func serveOrigin(ctx context.Context, log *slog.Logger, priv ed25519.PrivateKey, gateway string) error {
+func serveOrigin(ctx context.Context, log *slog.Logger, priv ed25519.PrivateKey, gateway string, sink *mailsink.Sink) error {
 	known := map[string]bool{}
 	for _, a := range demoAccounts {
 		known[a] = true
@@ -102,7 +134,7 @@ func serveOrigin(ctx context.Context, log *slog.Logger, priv ed25519.PrivateKey,
 			http.Error(w, "no such demo account", http.StatusNotFound)
 			return "", false
 		}
-		tok, err := account.Mint(priv, acct, "", time.Now(), originTokenTTL)
+		tok, err := account.MintWithEmail(priv, acct, "", demoEmail(acct), time.Now(), originTokenTTL)
 		if err != nil {
 			http.Error(w, "cannot sign", http.StatusInternalServerError)
 			return "", false
@@ -121,6 +153,24 @@ func serveOrigin(ctx context.Context, log *slog.Logger, priv ed25519.PrivateKey,
 				HttpOnly: true, SameSite: http.SameSiteLaxMode})
 			http.Redirect(w, r, gateway+"/", http.StatusSeeOther)
 		}
+	})
+	mux.HandleFunc("GET /mail", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		type inbox struct {
+			Account, Email string
+			Mails          []mailsink.Message
+		}
+		var boxes []inbox
+		for _, a := range demoAccounts {
+			b := inbox{Account: a, Email: demoEmail(a)}
+			if sink != nil {
+				b.Mails = sink.For(b.Email)
+				slices.Reverse(b.Mails) // newest first
+			}
+			boxes = append(boxes, b)
+		}
+		_ = mailPage.Execute(w, map[string]any{"Inboxes": boxes, "Sink": sink != nil})
 	})
 	mux.HandleFunc("GET /logout", func(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{Name: "wr_u", Value: "", Path: "/", MaxAge: -1})

@@ -142,6 +142,10 @@ type Notify struct {
 	// account may step away in an hour, so how many emails its token can
 	// ask the room to send (default 10).
 	PerAccountPerHour int `yaml:"per_account_per_hour"`
+	// Timeout (beyond the contract) bounds one email's delivery to the
+	// SMTP server, dial to the end of DATA (default 20s). A sender that
+	// dies mid-send leaves its emails to another after 2 × timeout + 5 s.
+	Timeout Duration `yaml:"timeout"`
 }
 
 type Booking struct {
@@ -469,6 +473,7 @@ func (c *Config) setDefaults() {
 	def(&ad.Floor, 0.05)
 	def(&c.Notify.From, "waitroom <noreply@example.com>")
 	def(&c.Notify.PerAccountPerHour, 10)
+	def(&c.Notify.Timeout, Duration(20*time.Second))
 	def(&c.Booking.Addr, ":8081")
 	if c.Booking.PublicKeyFile == "" {
 		def(&c.Booking.JWKSURL, "http://127.0.0.1:8080/.well-known/jwks.json")
@@ -609,6 +614,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := mail.ParseAddress(c.Notify.From); err != nil {
 		bad("notify.from", "%q is not an address such as \"waitroom <noreply@example.com>\"", c.Notify.From)
+	}
+	if c.Notify.Timeout.D() < 100*time.Millisecond {
+		bad("notify.timeout", "must be >= 100ms")
 	}
 	if c.Notify.PerAccountPerHour < 1 {
 		bad("notify.per_account_per_hour", "must be >= 1, not %d", c.Notify.PerAccountPerHour)

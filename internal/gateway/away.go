@@ -142,6 +142,5 @@ func (s *Server) awayOffer(c *fiber.Ctx, ev *config.Event) *web.Away {
 	if err != nil || !notify.ValidAddress(claims.Email) {
 		return nil
 	}
-	within := ev.Admission.AwayClaimWithin.D()
-	return &web.Away{Email: claims.Email, Minutes: int64((within.Minutes()) + 0.5)}
+	return &web.Away{Email: claims.Email, Within: ev.Admission.AwayClaimWithin.D()}
 }

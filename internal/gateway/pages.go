@@ -255,10 +255,6 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 			return s.render(c, fiber.StatusBadRequest, web.RoomPage, l, p)
 		}
 	}
-	if ticket := s.ticketCookie(c, ev); ticket != "" {
-		if room.Return != "" {
-			s.keepReturn(c, ev, ticket, room.Return)
-		}
 	ticket := s.ticketCookie(c, ev)
 	if ticket != "" && c.Query("away") != "" {
 		// Just stepped away (awayForm): the page says what happens next,
@@ -271,6 +267,9 @@ func (s *Server) roomPage(c *fiber.Ctx, l *web.Locale) error {
 		}
 	}
 	if ticket != "" {
+		if room.Return != "" {
+			s.keepReturn(c, ev, ticket, room.Return)
+		}
 		st, err := s.line.Status(c.UserContext(), ev.ID, ticket, s.settingsFor(ev))
 		switch {
 		case errors.Is(err, queue.ErrInvalidTicket):

@@ -325,7 +325,7 @@ func (s *Server) registerPage(c *fiber.Ctx, l *web.Locale) error {
 	}
 	p := policy.PlanFor(*ev)
 	now := s.now()
-	r := &web.Registration{Status: "signed-out", OpensAt: p.RegistrationOpensAt.In(zoneOf(ev)), ClosesAt: p.RegistrationClosesAt.In(zoneOf(ev)),
+	r := &web.Registration{Status: "signed-out", OpensAt: p.RegistrationOpensAt.In(web.ZoneOf(ev)), ClosesAt: p.RegistrationClosesAt.In(web.ZoneOf(ev)),
 		Open: !now.Before(p.RegistrationOpensAt) && now.Before(p.RegistrationClosesAt)}
 	if n := c.Query("n"); registerNotices[n] {
 		r.Notice = n
@@ -347,7 +347,7 @@ func (s *Server) registerPage(c *fiber.Ctx, l *web.Locale) error {
 		default:
 			r.Status, r.ID, r.Rank = reg.Status, reg.ID, reg.Rank
 			if reg.WindowOpensAt != nil {
-				o, cl := reg.WindowOpensAt.In(zoneOf(ev)), reg.WindowClosesAt.In(zoneOf(ev))
+				o, cl := reg.WindowOpensAt.In(web.ZoneOf(ev)), reg.WindowClosesAt.In(web.ZoneOf(ev))
 				r.WindowOpensAt, r.WindowClosesAt = &o, &cl
 				r.WindowOpen = !now.Before(o) && now.Before(cl)
 				if wait := o.Sub(now); wait > 0 && wait <= 5*time.Minute {

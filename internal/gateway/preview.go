@@ -119,7 +119,7 @@ func (s *Server) sendPreview(c *fiber.Ctx, l *web.Locale, ev *config.Event, page
 // first window; on the wait list, the first rank after the selected.
 func registrationPreview(ev *config.Event, name string) *web.Registration {
 	p := policy.PlanFor(*ev)
-	zone := zoneOf(ev)
+	zone := web.ZoneOf(ev)
 	r := &web.Registration{OpensAt: p.RegistrationOpensAt.In(zone), ClosesAt: p.RegistrationClosesAt.In(zone)}
 	switch name {
 	case "registration":

@@ -265,3 +265,55 @@ func TestWrongPasswordFails(t *testing.T) {
 		t.Fatal("the sink accepted an email without AUTH")
 	}
 }
+
+// At least once, honestly: a sender that dies after the server accepted a
+// message but before it marked it sent leaves it to be sent again, and the
+// fan gets two copies, with one Message-ID (a mail store that dedupes by
+// it shows one).
+func TestDiedAfterTheServerHadItSendsTwiceWithOneMessageID(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	if _, err := e.outbox.Enqueue(ctx, event, yourTurn("dana@example.test", "t5")); err != nil {
+		t.Fatal(err)
+	}
+	d := &deliverThenDie{SMTP: e.mailer(), delivered: make(chan struct{}), dead: make(chan struct{})}
+	t.Cleanup(func() { close(d.dead) })
+	go e.sender(notify.SenderOptions{Mailer: d, Lease: 300 * time.Millisecond, Inflight: 500 * time.Millisecond}).Round(ctx)
+	<-d.delivered
+	next := e.sender(notify.SenderOptions{Lease: 300 * time.Millisecond})
+	deadline := time.Now().Add(5 * time.Second)
+	for len(e.sink.Messages()) < 2 && time.Now().Before(deadline) {
+		next.Round(ctx)
+		time.Sleep(100 * time.Millisecond)
+	}
+	got := e.sink.For("dana@example.test")
+	if len(got) != 2 || got[0].MessageID != got[1].MessageID || got[0].MessageID == "" {
+		t.Fatalf("%d copies, Message-IDs %q; want 2 copies of one Message-ID", len(got), ids(got))
+	}
+	if st, _ := e.outbox.State(ctx, event, "your_turn:t5"); st != "sent" {
+		t.Errorf("state %q; want sent", st)
+	}
+}
+
+func ids(ms []mailsink.Message) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.MessageID)
+	}
+	return out
+}
+
+// deliverThenDie delivers, then its process dies before it can say so.
+type deliverThenDie struct {
+	*notify.SMTP
+	delivered, dead chan struct{}
+}
+
+func (d *deliverThenDie) Send(ctx context.Context, from, to string, msg []byte) error {
+	if err := d.SMTP.Send(ctx, from, to, msg); err != nil {
+		return err
+	}
+	close(d.delivered)
+	<-d.dead
+	return context.Canceled
+}

@@ -118,6 +118,9 @@ func NewSender(outbox *Outbox, o SenderOptions) *Sender {
 	return &Sender{outbox: outbox, o: o, owner: "sender-" + hex.EncodeToString(b[:])}
 }
 
+// Owner is this sender's id, as its lease names it (rdb.SenderLease).
+func (s *Sender) Owner() string { return s.owner }
+
 // Run sends once a second until ctx ends, then gives the lease back.
 func (s *Sender) Run(ctx context.Context) {
 	defer func() {

@@ -239,6 +239,15 @@ func (l *Locale) When(t time.Time) string {
 	return t.Format("Mon, Jan 2, 2006, 15:04")
 }
 
+// Span writes a length of time exactly, in whole minutes from a minute on
+// ("10 minutes", "10分"), else in seconds ("20 seconds").
+func (l *Locale) Span(d time.Duration) string {
+	if d >= time.Minute {
+		return l.T("span.minutes", "n", int64(math.Round(d.Minutes())))
+	}
+	return l.T("span.seconds", "n", int64(math.Round(d.Seconds())))
+}
+
 // ETA writes a wait for people: "less than a minute", "about 4 minutes",
 // "about 1 hour 15 minutes" (quarter hours past an hour: more would be a
 // false promise), "more than a day".

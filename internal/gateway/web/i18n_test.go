@@ -173,14 +173,15 @@ func TestRender(t *testing.T) {
 			ev := Event{ID: "premiere", Name: "Premiere night", Venue: "Shinjuku Hall 3", State: state, Waiting: 3,
 				Detail: &Detail{Key: "index.detail.prequeue", At: at}, RoomDetail: &Detail{Key: "room.detail.prequeue", At: at},
 				Showtimes: []Showtime{{ID: 42, Title: "Premiere 19:00", StartsAt: at, PriceCents: 1500, Blocks: []int64{900}}, {ID: 43, Title: "Late", StartsAt: at, Past: true, PriceCents: 1500}}}
-			for _, status := range []string{"none", "waiting", "next", "admitted", "left", "expired", "closed", "error"} {
+			for _, status := range []string{"none", "waiting", "next", "admitted", "left", "expired", "closed", "error", "away"} {
 				theirs := int64(0) // the move's question without places, and with them
 				if status == "waiting" {
 					theirs = 2
 				}
 				for _, page := range []string{IndexPage, RoomPage, BookPage, LeavePage, NotFoundPage, MovePage} {
 					p := &Page{L: LocaleFor(l.Code), Title: "t", Currency: "USD", Events: []Event{ev}, Event: &ev,
-						Room:  &Room{Status: status, Hint: "waiting", Position: 5, Ahead: 4, ETA: &eta, From: 9, Refresh: 3, Notice: "rate_limited", ShareURL: "/e/premiere?t=x", QRURL: "/e/premiere/qr.svg", Moved: status == "waiting"},
+						Room: &Room{Status: status, Hint: "waiting", Position: 5, Ahead: 4, ETA: &eta, From: 9, Refresh: 3, Notice: "rate_limited", ShareURL: "/e/premiere?t=x", QRURL: "/e/premiere/qr.svg", Moved: status == "waiting",
+							Away: &Away{Email: "fan@example.test", Within: 10 * time.Minute}},
 						Move:  &Move{Ticket: "x", From: 9, Mine: 5, Theirs: theirs},
 						Langs: []LangLink{{Code: "en", Name: "English", Href: "?lang=en", Current: true}}}
 					var b bytes.Buffer

@@ -253,8 +253,8 @@ type Room struct {
 
 // Away is what the waiting page says of stepping away.
 type Away struct {
-	Email   string // the address the origin site signed
-	Minutes int64  // how long the place, once let in, waits for the fan
+	Email  string        // the address the origin site signed
+	Within time.Duration // how long the place, once let in, waits for the fan
 }
 
 // Waiting is true while the fan has a place in line.

@@ -70,8 +70,34 @@ type Sink struct {
 
 	mu      sync.Mutex
 	msgs    []Message
-	refuse  int // DATA commands still to refuse
+	refuse  int   // DATA commands still to refuse
+	hold    *hold // the next DATA waits for its release
 	changed chan struct{}
+}
+
+type hold struct{ held, release chan struct{} }
+
+// Hold makes the next message wait at RCPT, before its data is sent,
+// until release is called: a test kills its sender meanwhile, mid-send (a
+// message whose client died there is never accepted; one whose client
+// died after sending its data but before the server's answer would be,
+// as by any SMTP server). held is closed once a message waits.
+func (s *Sink) Hold() (held <-chan struct{}, release func()) {
+	h := &hold{held: make(chan struct{}), release: make(chan struct{})}
+	s.mu.Lock()
+	s.hold = h
+	s.mu.Unlock()
+	var once sync.Once
+	return h.held, func() { once.Do(func() { close(h.release) }) }
+}
+
+// takeHold is the hold waiting for the next message, if any.
+func (s *Sink) takeHold() *hold {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.hold
+	s.hold = nil
+	return h
 }
 
 // Start listens and serves until Close.
@@ -218,6 +244,10 @@ func (x *session) Mail(from string, _ *smtp.MailOptions) error {
 }
 
 func (x *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if h := x.s.takeHold(); h != nil {
+		close(h.held)
+		<-h.release
+	}
 	x.to = append(x.to, to)
 	return nil
 }

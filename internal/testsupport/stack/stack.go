@@ -118,6 +118,9 @@ type Options struct {
 	// ", "), e.g. `, public_url: "https://tickets.example"`; {gateway} in
 	// it is the first gateway's host:port.
 	GatewayKeys string
+	// Notify is the flow-style YAML of notify: (e.g. `{smtp_url:
+	// "smtp://127.0.0.1:2525", timeout: "1s"}`; "" = no email).
+	Notify string
 }
 
 // Stack is a running waitroom.
@@ -217,6 +220,7 @@ func Start(t testing.TB, o Options) *Stack {
 	cfg := fmt.Sprintf(`redis: {url: %q, wait_replicas: %d}
 postgres: {url: %q}
 auth: {ticket_secret: %q, signing_key_file: %q, admin_token: %q, account_keys_file: %q}
+notify: %s
 gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: %q, trusted_proxies: %s%s}
 admitter: {addr: "127.0.0.1:0", tick: %q%s}
 booking:
@@ -225,7 +229,7 @@ booking:
 %s
 events:
 %s
-`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, o.AccountKeysFile, gw, s.Booking, o.JoinsPerIP, o.ProxyTimeout, yamlList(o.TrustedProxies), strings.ReplaceAll(o.GatewayKeys, "{gateway}", gw), o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
+`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, o.AccountKeysFile, notifyYAML(o.Notify), gw, s.Booking, o.JoinsPerIP, o.ProxyTimeout, yamlList(o.TrustedProxies), strings.ReplaceAll(o.GatewayKeys, "{gateway}", gw), o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
 	s.ConfigPath = filepath.Join(dir, "waitroom.yaml")
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -264,6 +268,13 @@ events:
 	}
 	t.Cleanup(s.StopAll)
 	return s
+}
+
+func notifyYAML(flow string) string {
+	if flow == "" {
+		return "{}"
+	}
+	return flow
 }
 
 // yamlList is a flow-style YAML list of strings.
