@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/waitroom/waitroom/internal/account"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/mailsink"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
@@ -140,7 +141,7 @@ func TestAwayEmailedOnceWhileAdmittersRaceAndOneDies(t *testing.T) {
 			t.Errorf("refused step away: %d %v; want %d", got, out, c.code)
 		}
 	}
-	if n := r.RDB.HLen(ctx, "wr:{premiere}:away").Val(); n != 0 {
+	if n := r.RDB.HLen(ctx, rdb.KeysOf("premiere").Away).Val(); n != 0 {
 		t.Fatalf("%d away notes after refusals; want 0", n)
 	}
 	for _, f := range fans {
@@ -161,7 +162,7 @@ func TestAwayEmailedOnceWhileAdmittersRaceAndOneDies(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no email reached the SMTP server")
 	}
-	owner := r.RDB.Get(ctx, "wr:{notify}:sender").Val()
+	owner := r.RDB.Get(ctx, rdb.SenderLease).Val()
 	killed := ""
 	for _, name := range []string{"admitter", "admitter2", "admitter3"} {
 		if owner != "" && strings.Contains(r.Log(name), owner) {
@@ -218,10 +219,10 @@ func TestAwayEmailedOnceWhileAdmittersRaceAndOneDies(t *testing.T) {
 	}
 	// The other four never come: they lapse after 20 s, counted abandoned.
 	deadline := time.Now().Add(30 * time.Second)
-	for r.RDB.HGet(ctx, "wr:{premiere}:stats", "away_lapsed").Val() != "4" && time.Now().Before(deadline) {
+	for r.RDB.HGet(ctx, rdb.KeysOf("premiere").Stats, "away_lapsed").Val() != "4" && time.Now().Before(deadline) {
 		time.Sleep(250 * time.Millisecond)
 	}
-	st := r.RDB.HMGet(ctx, "wr:{premiere}:stats", "joined", "admitted", "abandoned", "left", "away", "away_admitted", "away_claimed", "away_lapsed").Val()
+	st := r.RDB.HMGet(ctx, rdb.KeysOf("premiere").Stats, "joined", "admitted", "abandoned", "left", "away", "away_admitted", "away_claimed", "away_lapsed").Val()
 	want := []any{"6", "1", "5", nil, "5", "5", "1", "4"}
 	if fmt.Sprint(st) != fmt.Sprint(want) {
 		t.Errorf("books (joined admitted abandoned left away away_admitted away_claimed away_lapsed) %v; want %v", st, want)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/account"
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 func (e *accountEnv) tokenWithEmail(acct, email string) string {
@@ -62,7 +63,7 @@ func TestStepAwayRoute(t *testing.T) {
 			t.Errorf("%s: %d %s; want %d %s", c.name, got.code, got.raw, c.code, c.err)
 		}
 	}
-	if n, _ := e.rdb.HLen(context.Background(), "wr:{premiere}:away").Result(); n != 0 {
+	if n, _ := e.rdb.HLen(context.Background(), rdb.KeysOf("premiere").Away).Result(); n != 0 {
 		t.Fatalf("%d away notes after the refusals; want none", n)
 	}
 	// By cookie wr_u, as the page sends it: 202, the address signed.
@@ -73,7 +74,7 @@ func TestStepAwayRoute(t *testing.T) {
 	if cc := got.hdr.Get("Cache-Control"); cc != "no-store" {
 		t.Errorf("Cache-Control %q; want no-store", cc)
 	}
-	note, _ := e.rdb.HGet(context.Background(), "wr:{premiere}:away", strings.Split(ticketID(t, e, ticket), " ")[0]).Result()
+	note, _ := e.rdb.HGet(context.Background(), rdb.KeysOf("premiere").Away, strings.Split(ticketID(t, e, ticket), " ")[0]).Result()
 	if !strings.HasPrefix(note, "ko alice alice@example.test ") {
 		t.Errorf("away note %q; want it in Korean, for alice@example.test", note)
 	}

@@ -11,26 +11,32 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // kept is the abandon deadline of a place kept away (lua.go's KEPT).
 const kept = 4294967295
 
-// deadlineOf reads the abandon deadline (unix s) of a waiting ticket id, in
-// the env's layout.
-func (e env) deadlineOf(t testing.TB, id string) int64 {
+// seenOf is where a waiting ticket id's abandon deadline is, in the env's
+// layout: its seen key and its u32 slot ("#" and its index).
+func (e env) seenOf(t testing.TB, id string) (key, slot string) {
 	t.Helper()
 	seq, _, _ := strings.Cut(id, ".")
 	n, err := strconv.ParseInt(seq, 36, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, slot := "wr:{"+event+"}:seen", n
 	if e.shards > 1 {
-		key = "wr:{" + queue.ShardTags(event, e.shards)[n%int64(e.shards)] + "}:seen"
-		slot = n / int64(e.shards)
+		return rdb.ShardKeysFor(event, e.shards)[n%int64(e.shards)].Seen, "#" + strconv.FormatInt(n/int64(e.shards), 10)
 	}
-	v, err := e.rdb.BitField(context.Background(), key, "GET", "u32", "#"+strconv.FormatInt(slot, 10)).Result()
+	return rdb.KeysOf(event).Seen, "#" + strconv.FormatInt(n, 10)
+}
+
+// deadlineOf reads the abandon deadline (unix s) of a waiting ticket id.
+func (e env) deadlineOf(t testing.TB, id string) int64 {
+	t.Helper()
+	key, slot := e.seenOf(t, id)
+	v, err := e.rdb.BitField(context.Background(), key, "GET", "u32", slot).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,14 +46,8 @@ func (e env) deadlineOf(t testing.TB, id string) int64 {
 // setDeadline sets it, as if that much time had passed since its fan polled.
 func (e env) setDeadline(t testing.TB, id string, v int64) {
 	t.Helper()
-	seq, _, _ := strings.Cut(id, ".")
-	n, _ := strconv.ParseInt(seq, 36, 64)
-	key, slot := "wr:{"+event+"}:seen", n
-	if e.shards > 1 {
-		key = "wr:{" + queue.ShardTags(event, e.shards)[n%int64(e.shards)] + "}:seen"
-		slot = n / int64(e.shards)
-	}
-	if err := e.rdb.BitField(context.Background(), key, "SET", "u32", "#"+strconv.FormatInt(slot, 10), v).Err(); err != nil {
+	key, slot := e.seenOf(t, id)
+	if err := e.rdb.BitField(context.Background(), key, "SET", "u32", slot, v).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -144,7 +144,7 @@ func testAway(t *testing.T, e env) {
 		}
 	}
 	// Their places wait an hour (away_claim_within), not the deadline.
-	exp, _ := e.rdb.ZScore(ctx, "wr:{"+event+"}:active", away.ID).Result()
+	exp, _ := e.rdb.ZScore(ctx, rdb.KeysOf(event).Active, away.ID).Result()
 	if until := time.UnixMilli(int64(exp)); until.Before(time.Now().Add(50 * time.Minute)) {
 		t.Errorf("away place waits until %v; want about an hour from now", until)
 	}
@@ -164,7 +164,7 @@ func testAway(t *testing.T, e env) {
 		t.Errorf("window after the claim ends in %v; want access_ttl %v", d, set.AccessTTL)
 	}
 	// The other is never claimed: its wait ends (moved to now), it lapses.
-	if err := e.rdb.ZAdd(ctx, "wr:{"+event+"}:active", redis.Z{Score: float64(time.Now().Add(-time.Second).UnixMilli()), Member: lapsing.ID}).Err(); err != nil {
+	if err := e.rdb.ZAdd(ctx, rdb.KeysOf(event).Active, redis.Z{Score: float64(time.Now().Add(-time.Second).UnixMilli()), Member: lapsing.ID}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r = tick(t, e.store, set)
@@ -211,7 +211,7 @@ func TestStepAwayRefusals(t *testing.T) {
 			t.Errorf("%s: %v; want %v", c.name, err, c.want)
 		}
 	}
-	if n, _ := e.rdb.HLen(ctx, "wr:{"+event+"}:away").Result(); n != 0 {
+	if n, _ := e.rdb.HLen(ctx, rdb.KeysOf(event).Away).Result(); n != 0 {
 		t.Fatalf("away notes %d after refusals; want 0", n)
 	}
 	if got := e.deadlineOf(t, mine.ID); got == kept {
@@ -231,7 +231,7 @@ func TestStepAwayRefusals(t *testing.T) {
 	if err := e.store.Leave(ctx, event, mine.Ticket); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := e.rdb.HLen(ctx, "wr:{"+event+"}:away").Result(); n != 0 {
+	if n, _ := e.rdb.HLen(ctx, rdb.KeysOf(event).Away).Result(); n != 0 {
 		t.Errorf("away notes %d after leaving; want 0", n)
 	}
 	if err := step(mine, "alice"); !errors.Is(err, queue.ErrUnknownTicket) {
