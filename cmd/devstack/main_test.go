@@ -2,11 +2,15 @@ package main
 
 import (
 	"net"
+	"net/http/httptest"
+	"net/smtp"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/testsupport/mailsink"
 )
 
 // shipped is configs/waitroom.yaml as the processes read it with nothing
@@ -67,5 +71,25 @@ func TestTheBookingCoreListensOnLoopback(t *testing.T) {
 				t.Errorf("loopback(%s, %s) = %q; want %q", tc.booking, tc.admit, got, tc.want)
 			}
 		})
+	}
+}
+
+// The demo inboxes page shows each demo account's emails, as the sink
+// received them: the subject, and the HTML in a sandboxed frame.
+func TestMailPageShowsTheInboxes(t *testing.T) {
+	sink, err := mailsink.Start(mailsink.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	msg := "Subject: =?UTF-8?q?It's_your_turn:_Premiere?=\r\nContent-Type: text/html; charset=UTF-8\r\n\r\n<p>Come back</p>\r\n"
+	if err := smtp.SendMail(sink.Addr, nil, "noreply@example.com", []string{demoEmail("alice")}, []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	originHandler(nil, "http://localhost:8080", sink).ServeHTTP(rec, httptest.NewRequest("GET", "/mail", nil))
+	body := rec.Body.String()
+	if rec.Code != 200 || !strings.Contains(body, "It&#39;s your turn: Premiere") || !strings.Contains(body, `id="inbox-alice"`) || !strings.Contains(body, "sandbox=") {
+		t.Fatalf("/mail: %d\n%s", rec.Code, body)
 	}
 }

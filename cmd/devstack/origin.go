@@ -119,6 +119,27 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem}iframe{width:100%;heig
 
 // serveOrigin runs the demo origin site until ctx ends.
 func serveOrigin(ctx context.Context, log *slog.Logger, priv ed25519.PrivateKey, gateway string, sink *mailsink.Sink) error {
+	ln, err := net.Listen("tcp", originAddr)
+	if err != nil {
+		return fmt.Errorf("demo origin site: %w", err)
+	}
+	srv := &http.Server{Handler: originHandler(priv, gateway, sink), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	log.Info("demo origin site", "url", "http://"+originAddr+"/", "accounts", strings.Join(demoAccounts, ", "))
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// originHandler is the demo origin site's routes (see the top of this
+// file); sink is the demo's mail sink (nil: none runs).
+func originHandler(priv ed25519.PrivateKey, gateway string, sink *mailsink.Sink) http.Handler {
 	known := map[string]bool{}
 	for _, a := range demoAccounts {
 		known[a] = true
@@ -176,22 +197,7 @@ func serveOrigin(ctx context.Context, log *slog.Logger, priv ed25519.PrivateKey,
 		http.SetCookie(w, &http.Cookie{Name: "wr_u", Value: "", Path: "/", MaxAge: -1})
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 	})
-	ln, err := net.Listen("tcp", originAddr)
-	if err != nil {
-		return fmt.Errorf("demo origin site: %w", err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	log.Info("demo origin site", "url", "http://"+originAddr+"/", "accounts", strings.Join(demoAccounts, ", "))
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return mux
 }
 
 // welcomeCredits credits each demo account its welcome points once (the
