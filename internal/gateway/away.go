@@ -27,7 +27,7 @@ var (
 		Message: "this room sends no email (notify.smtp_url is not set)"}
 )
 
-// awayErrors maps StepAway's own errors (the rest are the line's).
+// awayError maps StepAway's own errors (the rest are the line's).
 func awayError(err error) error {
 	var limited queue.AwayLimited
 	switch {
@@ -111,8 +111,7 @@ func (s *Server) awayForm(c *fiber.Ctx) error {
 		return c.Redirect(room, fiber.StatusSeeOther)
 	}
 	lang := web.Negotiate(c.Cookies(langCookie), c.Get(fiber.HeaderAcceptLanguage))
-	email, err := s.stepAway(c, ev, ticket, lang)
-	if err != nil {
+	if _, err := s.stepAway(c, ev, ticket, lang); err != nil {
 		code := "away_failed"
 		switch ae := toAPI(err); {
 		case ae == nil:
@@ -125,8 +124,6 @@ func (s *Server) awayForm(c *fiber.Ctx) error {
 		c.Response().ResetBody()
 		return c.Redirect(room+"?e="+code, fiber.StatusSeeOther)
 	}
-	s.log.Info("fan stepped away", "event", ev.ID)
-	_ = email
 	return c.Redirect(room+"?away=1", fiber.StatusSeeOther)
 }
 
