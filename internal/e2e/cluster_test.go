@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
@@ -23,19 +24,129 @@ const (
 	clusterFans  = 1000
 )
 
-var clusterEvents = fmt.Sprintf(`  - id: %q
-    name: "Arena"
-    admission: {admit_per_second: %d, max_active: %d, access_ttl: "5m", abandon_after: "60s", shards: 3}
-    showtimes:
-      - {id: 77, title: "Arena 20:00", starts_at: "2026-12-03T20:00:00Z", rows: 10, seats_per_row: 20, price_cents: 5000}
-`, clusterEvent, clusterRate, clusterCap)
+var clusterEvents = shardedSale(clusterEvent, "Arena", clusterRate, clusterCap, "60s", 77)
 
-// clusterFan is one fan of the cluster sale, as the test saw it.
-type clusterFan struct {
+// shardedSale is the config of a sale whose line is spread over three
+// shards (one per master of a three-master cluster), with one showtime of
+// 200 seats: the event id, its name, admit_per_second, max_active,
+// abandon_after and the showtime's id.
+func shardedSale(id, name string, rate, maxActive int, abandonAfter string, showtime int) string {
+	return fmt.Sprintf(`  - id: %q
+    name: %q
+    admission: {admit_per_second: %d, max_active: %d, access_ttl: "5m", abandon_after: %q, shards: 3}
+    showtimes:
+      - {id: %d, title: %q, starts_at: "2036-12-03T20:00:00Z", rows: 10, seats_per_row: 20, price_cents: 5000}
+`, id, name, rate, maxActive, abandonAfter, showtime, name+" 20:00")
+}
+
+// saleFan is one fan of a sale over a Redis Cluster (TestClusterSale,
+// TestRedisFailover), as the test saw it.
+type saleFan struct {
+	mu       sync.Mutex
 	ticket   string
-	admitted bool // a poll through a gateway said "admitted"
-	left     bool // gave the place back (DELETE answered 204)
-	waiting  bool // the last poll said "waiting"
+	admitted bool   // a poll through a gateway said "admitted"
+	left     bool   // gave the place back (DELETE answered 204)
+	waiting  bool   // the last poll said "waiting"
+	err      string // why it stopped following before it was admitted
+}
+
+// joinSale joins at url (a POST to an event's tickets): the ticket and the
+// poll interval the fan was told, or the answer when it is not a 201.
+func joinSale(ctx context.Context, hc *http.Client, url string) (f *saleFan, pollMs int64, code int, body []byte, err error) {
+	code, body, err = clusterCall(ctx, hc, http.MethodPost, url)
+	if err != nil || code != http.StatusCreated {
+		return nil, 0, code, body, err
+	}
+	var j struct {
+		Ticket      string `json:"ticket"`
+		PollAfterMs int64  `json:"pollAfterMs"`
+	}
+	if err := json.Unmarshal(body, &j); err != nil || j.Ticket == "" {
+		return nil, 0, code, body, fmt.Errorf("join answer %s: %v", body, err)
+	}
+	return &saleFan{ticket: j.Ticket, waiting: true}, j.PollAfterMs, code, body, nil
+}
+
+// follow polls at tickets+"/"+ticket of poll as told until the fan is
+// admitted; then, while leaving holds, the fan gives its place back at
+// leave's after up to a second. With retry (a cluster failing over), a
+// refusal (no answer, or 503) is asked again 500 ms later and a leave is
+// tried up to 20 times; without, any answer but 200 ends the fan, with err.
+func (f *saleFan) follow(ctx context.Context, hc *http.Client, poll, leave string, pollMs int64, leaving *atomic.Bool, retry bool) {
+	stop := func(format string, args ...any) {
+		f.mu.Lock()
+		f.err = fmt.Sprintf(format, args...)
+		f.mu.Unlock()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(pollMs) * time.Millisecond):
+		}
+		code, body, err := clusterCall(ctx, hc, http.MethodGet, poll+"/"+f.ticket)
+		if ctx.Err() != nil {
+			return
+		}
+		if retry && (err != nil || code == http.StatusServiceUnavailable) {
+			pollMs = 500
+			continue
+		}
+		var st struct {
+			Status      string `json:"status"`
+			PollAfterMs int64  `json:"pollAfterMs"`
+		}
+		switch {
+		case err != nil || code != http.StatusOK:
+			stop("poll %d %v %s", code, err, body)
+			return
+		case json.Unmarshal(body, &st) != nil:
+			stop("poll answer %s", body)
+			return
+		case st.Status == "waiting":
+			pollMs = st.PollAfterMs
+			continue
+		case st.Status != "admitted":
+			stop("poll: status %q; want waiting or admitted", st.Status)
+			return
+		}
+		f.mu.Lock()
+		f.admitted, f.waiting = true, false
+		f.mu.Unlock()
+		if !leaving.Load() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(rand.N(time.Second)):
+		}
+		tries := 1
+		if retry {
+			tries = 20
+		}
+		for try := range tries {
+			if !leaving.Load() {
+				return
+			}
+			code, body, err := clusterCall(ctx, hc, http.MethodDelete, leave+"/"+f.ticket)
+			if err == nil && code == http.StatusNoContent {
+				f.mu.Lock()
+				f.left = true
+				f.mu.Unlock()
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if try == tries-1 {
+				stop("leave: %d %v %s", code, err, body)
+				return
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		return
+	}
 }
 
 // TestClusterSale runs waitroom past one machine's worth of processes: a
@@ -70,21 +181,21 @@ func TestClusterSale(t *testing.T) {
 	active := startSampler(20*time.Millisecond, liveActive(s.RDB, clusterEvent, 0), &leaving)
 	defer active.close()
 
-	fans := make([]*clusterFan, clusterFans)
+	fans := make([]*saleFan, clusterFans)
 	joinedVia := make([]atomic.Int64, len(gw))
 	var joinErrs atomic.Int64
 	fansCtx, stopFans := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 50) // joins in flight
 	t0 := time.Now()
+	tickets := func(g int) string { return gw[g%len(gw)] + "/api/v1/events/" + clusterEvent + "/tickets" }
 	for i := range fans {
-		fans[i] = &clusterFan{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
-			f, g := fans[i], i%len(gw)
-			code, body, err := clusterCall(fansCtx, hc, http.MethodPost, gw[g]+"/api/v1/events/"+clusterEvent+"/tickets")
+			g := i % len(gw)
+			f, pollMs, code, body, err := joinSale(fansCtx, hc, tickets(g))
 			<-sem
 			if err != nil || code != http.StatusCreated {
 				joinErrs.Add(1)
@@ -92,30 +203,18 @@ func TestClusterSale(t *testing.T) {
 				return
 			}
 			joinedVia[g].Add(1)
-			var j struct {
-				Ticket      string `json:"ticket"`
-				PollAfterMs int64  `json:"pollAfterMs"`
-			}
-			if err := json.Unmarshal(body, &j); err != nil || j.Ticket == "" {
-				t.Errorf("fan %d join answer %s: %v", i, body, err)
-				return
-			}
-			f.ticket, f.waiting = j.Ticket, true
-			clusterFollow(t, fansCtx, hc, f, i, gw, j.PollAfterMs, &leaving)
+			fans[i] = f
+			// Polls through the gateway after the one it joined by, leaves
+			// through the third.
+			f.follow(fansCtx, hc, tickets(i+1), tickets(i+2), pollMs, &leaving, false)
 		}()
 	}
 
-	// The rate while fans leave (the cap not binding), by Redis's clock.
+	// The rate while fans leave (the cap not binding), by Redis's clock:
+	// each count with the time of the tick that left it, read together.
 	sample := func() (float64, int64) {
-		tm, err := s.RDB.Time(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := line.Stats(ctx, clusterEvent)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return float64(tm.UnixMicro()) / 1e6, st.Admitted
+		a, at := queuetest.Of(t, s.RDB, clusterEvent).Admitted()
+		return float64(at.UnixMicro()) / 1e6, a
 	}
 	time.Sleep(3 * time.Second)
 	r0, a0 := sample()
@@ -130,6 +229,11 @@ func TestClusterSale(t *testing.T) {
 		joinedVia[0].Load(), joinedVia[1].Load(), joinedVia[2].Load())
 	if joinErrs.Load() > 0 {
 		t.Fatalf("%d joins failed", joinErrs.Load())
+	}
+	for i, f := range fans {
+		if f.err != "" {
+			t.Errorf("fan %d: %s", i, f.err)
+		}
 	}
 
 	rate := float64(a1-a0) / (r1 - r0)
@@ -151,7 +255,7 @@ func TestClusterSale(t *testing.T) {
 		if f.admitted {
 			continue
 		}
-		code, body, err := clusterCall(ctx, hc, http.MethodGet, gw[i%len(gw)]+"/api/v1/events/"+clusterEvent+"/tickets/"+f.ticket)
+		code, body, err := clusterCall(ctx, hc, http.MethodGet, tickets(i)+"/"+f.ticket)
 		st := clusterStatus(body)
 		switch {
 		case err != nil:
@@ -218,64 +322,6 @@ func TestClusterSale(t *testing.T) {
 	}
 	if int64(sum) != st.Admitted {
 		t.Errorf("admitters' waitroom_admitted_total add up to %v; the queue counted %d", sum, st.Admitted)
-	}
-}
-
-// clusterFollow polls as told, through the gateway after the one the fan
-// joined by; once admitted, while leaving holds, the fan gives its place
-// back through the third gateway after up to a second.
-func clusterFollow(t *testing.T, ctx context.Context, hc *http.Client, f *clusterFan, i int, gw []string, pollMs int64, leaving *atomic.Bool) {
-	poll := gw[(i+1)%len(gw)] + "/api/v1/events/" + clusterEvent + "/tickets/" + f.ticket
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Duration(pollMs) * time.Millisecond):
-		}
-		code, body, err := clusterCall(ctx, hc, http.MethodGet, poll)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil || code != http.StatusOK {
-			t.Errorf("fan %d poll: %d %v %s", i, code, err, body)
-			return
-		}
-		var st struct {
-			Status      string `json:"status"`
-			PollAfterMs int64  `json:"pollAfterMs"`
-		}
-		if err := json.Unmarshal(body, &st); err != nil {
-			t.Errorf("fan %d poll answer %s: %v", i, body, err)
-			return
-		}
-		switch st.Status {
-		case "waiting":
-			pollMs = st.PollAfterMs
-			continue
-		case "admitted":
-		default:
-			t.Errorf("fan %d poll: status %q; want waiting or admitted", i, st.Status)
-			return
-		}
-		f.admitted, f.waiting = true, false
-		if !leaving.Load() {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(rand.N(time.Second)):
-		}
-		if !leaving.Load() {
-			return
-		}
-		code, body, err = clusterCall(ctx, hc, http.MethodDelete, gw[(i+2)%len(gw)]+"/api/v1/events/"+clusterEvent+"/tickets/"+f.ticket)
-		if err != nil || code != http.StatusNoContent {
-			t.Errorf("fan %d leave: %d %v %s", i, code, err, body)
-			return
-		}
-		f.left = true
-		return
 	}
 }
 

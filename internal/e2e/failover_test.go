@@ -2,9 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"sort"
 	"sync"
@@ -24,21 +21,7 @@ const (
 	failoverFans  = 400
 )
 
-var failoverEvents = fmt.Sprintf(`  - id: %q
-    name: "Finale"
-    admission: {admit_per_second: %d, max_active: %d, access_ttl: "5m", abandon_after: "120s", shards: 3}
-    showtimes:
-      - {id: 91, title: "Finale 21:00", starts_at: "2036-12-05T21:00:00Z", rows: 10, seats_per_row: 20, price_cents: 5000}
-`, failoverEvent, failoverRate, failoverCap)
-
-// failoverFan is one fan of the failover sale, as the test saw it.
-type failoverFan struct {
-	mu       sync.Mutex
-	ticket   string
-	admitted bool
-	left     bool
-	err      string
-}
+var failoverEvents = shardedSale(failoverEvent, "Finale", failoverRate, failoverCap, "120s", 91)
 
 // TestRedisFailover kills -9 a Redis master in the middle of a sale and
 // checks what waitroom promises about it (docs/RELIABILITY.md, "Redis fails
@@ -81,7 +64,7 @@ func TestRedisFailover(t *testing.T) {
 
 	var (
 		mu        sync.Mutex
-		fans      []*failoverFan
+		fans      []*saleFan
 		joinCodes = map[int]int{}
 		events    []probe // every join's answer, in time
 		leaving   atomic.Bool
@@ -91,7 +74,7 @@ func TestRedisFailover(t *testing.T) {
 	var wg sync.WaitGroup
 	join := func(i int) {
 		defer wg.Done()
-		code, body, err := clusterCall(fansCtx, hc, http.MethodPost, base(i))
+		f, pollMs, code, _, err := joinSale(fansCtx, hc, base(i))
 		if fansCtx.Err() != nil {
 			return
 		}
@@ -99,22 +82,17 @@ func TestRedisFailover(t *testing.T) {
 		joinCodes[code]++
 		events = append(events, probe{time.Now(), code})
 		mu.Unlock()
-		if err != nil || code != http.StatusCreated {
+		if code != http.StatusCreated {
 			return // told to try again: no place was promised
 		}
-		var j struct {
-			Ticket      string `json:"ticket"`
-			PollAfterMs int64  `json:"pollAfterMs"`
-		}
-		if err := json.Unmarshal(body, &j); err != nil || j.Ticket == "" {
-			t.Errorf("join answer %s: %v", body, err)
+		if err != nil {
+			t.Error(err)
 			return
 		}
-		f := &failoverFan{ticket: j.Ticket}
 		mu.Lock()
 		fans = append(fans, f)
 		mu.Unlock()
-		failoverFollow(fansCtx, hc, f, base(i+1)+"/"+j.Ticket, j.PollAfterMs, &leaving)
+		f.follow(fansCtx, hc, base(i+1), base(i+1), pollMs, &leaving, true)
 	}
 	// The first fans, then one more every 50 ms all through the failover.
 	for i := range failoverFans {
@@ -277,62 +255,4 @@ func sinceOr(t, from time.Time) time.Duration {
 		return 0
 	}
 	return t.Sub(from).Round(10 * time.Millisecond)
-}
-
-// failoverFollow polls as told, retrying after a refusal (503 while the
-// cluster fails over); once admitted, while leaving holds, the fan gives
-// its place back within a second.
-func failoverFollow(ctx context.Context, hc *http.Client, f *failoverFan, url string, pollMs int64, leaving *atomic.Bool) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Duration(pollMs) * time.Millisecond):
-		}
-		code, body, err := clusterCall(ctx, hc, http.MethodGet, url)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil || code == http.StatusServiceUnavailable {
-			pollMs = 500
-			continue
-		}
-		var st struct {
-			Status      string `json:"status"`
-			PollAfterMs int64  `json:"pollAfterMs"`
-		}
-		_ = json.Unmarshal(body, &st)
-		switch {
-		case code == http.StatusOK && st.Status == "waiting":
-			pollMs = st.PollAfterMs
-			continue
-		case code == http.StatusOK && st.Status == "admitted":
-		default:
-			f.mu.Lock()
-			f.err = fmt.Sprintf("poll %d %s", code, body)
-			f.mu.Unlock()
-			return
-		}
-		f.mu.Lock()
-		f.admitted = true
-		f.mu.Unlock()
-		if !leaving.Load() {
-			return
-		}
-		time.Sleep(rand.N(time.Second))
-		for range 20 {
-			code, _, err := clusterCall(ctx, hc, http.MethodDelete, url)
-			if err == nil && code == http.StatusNoContent {
-				f.mu.Lock()
-				f.left = true
-				f.mu.Unlock()
-				return
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
-		return
-	}
 }
