@@ -26,6 +26,7 @@ FUZZ_TARGETS := \
 	./internal/booking:FuzzCheckout \
 	./internal/booking:FuzzCredit \
 	./internal/gateway:FuzzJoin \
+	./internal/gateway:FuzzAway \
 	./internal/gateway:FuzzAdminPatch \
 	./internal/gateway:FuzzForwardedHeaders \
 	./internal/config:FuzzParse

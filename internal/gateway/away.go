@@ -23,8 +23,6 @@ var (
 		Message: "this place belongs to another account (or to none): only its own account can step away from it"}
 	errAlreadyAdmitted = &apiError{Status: fiber.StatusConflict, Code: "already_admitted",
 		Message: "it is your turn already: go to booking"}
-	errNoMail = &apiError{Status: fiber.StatusNotFound, Code: "not_found",
-		Message: "this room sends no email (notify.smtp_url is not set)"}
 )
 
 // awayError maps StepAway's own errors (the rest are the line's).
@@ -79,7 +77,7 @@ func (s *Server) away(c *fiber.Ctx) error {
 func (s *Server) stepAway(c *fiber.Ctx, ev *config.Event, ticket, lang string) (string, error) {
 	cfg := s.config()
 	if cfg.Notify.SMTPURL == "" {
-		return "", errNoMail
+		return "", errNotFound // a room that sends no email has no such route
 	}
 	claims, err := s.accountClaims(c, ev)
 	if err != nil {

@@ -181,3 +181,38 @@ func FuzzForwardedHeaders(f *testing.F) {
 		fuzzServe(t, e, peer, http.MethodPost, "/api/v1/events/premiere/tickets", host, nil, hdr...)
 	})
 }
+
+// FuzzAway: POST /api/v1/events/{event}/tickets/{ticket}/away, its
+// ticket, account token (header or cookie, with or without an email) and
+// JSON body ({"lang"}). A step away is 202 (no-store, naming the signed
+// address) or a refusal of the contract's: never a 500.
+func FuzzAway(f *testing.F) {
+	e := setupWith(f, 0, "", "", func(o *gateway.Options) {
+		o.Accounts = account.NewVerifier([]ed25519.PublicKey{fuzzAccountKey.Public().(ed25519.PublicKey)}, nil)
+		o.Config.Notify.SMTPURL = "smtp://127.0.0.1:2525"
+	})
+	tok, err := account.MintWithEmail(fuzzAccountKey, "acct-42", "", "fan@example.test", time.Now(), time.Hour)
+	if err != nil {
+		f.Fatal(err)
+	}
+	ticket := e.join("premiere", "X-Waitroom-Account", tok).body["ticket"].(string)
+	noEmail, _ := account.Mint(fuzzAccountKey, "acct-42", "", time.Now(), time.Hour)
+	f.Add("premiere", ticket, tok, "", []byte(nil))
+	f.Add("premiere", ticket, "", "wr_u="+tok+"; wr_lang=ja", []byte(`{"lang":"ko"}`))
+	f.Add("premiere", ticket, noEmail, "", []byte(`{"lang":"xx"}`))
+	f.Add("premiere", ticket, tok, "", []byte(`{"lang":`))
+	f.Add("other", ticket, tok, "", []byte(`[]`))
+	f.Add("premiere", strings.Repeat("A", 300), "a.b.c", "wr_u=", []byte("garbage"))
+	allowed := map[int]bool{202: true, 400: true, 401: true, 403: true, 404: true, 405: true, 409: true, 429: true}
+	f.Fuzz(func(t *testing.T, event, ticket, acct, cookie string, body []byte) {
+		r := fuzzServe(t, e, net.IPv4(198, 51, 100, 7), http.MethodPost,
+			"/api/v1/events/"+url.PathEscape(event)+"/tickets/"+url.PathEscape(ticket)+"/away", "", body,
+			"X-Waitroom-Account", acct, "Cookie", cookie, "Content-Type", "application/json")
+		if !allowed[r.code] {
+			t.Fatalf("away of %q: %d %s; not an answer the route gives", event, r.code, r.raw)
+		}
+		if r.code == http.StatusAccepted && (r.body["email"] != "fan@example.test" || r.hdr.Get("Cache-Control") != "no-store") {
+			t.Fatalf("away: %s (Cache-Control %q); want the signed address, no-store", r.raw, r.hdr.Get("Cache-Control"))
+		}
+	})
+}

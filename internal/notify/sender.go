@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -129,16 +130,7 @@ func (s *Sender) Run(ctx context.Context) {
 			_ = s.outbox.c.ReleaseLease(ctx, rdb.SenderLease, s.owner)
 		}
 	}()
-	for {
-		s.Round(ctx)
-		t := time.NewTimer(time.Second)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
+	service.Periodic(ctx, service.Every(time.Second), func(ctx context.Context) { s.Round(ctx) })
 }
 
 // Round is one pass: if this sender holds the lease (taking or renewing
