@@ -149,8 +149,10 @@ func TestAwayEmailedOnceWhileAdmittersRaceAndOneDies(t *testing.T) {
 			t.Fatalf("%s steps away: %d %v", f, code, out)
 		}
 	}
-	// Far past abandon_after (2 s): nobody polls.
-	time.Sleep(5 * time.Second)
+	// Far past abandon_after (2 s): nobody polls. The silent fan's deadline
+	// is its join + pollAfter (< 1.5 s) + 2 s, rounded up to the second, and
+	// passed only once that second is over: at most 5.5 s after its join.
+	time.Sleep(8 * time.Second)
 
 	// The first email to reach the server is held there, mid-send, while
 	// the admitter that sends it is killed.
