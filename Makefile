@@ -29,6 +29,7 @@ FUZZ_TARGETS := \
 	./internal/gateway:FuzzAway \
 	./internal/gateway:FuzzAdminPatch \
 	./internal/gateway:FuzzForwardedHeaders \
+	./internal/gateway:FuzzForwardAuth \
 	./internal/config:FuzzParse
 FUZZTIME     ?= 2m
 FUZZMINIMIZE ?= 5s

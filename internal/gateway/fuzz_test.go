@@ -63,8 +63,9 @@ func fuzzServe(t *testing.T, e *env, peer net.IP, method, uri, host string, body
 
 // FuzzJoin: POST /api/v1/events/{event}/tickets with the fan's words: the
 // event in the path, a ticket (X-Waitroom-Ticket, cookie), a proof, an
-// account token, and a body (join has none; one sent is ignored). The
-// answer is one the contract lets a join give.
+// account token, and a JSON body (its "return", the way back to a site
+// behind the room, is read; the rest ignored). The answer is one the
+// contract lets a join give.
 func FuzzJoin(f *testing.F) {
 	e := setupWith(f, 0, "", "", func(o *gateway.Options) {
 		o.Accounts = account.NewVerifier([]ed25519.PublicKey{fuzzAccountKey.Public().(ed25519.PublicKey)}, nil)
@@ -81,10 +82,12 @@ func FuzzJoin(f *testing.F) {
 	f.Add("later", "", "wr_t_later=x; wr_u="+tok, "", "", []byte(nil))
 	f.Add("nope", "x", "wr_t_nope", "", "eyJhbGciOiJub25lIn0.e30.", []byte("garbage"))
 	f.Add("premiere/../other", strings.Repeat("A", 300), "", strings.Repeat("9", 90), "a.b.c", []byte(nil))
+	f.Add("premiere", "", "", "", "", []byte(`{"return":"https://evil.example/"}`))
+	f.Add("premiere", "", "", "", "", []byte(`{"return":7}`))
 	allowed := map[int]bool{200: true, 201: true, 400: true, 401: true, 403: true, 404: true, 405: true, 409: true, 410: true, 428: true, 429: true}
 	f.Fuzz(func(t *testing.T, event, ticket, cookie, proof, acct string, body []byte) {
 		r := fuzzServe(t, e, net.IPv4(198, 51, 100, 7), http.MethodPost, "/api/v1/events/"+url.PathEscape(event)+"/tickets", "", body,
-			"X-Waitroom-Ticket", ticket, "Cookie", cookie, "X-Waitroom-Proof", proof, "X-Waitroom-Account", acct)
+			"X-Waitroom-Ticket", ticket, "Cookie", cookie, "X-Waitroom-Proof", proof, "X-Waitroom-Account", acct, "Content-Type", "application/json")
 		if !allowed[r.code] {
 			t.Fatalf("join of %q: %d %s; not an answer a join gives", event, r.code, r.raw)
 		}
@@ -213,6 +216,63 @@ func FuzzAway(f *testing.F) {
 		}
 		if r.code == http.StatusAccepted && (r.body["email"] != "fan@example.test" || r.hdr.Get("Cache-Control") != "no-store") {
 			t.Fatalf("away: %s (Cache-Control %q); want the signed address, no-store", r.raw, r.hdr.Get("Cache-Control"))
+		}
+	})
+}
+
+// FuzzForwardAuth: a proxy's question (GET /api/v1/forward-auth) with the
+// fan's words in it: X-Forwarded-Host, -Uri (or X-Original-URI), -Proto,
+// the pass's cookie, a return token in the target; and the room's
+// ?return=. No answer is a 5xx; only a pass or a token the room made lets
+// anyone through; a refusal sends the fan to the room with a way back on
+// the host asked for, which is one the event guards; the room page takes
+// a way back only to a guarded host.
+func FuzzForwardAuth(f *testing.F) {
+	g := setupGuarded(f)
+	_, st := g.admitWithReturn("https://" + shopHost + "/tour-tokyo")
+	link := st.body["returnUrl"].(string)
+	_, tok, _ := strings.Cut(link, "wr_token=")
+	trade := g.ask(strings.TrimPrefix(link, "https://"+shopHost))
+	valid := cookieOf(trade, "wr_fa_premiere")
+	f.Add(shopHost, "/tour-tokyo/seats?a=1", "", "https", valid, "https://shop.example/tour-tokyo")
+	f.Add("SHOP.example:8443", "/%74our-tokyo", "", "http", "", "https://shop.example:8443/x#y")
+	f.Add(shopHost, "/tour-tokyo?wr_token="+tok, "", "https", "", "//shop.example/")
+	f.Add(shopHost, "", "/tour-tokyo", "", "garbage", "javascript:alert(1)")
+	f.Add("evil.example, shop.example", "/x/../tour-tokyo/", "", "https, http", valid+"x", "https://evil.example/")
+	f.Add("a b", "/\x00", "/", "ftp", "a.b.c", "https://user@shop.example/")
+	f.Fuzz(func(t *testing.T, xfh, uri, original, proto, cookie, ret string) {
+		r := fuzzServe(t, g.env, net.ParseIP(balancer), http.MethodGet, "/api/v1/forward-auth", "gateway:8080", nil,
+			"X-Forwarded-Host", xfh, "X-Forwarded-Uri", uri, "X-Original-URI", original, "X-Forwarded-Proto", proto,
+			"Cookie", "wr_fa_premiere="+cookie)
+		switch r.code {
+		case http.StatusOK:
+			if ev := r.hdr.Get("X-Waitroom-Event"); ev != "" && cookie != valid && !strings.Contains(uri+original, tok) {
+				t.Fatalf("let through as %s with cookie %q and target %q: only the room's own pass or token may", ev, cookie, uri+original)
+			}
+		case http.StatusUnauthorized:
+			loc, err := url.Parse(r.hdr.Get("X-Waitroom-Location"))
+			if err != nil || loc.Scheme+"://"+loc.Host != roomURL || !strings.HasPrefix(loc.Path, "/e/") {
+				t.Fatalf("refused to %q; want the room, %s/e/…", r.hdr.Get("X-Waitroom-Location"), roomURL)
+			}
+			if back := loc.Query().Get("return"); back != "" {
+				u, err := url.Parse(back)
+				if err != nil || !strings.EqualFold(u.Hostname(), shopHost) || u.User != nil {
+					t.Fatalf("refused with the way back %q; want one on %s", back, shopHost)
+				}
+			}
+		case http.StatusBadRequest:
+		default:
+			t.Fatalf("forward auth: %d %s; want 200, 400 or 401", r.code, r.raw)
+		}
+		p := fuzzServe(t, g.env, net.ParseIP(stranger), http.MethodGet, "/e/premiere?return="+url.QueryEscape(ret), "", nil)
+		switch {
+		case p.code == http.StatusOK && ret != "":
+			u, err := url.Parse(ret)
+			if err != nil || !strings.EqualFold(u.Hostname(), shopHost) || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+				t.Fatalf("the room took the way back %q; want only one on %s", ret, shopHost)
+			}
+		case p.code != http.StatusOK && p.code != http.StatusBadRequest:
+			t.Fatalf("room page with return %q: %d; want 200 or 400", ret, p.code)
 		}
 	})
 }
