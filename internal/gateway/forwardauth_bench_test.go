@@ -34,36 +34,18 @@ func BenchmarkForwardAuth(b *testing.B) {
 	peer := &net.TCPAddr{IP: net.ParseIP(balancer), Port: 40000}
 	ask := func(h fasthttp.RequestHandler, target, cookie string) func(b *testing.B) {
 		return func(b *testing.B) {
-			b.SetParallelism(64)
-			b.ReportAllocs()
-			cpu0, rcpu0 := processCPU(), redisCPU(b, g.rdb)
-			b.RunParallel(func(pb *testing.PB) {
-				var ctx fasthttp.RequestCtx
-				var req fasthttp.Request
-				for pb.Next() {
-					req.Reset()
-					req.Header.SetMethod(http.MethodGet)
-					req.SetRequestURI("/api/v1/forward-auth")
-					req.Header.Set("X-Forwarded-Method", "GET")
-					req.Header.Set("X-Forwarded-Proto", "https")
-					req.Header.Set("X-Forwarded-Host", shopHost)
-					req.Header.Set("X-Forwarded-Uri", target)
-					req.Header.Set("X-Forwarded-For", "203.0.113.9")
-					if cookie != "" {
-						req.Header.SetCookie("wr_fa_premiere", cookie)
-					}
-					ctx.Init(&req, peer, nil)
-					ctx.ResetUserValues()
-					h(&ctx)
-					if got := ctx.Response.StatusCode(); got != http.StatusOK {
-						b.Errorf("status: %d %s", got, ctx.Response.Body())
-						return
-					}
+			benchHandler(b, g.rdb, h, peer, func(req *fasthttp.Request) {
+				req.Header.SetMethod(http.MethodGet)
+				req.SetRequestURI("/api/v1/forward-auth")
+				req.Header.Set("X-Forwarded-Method", "GET")
+				req.Header.Set("X-Forwarded-Proto", "https")
+				req.Header.Set("X-Forwarded-Host", shopHost)
+				req.Header.Set("X-Forwarded-Uri", target)
+				req.Header.Set("X-Forwarded-For", "203.0.113.9")
+				if cookie != "" {
+					req.Header.SetCookie("wr_fa_premiere", cookie)
 				}
 			})
-			b.StopTimer()
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
-			b.ReportMetric(float64(redisCPU(b, g.rdb)-rcpu0)/float64(time.Microsecond)/float64(b.N), "redis-µs/op")
 		}
 	}
 	b.Run("bare", ask(bare.Handler(), "/tour-tokyo/seats", ""))
