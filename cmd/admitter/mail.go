@@ -28,6 +28,12 @@ func renderer(cfg func() *config.Config, mails *web.Mails) notify.Renderer {
 		if t := m.Data["ticket"]; t != "" {
 			d.Link = c.FansURL() + "/e/" + url.PathEscape(event) + "?t=" + url.QueryEscape(t)
 		}
+		if p := m.Data["path"]; p != "" {
+			d.Link = c.FansURL() + p // presale_selected: the register page
+		}
+		if opens, err := time.Parse(time.RFC3339, m.Data["opens"]); err == nil {
+			d.Opens = opens.In(web.ZoneOf(ev))
+		}
 		subject, text, html, err := mails.Render(m.Kind, d)
 		return notify.Mail{Subject: subject, Text: text, HTML: html}, err
 	}

@@ -50,6 +50,7 @@ func run(ctx context.Context, p service.Process) error {
 		mailer.Timeout = cfg.Notify.Timeout.D()
 		outbox = notify.NewOutbox(redis)
 		o.Outbox = outbox
+		pre.MailInvitations(outbox)
 	}
 	adm := admission.New(o)
 	if mailer != nil {
@@ -63,7 +64,7 @@ func run(ctx context.Context, p service.Process) error {
 		sender := notify.NewSender(outbox, notify.SenderOptions{Mailer: mailer, Render: renderer(adm.Config, mails),
 			From: cfg.Notify.From, Events: eventIDs(adm.Config), Lease: handover, Inflight: handover, Log: p.Log})
 		for _, ev := range cfg.Events {
-			notify.Export(ev.ID, notify.KindYourTurn)
+			notify.Export(ev.ID, notify.KindYourTurn, notify.KindPresaleSelected)
 		}
 		jobs = append(jobs, sender.Run)
 		p.Log.Info("email to away fans", "smtp", mailer.Addr(), "from", cfg.Notify.From, "sender", sender.Owner())

@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/notify"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/presale"
@@ -32,6 +33,7 @@ type Presale interface {
 	Selection(ctx context.Context, event string, p presale.Plan) (draw.Published, error)
 	Entries(ctx context.Context, event string, w io.Writer) error
 	Figures(ctx context.Context, event string) (presale.Figures, error)
+	Remember(ctx context.Context, event, account, email, lang string) error
 	CodeHash(event, code string) string
 	NewCodes(ctx context.Context, event string, count, uses int) ([]string, error)
 	AddCodes(ctx context.Context, event string, codes []string, uses int) error
@@ -141,6 +143,7 @@ func (s *Server) register(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	s.rememberContact(c, ev, acct)
 	noStore(c)
 	status := fiber.StatusOK
 	if created {
@@ -373,7 +376,9 @@ func (s *Server) registerForm(c *fiber.Ctx) error {
 		if c.FormValue("action") == "withdraw" {
 			err = s.presale.Withdraw(c.UserContext(), ev.ID, p, acct)
 		} else {
-			_, _, err = s.presale.Register(c.UserContext(), ev.ID, p, acct)
+			if _, _, err = s.presale.Register(c.UserContext(), ev.ID, p, acct); err == nil {
+				s.rememberContact(c, ev, acct)
+			}
 		}
 	}
 	notice := "registered"
@@ -392,4 +397,18 @@ func (s *Server) registerForm(c *fiber.Ctx) error {
 		}
 	}
 	return c.Redirect(back+"?n="+notice, fiber.StatusSeeOther)
+}
+
+// rememberContact keeps where a registrant is told its window, if the
+// origin site signed an address for it: that address, in the language of
+// the fan's pages. Best effort: a registration stands without it.
+func (s *Server) rememberContact(c *fiber.Ctx, ev *config.Event, acct string) {
+	claims, err := s.accountClaims(c, ev)
+	if err != nil || claims.Account != acct || !notify.ValidAddress(claims.Email) {
+		return
+	}
+	lang := web.Negotiate(c.Cookies(langCookie), c.Get(fiber.HeaderAcceptLanguage))
+	if err := s.presale.Remember(c.UserContext(), ev.ID, acct, claims.Email, lang); err != nil {
+		s.log.Warn("registration: contact", "event", ev.ID, "err", err)
+	}
 }

@@ -35,6 +35,10 @@ const (
 	// signed ticket its link carries, "claimBy" the RFC 3339 end of its
 	// wait for the claim.
 	KindYourTurn = "your_turn"
+	// KindPresaleSelected: a presale's registrant was invited (by the
+	// selection or a top-up); Data "opens" and "until" are its window
+	// (RFC 3339), "path" the register page.
+	KindPresaleSelected = "presale_selected"
 )
 
 // Message is one email to send.

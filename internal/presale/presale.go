@@ -25,6 +25,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/notify"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -102,7 +103,19 @@ type Store struct {
 	codeKey []byte // the HMAC key codes are stored under (from auth.ticket_secret)
 	owner   string // this process, in the selection's lease
 	now     func() time.Time
+	outbox  Outbox // nil: nobody is emailed
 }
+
+// Outbox is where the invited are told their windows (notify.Outbox).
+type Outbox interface {
+	Enqueue(ctx context.Context, event string, m notify.Message) (bool, error)
+}
+
+// MailInvitations makes the admitter's steps email every invited
+// registrant who left an address its window (DESIGN.md "Away from the
+// page"): at least once, once per registration (the outbox keeps one
+// message per kind and key).
+func (s *Store) MailInvitations(o Outbox) { s.outbox = o }
 
 // Places is what the presale asks of the line.
 type Places interface {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/notify"
 	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
@@ -539,5 +540,51 @@ func TestTopUpsNeverAboveThePlacesLeft(t *testing.T) {
 				t.Fatalf("%d top-up groups", n)
 			}
 		})
+	}
+}
+
+// The invited who left an address are emailed their window once, however
+// many admitters step at once; the waitlisted and those without an address
+// are not.
+func TestInvitedAreEmailedOnce(t *testing.T) {
+	s := newSale(t, plan(1200*time.Millisecond, time.Hour, time.Hour, 3, 3))
+	outbox := notify.NewOutbox(rdb.New(s.rdb))
+	for i := range 6 {
+		a := fmt.Sprintf("fan-%d", i)
+		s.register(a)
+		if i < 5 {
+			if err := s.pre.Remember(s.ctx, s.event, a, a+"@example.com", "ja"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.closeAndDraw()
+	stores := []*presale.Store{s.pre, s.another("admitter-2"), s.another("admitter-3")}
+	testenv.Race(3, func(i int) {
+		stores[i].MailInvitations(outbox)
+		if err := stores[i].Step(s.ctx, s.event, s.plan); err != nil {
+			t.Errorf("step %d: %v", i, err)
+		}
+	})
+	want := int64(0)
+	for i := range 6 {
+		reg, err := s.pre.Status(s.ctx, s.event, s.plan, fmt.Sprintf("fan-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := outbox.State(s.ctx, s.event, notify.KindPresaleSelected+":"+reg.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mailed := reg.Status == presale.Selected && i < 5
+		if mailed {
+			want++
+		}
+		if (st == "queued") != mailed {
+			t.Errorf("fan-%d (%s, rank %d): its email %q", i, reg.Status, reg.Rank, st)
+		}
+	}
+	if n, _ := outbox.Pending(s.ctx, s.event); n != want || want == 0 {
+		t.Fatalf("%d emails queued, want %d", n, want)
 	}
 }

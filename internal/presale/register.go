@@ -56,6 +56,13 @@ func (s *Store) Register(ctx context.Context, event string, p Plan, account stri
 	return "", false, fmt.Errorf("register: unexpected reply %v", v)
 }
 
+// Remember keeps where account is told its window if it is invited: the
+// address the origin site signed, and the language of its pages.
+func (s *Store) Remember(ctx context.Context, event, account, email, lang string) error {
+	err := s.c.HSet(ctx, rdb.KeysOf(event).PresaleContacts, account, lang+" "+email).Err()
+	return rdb.Interpret("registration", err)
+}
+
 // Withdraw withdraws account's registration (before the close; a new one
 // afterwards gets a new id). ErrNotRegistered when it has none.
 func (s *Store) Withdraw(ctx context.Context, event string, p Plan, account string) error {
@@ -132,6 +139,7 @@ type selection struct {
 	entries                   int64
 	selected, invited, topped int64
 	settledCount              int64
+	mailed                    int64 // ranks emailed so far
 	groupSize                 int64
 	window                    time.Duration
 	opensAt                   time.Time
@@ -165,7 +173,7 @@ func (s *Store) state(ctx context.Context, event string) (selection, error) {
 	st := selection{commitment: h["commitment"], seed: h["seed"], digest: h["digest"],
 		committedAt: msTime(n("committedAt")), drawnAt: msTime(n("drawn")), drawn: h["drawn"] != "",
 		entries: n("entries"), selected: n("selected"), invited: n("invited"), topped: n("toppedUp"),
-		settledCount: n("settled"), groupSize: n("groupSize"), window: time.Duration(n("window")) * time.Millisecond,
+		settledCount: n("settled"), mailed: n("mailed"), groupSize: n("groupSize"), window: time.Duration(n("window")) * time.Millisecond,
 		opensAt: msTime(n("opensAt")), settled: map[string]bool{}}
 	if h["frozen"] != "" {
 		st.closesAt = msTime(n("closesAt"))

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/notify"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -47,9 +48,54 @@ func (s *Store) Step(ctx context.Context, event string, p Plan) error {
 	case "draw":
 		return s.draw(ctx, event, p, r.Str(1), r.Int(2), r.Int(3))
 	case "drawn":
-		return s.topUps(ctx, event)
+		if err := s.topUps(ctx, event); err != nil {
+			return err
+		}
+		return s.mail(ctx, event)
 	}
 	return r.Err()
+}
+
+// mail emails the invitations made since the last step (ranks mailed+1 …
+// invited) to those who left an address, then moves mailed on. An
+// admitter that dies in between mails them again: the outbox keeps one
+// message per registration.
+func (s *Store) mail(ctx context.Context, event string) error {
+	if s.outbox == nil {
+		return nil
+	}
+	k := rdb.KeysOf(event)
+	st, err := s.state(ctx, event)
+	if err != nil || st.mailed >= st.invited {
+		return err
+	}
+	accounts, err := s.holders(ctx, event, st.mailed+1, st.invited)
+	if err != nil {
+		return err
+	}
+	ids, err := s.ranked(ctx, event, st.mailed+1, st.invited)
+	if err != nil {
+		return err
+	}
+	contacts, err := s.c.HMGet(ctx, k.PresaleContacts, accounts...).Result()
+	if err != nil {
+		return rdb.Interpret("presale mail", err)
+	}
+	path := "/e/" + event + "/register"
+	for i, c := range contacts {
+		contact, _ := c.(string)
+		lang, email, ok := strings.Cut(contact, " ")
+		g, invited := st.groupOf(st.mailed + 1 + int64(i))
+		if !ok || !invited || !notify.ValidAddress(email) {
+			continue
+		}
+		m := notify.Message{Kind: notify.KindPresaleSelected, Key: ids[i], To: email, Lang: lang, NotAfter: g.closes,
+			Data: map[string]string{"opens": g.opens.Format(time.RFC3339), "until": g.closes.Format(time.RFC3339), "path": path}}
+		if _, err := s.outbox.Enqueue(ctx, event, m); err != nil {
+			return err
+		}
+	}
+	return rdb.Interpret("presale mail", s.c.HSet(ctx, k.Presale, "mailed", st.invited).Err())
 }
 
 // draw ranks the frozen registrations and publishes the selection, under
@@ -250,9 +296,20 @@ func (s *Store) groupStates(ctx context.Context, event string, g group) ([]Place
 // holders reads the accounts of ranks from…to (1 = first), from the
 // private parts the draw wrote.
 func (s *Store) holders(ctx context.Context, event string, from, to int64) ([]string, error) {
+	return s.parts(ctx, event, rdb.PresaleHoldersKey, from, to)
+}
+
+// ranked reads the registration ids of ranks from…to, from the published
+// list.
+func (s *Store) ranked(ctx context.Context, event string, from, to int64) ([]string, error) {
+	return s.parts(ctx, event, rdb.PresaleRankedKey, from, to)
+}
+
+// parts reads lines from…to (1 = first) of a list the draw wrote in parts.
+func (s *Store) parts(ctx context.Context, event string, key func(string, int) string, from, to int64) ([]string, error) {
 	var out []string
 	for part := (from - 1) / draw.PartSize; part <= (to-1)/draw.PartSize; part++ {
-		text, err := s.c.Get(ctx, rdb.PresaleHoldersKey(event, int(part))).Result()
+		text, err := s.c.Get(ctx, key(event, int(part))).Result()
 		if err != nil {
 			return nil, rdb.Interpret("selection", err)
 		}

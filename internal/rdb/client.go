@@ -38,6 +38,7 @@ type Cmdable interface {
 	Time(ctx context.Context) *redis.TimeCmd
 	HScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
 	HLen(ctx context.Context, key string) *redis.IntCmd
+	HSet(ctx context.Context, key string, values ...any) *redis.IntCmd
 	LRange(ctx context.Context, key string, start, stop int64) *redis.StringSliceCmd
 	BitField(ctx context.Context, key string, values ...any) *redis.IntSliceCmd
 	Ping(ctx context.Context) *redis.StatusCmd

@@ -61,6 +61,7 @@ type Keys struct {
 	Presale         string // HASH the selection's commitment, seed, times, counts and state
 	PresaleAccounts string // HASH account id → registration id (one per account)
 	PresaleLog      string // LIST "<id> <account>" per registration, "-<id>" per withdrawal, in order
+	PresaleContacts string // HASH account id → "<lang> <email>": where a selected registrant is told its window
 	PresaleRanks    string // string: u32 per registration's sequence number (BITFIELD #seq), its rank
 	PresaleTopUps   string // LIST the top-up groups, "<first rank> <last rank> <opens ms> <closes ms>"
 	PresaleDrawing  string // STRING the admitter drawing the selection, with an expiry
@@ -172,6 +173,7 @@ func buildKeys(event string) Keys {
 		Presale:         p + "presale",
 		PresaleAccounts: p + "presale:accounts",
 		PresaleLog:      p + "presale:log",
+		PresaleContacts: p + "presale:contacts",
 		PresaleRanks:    p + "presale:ranks",
 		PresaleTopUps:   p + "presale:topups",
 		PresaleDrawing:  p + "presale:drawing",

@@ -22,7 +22,7 @@ type Mails struct {
 }
 
 // MailKinds are the kinds of email there are templates for.
-var MailKinds = []string{"your_turn"}
+var MailKinds = []string{"your_turn", "presale_selected"}
 
 // NewMails parses every email's templates.
 func NewMails() (*Mails, error) {
@@ -48,6 +48,9 @@ type Mail struct {
 	// Until is when what the email offers ends (your_turn: the place's
 	// wait for its claim), in the event's time zone.
 	Until time.Time
+	// Opens is when what the email offers begins (presale_selected: the
+	// window's opening).
+	Opens time.Time
 	// Data are the message's other facts.
 	Data map[string]string
 }
