@@ -547,7 +547,7 @@ func TestTopUpsNeverAboveThePlacesLeft(t *testing.T) {
 // many admitters step at once; the waitlisted and those without an address
 // are not.
 func TestInvitedAreEmailedOnce(t *testing.T) {
-	s := newSale(t, plan(1200*time.Millisecond, time.Hour, time.Hour, 3, 3))
+	s := newSale(t, plan(3*time.Second, time.Hour, time.Hour, 3, 3))
 	outbox := notify.NewOutbox(rdb.New(s.rdb))
 	for i := range 6 {
 		a := fmt.Sprintf("fan-%d", i)
