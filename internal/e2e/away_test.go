@@ -3,12 +3,9 @@ package e2e_test
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -51,18 +48,10 @@ func startAwayRoom(t *testing.T) *awayRoom {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sink.Close() })
-	_, site, _ := ed25519.GenerateKey(rand.Reader)
-	pub, err := account.EncodePublicKeys(site.Public().(ed25519.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := filepath.Join(t.TempDir(), "origin.pem")
-	if err := os.WriteFile(keys, pub, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := stack.Start(t, stack.Options{Events: awayEvents, Admitters: 3, AdminToken: opsToken, AccountKeysFile: keys,
+	site := newPresaleSite(t) // an origin site: its key signs, the stack trusts it
+	s := stack.Start(t, stack.Options{Events: awayEvents, Admitters: 3, AdminToken: opsToken, AccountKeysFile: site.file,
 		Notify: fmt.Sprintf(`{smtp_url: %q, from: "waitroom <noreply@example.com>", timeout: "1s"}`, "smtp://"+sink.Addr)})
-	return &awayRoom{Stack: s, t: t, site: site, sink: sink}
+	return &awayRoom{Stack: s, t: t, site: site.priv, sink: sink}
 }
 
 func (r *awayRoom) token(acct string) string {

@@ -102,7 +102,7 @@ func (s *Store) AddCodes(ctx context.Context, event string, codes []string, uses
 		hashes[i] = s.CodeHash(event, c)
 	}
 	k := rdb.KeysOf(event)
-	_, err := s.c.Run(ctx, rdb.Call{Script: addCodesScript, Keys: []string{k.Codes, k.CodesInfo}, Args: append([]any{uses}, anys(hashes)...)}).Result()
+	_, err := s.c.Run(ctx, rdb.Call{Script: addCodesScript, Keys: []string{k.Codes, k.CodesInfo}, Args: append([]any{uses}, rdb.Args(hashes)...)}).Result()
 	return rdb.Interpret("codes", err)
 }
 
@@ -120,14 +120,6 @@ redis.call('HINCRBY', KEYS[2], 'codes', new)
 redis.call('HINCRBY', KEYS[2], 'uses', uses * (#ARGV - 1))
 return new
 `)
-
-func anys(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
-}
 
 // CodeCounts are the codes' counts (never a code).
 type CodeCounts struct {

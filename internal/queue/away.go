@@ -277,19 +277,11 @@ func (s *Store) AwayNotified(ctx context.Context, event string, ids []string) er
 	}
 	k := rdb.KeysOf(event)
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZRem(ctx, k.AwayDue, toAny(ids)...)
+		p.ZRem(ctx, k.AwayDue, rdb.Args(ids)...)
 		p.HDel(ctx, k.Away, ids...)
 		return nil
 	})
 	return rdb.Interpret("away notified", err)
-}
-
-func toAny(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }
 
 // AwayBooks are what away changed in an event's books.

@@ -80,3 +80,12 @@ func Num(x any) int64 {
 	}
 	return 0
 }
+
+// Args are strings as a command's or a script's arguments.
+func Args(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
