@@ -11,10 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // The room of these tests, as fans reach it, and the site it guards.
@@ -371,4 +374,35 @@ func jsonString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// While Redis does not answer, a site's live pass goes on as the booking
+// pass does at the gate (signature, event, exp), counted as degraded;
+// nothing else gets through, and a return token cannot be traded (503,
+// which the proxy turns into an error page: the fan tries again).
+func TestForwardAuthWhileRedisIsAway(t *testing.T) {
+	g := setupGuarded(t)
+	_, st := g.admitWithReturn("https://" + shopHost + "/tour-tokyo")
+	trade := g.ask(strings.TrimPrefix(st.body["returnUrl"].(string), "https://"+shopHost))
+	cookie := "wr_fa_premiere=" + cookieOf(trade, "wr_fa_premiere")
+	_, st2 := g.admitWithReturn("https://" + shopHost + "/tour-tokyo")
+	degraded := testutil.ToFloat64(gateway.ForwardAuths.WithLabelValues("premiere", "degraded"))
+
+	resume := testenv.PauseRedis(t, g.redis)
+	defer resume()
+	if r := g.ask("/tour-tokyo/seats", "Cookie", cookie); r.code != http.StatusOK || r.hdr.Get("X-Waitroom-Event") != "premiere" {
+		t.Errorf("a live pass with Redis stopped: %d; want 200", r.code)
+	}
+	if got := testutil.ToFloat64(gateway.ForwardAuths.WithLabelValues("premiere", "degraded")) - degraded; got != 1 {
+		t.Errorf("waitroom_forward_auth_total{result=degraded} went up by %v; want 1", got)
+	}
+	if r := g.ask("/tour-tokyo/seats"); r.code != http.StatusUnauthorized {
+		t.Errorf("no pass with Redis stopped: %d; want 401", r.code)
+	}
+	if r := g.ask(strings.TrimPrefix(st2.body["returnUrl"].(string), "https://"+shopHost)); r.code != http.StatusServiceUnavailable {
+		t.Errorf("a return token with Redis stopped: %d; want 503", r.code)
+	}
+	if r := g.ask("/", "Cookie", cookie); r.code != http.StatusOK {
+		t.Errorf("an unguarded path with Redis stopped: %d; want 200", r.code)
+	}
 }
