@@ -9,13 +9,6 @@ import (
 	"github.com/waitroom/waitroom/internal/config"
 )
 
-var (
-	errAccountRequired = &apiError{Status: fiber.StatusUnauthorized, Code: "account_required",
-		Message: "this sale needs you to sign in on the organiser's site first"}
-	errInvalidAccount = &apiError{Status: fiber.StatusUnauthorized, Code: "invalid_account",
-		Message: "the account token is invalid or expired: sign in again on the organiser's site"}
-)
-
 // accountOf is the verified account a join brings (header
 // X-Waitroom-Account, else cookie wr_u), or "" for none. A token that does
 // not verify is always 401 invalid_account; no token where the event asks

@@ -27,10 +27,6 @@ import (
 // on adminGroup, behind requireAdmin. Another operators' route is one line
 // in adminRoutes.
 
-var (
-	errUnauthorized = &apiError{Status: fiber.StatusUnauthorized, Code: "unauthorized", Message: "a valid operator token is required (Authorization: Bearer <admin_token>)"}
-)
-
 // invalidField is 400 invalid_request naming the field at fault.
 func invalidField(field, format string, args ...any) *apiError {
 	return &apiError{Status: fiber.StatusBadRequest, Code: "invalid_request", Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}

@@ -16,14 +16,6 @@ import (
 // let in, the admitter emails that address a link to it. The address is
 // only ever the one the origin site signed: the route takes none of its
 // own.
-var (
-	errNoEmail = &apiError{Status: fiber.StatusForbidden, Code: "no_email",
-		Message: "stepping away needs an account token from the organiser's site that carries your email"}
-	errNotYourPlace = &apiError{Status: fiber.StatusForbidden, Code: "not_your_place",
-		Message: "this place belongs to another account (or to none): only its own account can step away from it"}
-	errAlreadyAdmitted = &apiError{Status: fiber.StatusConflict, Code: "already_admitted",
-		Message: "it is your turn already: go to booking"}
-)
 
 // awayError maps StepAway's own errors (the rest are the line's).
 func awayError(err error) error {

@@ -54,15 +54,6 @@ const (
 	spentFor = 2 * time.Minute
 )
 
-var (
-	errUntrustedProxy = &apiError{Status: fiber.StatusForbidden, Code: "untrusted_proxy",
-		Message: "forward auth answers the proxies of gateway.trusted_proxies only"}
-	errInvalidReturn = &apiError{Status: fiber.StatusBadRequest, Code: "invalid_return",
-		Message: "return must be an absolute http(s) URL on a host this event guards"}
-	errBadForwardedURI = &apiError{Status: fiber.StatusBadRequest, Code: "invalid_request",
-		Message: "X-Forwarded-Uri (or X-Original-URI) must be a request target starting with /"}
-)
-
 var forwardAuths = metrics.CounterVec("waitroom_forward_auth_total",
 	"Forward-auth answers on guarded paths, by event and result: passed (a live pass), exchanged (a return token traded for a pass), refused (sent to the room), degraded (a valid pass let through by its signature alone while Redis did not answer).",
 	"event", "result")

@@ -43,40 +43,6 @@ type Presale interface {
 // codeHeader carries a join's access code (or form field "code").
 const codeHeader = "X-Waitroom-Code"
 
-var (
-	errRegistrationClosed = &apiError{Status: fiber.StatusConflict, Code: "registration_closed", Message: "registration for this presale is not open"}
-	errNotRegistered      = &apiError{Status: fiber.StatusNotFound, Code: "not_registered", Message: "this account has no registration for this presale"}
-	errNoPresale          = &apiError{Status: fiber.StatusNotFound, Code: "no_presale", Message: "this sale has no presale"}
-	errSelectionNotDrawn  = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the selection is drawn when registration closes"}
-	errNotInvited         = &apiError{Status: fiber.StatusForbidden, Code: "not_invited", Message: "this presale is for invited accounts: yours holds no invitation"}
-	errCodeRequired       = &apiError{Status: fiber.StatusForbidden, Code: "code_required", Message: "this sale needs an access code"}
-	errInvalidCode        = &apiError{Status: fiber.StatusForbidden, Code: "invalid_code", Message: "no such access code"}
-	errCodeUsed           = &apiError{Status: fiber.StatusConflict, Code: "code_used", Message: "this access code has been used up"}
-)
-
-// presaleErrors are the presale's errors in the contract's words (toAPI
-// reads them with the line's).
-var presaleErrors = []struct {
-	err error
-	api *apiError
-}{
-	{presale.ErrRegistrationClosed, errRegistrationClosed},
-	{presale.ErrNotRegistered, errNotRegistered},
-	{presale.ErrNoPresale, errNoPresale},
-	{presale.ErrNotDrawn, errSelectionNotDrawn},
-	{presale.ErrAccountRequired, errAccountRequired},
-	{presale.ErrNotInvited, errNotInvited},
-	{presale.ErrCodeRequired, errCodeRequired},
-	{presale.ErrInvalidCode, errInvalidCode},
-	{presale.ErrCodeUsed, errCodeUsed},
-}
-
-// windowNotOpen is 403 window_not_open with the fan's window.
-func windowNotOpen(w presale.WindowNotOpen) *apiError {
-	return &apiError{Status: fiber.StatusForbidden, Code: "window_not_open", Message: "your window to join this presale is not open",
-		WindowOpensAt: w.OpensAt.UTC().Format(time.RFC3339), WindowClosesAt: w.ClosesAt.UTC().Format(time.RFC3339)}
-}
-
 func (s *Server) presaleRoutes(line fiber.Router) {
 	line.Post("/:event/registrations", s.register)
 	line.Get("/:event/registrations/me", s.registration)
@@ -226,6 +192,16 @@ func (s *Server) codeOf(c *fiber.Ctx, ev *config.Event) string {
 	return s.presale.CodeHash(ev.ID, code)
 }
 
+// codesEvent is the event of an operators' codes route: any event has
+// codes once the gateway runs the presale's part (404 no_presale without).
+func (s *Server) codesEvent(c *fiber.Ctx) (*config.Event, error) {
+	ev, err := s.event(c)
+	if err == nil && s.presale == nil {
+		err = errNoPresale
+	}
+	return ev, err
+}
+
 // codesRequest is the body of POST /api/v1/admin/events/:event/codes:
 // count random codes, or the given ones, of uses each.
 type codesRequest struct {
@@ -237,12 +213,9 @@ type codesRequest struct {
 // adminCodes: POST /api/v1/admin/events/:event/codes — 201 {"codes":[…]}:
 // the random codes made (shown this once), or the given ones.
 func (s *Server) adminCodes(c *fiber.Ctx) error {
-	ev, err := s.event(c)
+	ev, err := s.codesEvent(c)
 	if err != nil {
 		return err
-	}
-	if s.presale == nil {
-		return errNoPresale
 	}
 	var req codesRequest
 	dec := json.NewDecoder(bytes.NewReader(c.Body()))
@@ -285,12 +258,9 @@ func (s *Server) adminCodes(c *fiber.Ctx) error {
 
 // adminCodeCounts: GET /api/v1/admin/events/:event/codes — counts only.
 func (s *Server) adminCodeCounts(c *fiber.Ctx) error {
-	ev, err := s.event(c)
+	ev, err := s.codesEvent(c)
 	if err != nil {
 		return err
-	}
-	if s.presale == nil {
-		return errNoPresale
 	}
 	n, err := s.presale.CodeCounts(c.UserContext(), ev.ID)
 	if err != nil {

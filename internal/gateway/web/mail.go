@@ -13,7 +13,8 @@ import (
 // The emails to fans speak the pages' three languages, from the same
 // catalogs (keys mail.*): each kind of email is two templates,
 // templates/mail/<kind>.txt (plain text) and templates/mail/<kind>.html, and
-// a subject (mail.<kind>.subject).
+// a subject (mail.<kind>.subject), written in the frame all kinds share
+// (templates/mail/frame.html and frame.txt).
 
 // Mails are the emails' templates, parsed once.
 type Mails struct {
@@ -39,6 +40,9 @@ func NewMails() (*Mails, error) {
 
 // Mail is what an email's templates read.
 type Mail struct {
+	// Kind is the email's kind (Render sets it): the frame's subject and
+	// why are mail.<Kind>.subject and mail.<Kind>.why.
+	Kind     string
 	L        *Locale
 	Currency string
 	Event    *Event
@@ -56,12 +60,14 @@ type Mail struct {
 }
 
 // Render writes the email of kind: its subject, plain text and HTML.
-func (m *Mails) Render(kind string, d *Mail) (subject, text, html string, err error) {
+func (m *Mails) Render(kind string, mail *Mail) (subject, text, html string, err error) {
+	d := *mail
+	d.Kind = kind
 	var tb, hb bytes.Buffer
-	if err := m.text.ExecuteTemplate(&tb, kind+".txt", d); err != nil {
+	if err := m.text.ExecuteTemplate(&tb, kind+".txt", &d); err != nil {
 		return "", "", "", err
 	}
-	if err := m.html.ExecuteTemplate(&hb, kind+".html", d); err != nil {
+	if err := m.html.ExecuteTemplate(&hb, kind+".html", &d); err != nil {
 		return "", "", "", err
 	}
 	return d.L.T("mail."+kind+".subject", "event", d.Event.Name), tb.String(), hb.String(), nil
