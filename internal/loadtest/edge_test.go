@@ -466,11 +466,7 @@ whole line; every join is a new fan (the line ended at %s).
 			errNotes = append(errNotes, fmt.Sprintf("%s × %d: gateway %d, bare %d", r.route, r.conns, r.gw.Errors, r.bare.Errors))
 		}
 	}
-	if len(errNotes) == 0 {
-		md.WriteString("\nNo request failed or got an unexpected status.\n")
-	} else {
-		fmt.Fprintf(&md, "\nFailed or unexpected answers (not counted in req/s or latency): %s.\n", strings.Join(errNotes, "; "))
-	}
+	md.WriteString(failures(errNotes, noneFailed, "Failed or unexpected answers (not counted in req/s or latency)"))
 	md.WriteString(`
 Both servers run on the same two cores as the load generator, Redis and PostgreSQL, so
 each point is bounded by CPU, not by the network; with 1,000 connections the latency is
@@ -520,15 +516,9 @@ with no proof (a fresh challenge, no Redis).
 			proofErrs = append(proofErrs, fmt.Sprintf("× %d: off %d, on %d, 428 %d", r.conns, r.off.Errors, r.on.Errors, r.asked.Errors))
 		}
 	}
-	if len(proofErrs) == 0 {
-		md.WriteString("\nEvery join got its 201 (and every proof-less one its 428).\n")
-	} else {
-		fmt.Fprintf(&md, "\nFailed or unexpected answers (not counted): %s.\n", strings.Join(proofErrs, "; "))
-	}
+	md.WriteString(failures(proofErrs, "Every join got its 201 (and every proof-less one its 428).", "Failed or unexpected answers (not counted)"))
 	fmt.Fprintf(&md, "\nLoad average (1 min) when the last round ended: %s.\n", loadAverage())
-	if err := writeSection(filepath.Join(docsDir(b), "PERFORMANCE.md"), "edge", md.String()); err != nil {
-		b.Fatal(err)
-	}
+	writeReport(b, "edge", md.String())
 }
 
 // bodySize makes one request and returns the length of its body.

@@ -5,15 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
@@ -47,29 +42,14 @@ if cookie ~= "" then wrk.headers["Cookie"] = cookie end
 // 200 in its own process; interleaved rounds at 100 and 1,000 connections.
 // It writes the section "forwardauth" of docs/PERFORMANCE.md.
 func BenchmarkForwardAuthWrk(b *testing.B) {
-	wrk, err := localsvc.Ensure("wrk", "wrk")
-	if err != nil {
-		b.Fatal(err)
-	}
-	pointDur := envDuration(b, "WAITROOM_LOADTEST_POINT", 5*time.Second)
-	rounds := envInt(b, "WAITROOM_LOADTEST_WRK_ROUNDS", 3)
+	rig := newWrkRig(b)
 	s := stack.Start(b, stack.Options{Events: forwardAuthEvents, TrustedProxies: []string{"127.0.0.1/32"},
 		GatewayKeys: `, public_url: "https://tickets.example"`})
 	cookie := sitePass(b, s.Gateway)
 	const path = "/api/v1/forward-auth"
-	bare, barePid := startBareProc(b, 0, 0)
-	gwPid, redisPid := s.Proc("gateway").Pid(), s.Redis.Pid()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Redis.Addr})
-	defer rdb.Close()
-	dir := b.TempDir()
-	script := func(name, target, cookie string) string {
-		p := filepath.Join(dir, name+".lua")
-		if err := os.WriteFile(p, []byte(fmt.Sprintf(forwardAuthScript, target, cookie)), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		return p
-	}
-	unguarded, guarded := script("unguarded", "/shoes/42?size=9", ""), script("pass", "/drop/shoes/42?size=9", cookie)
+	rig.watch(b, s, 0, 0)
+	unguarded := rig.script(b, "unguarded", fmt.Sprintf(forwardAuthScript, "/shoes/42?size=9", ""))
+	guarded := rig.script(b, "pass", fmt.Sprintf(forwardAuthScript, "/drop/shoes/42?size=9", cookie))
 
 	type point struct {
 		conns               int
@@ -78,21 +58,14 @@ func BenchmarkForwardAuthWrk(b *testing.B) {
 	var points []point
 	for _, conns := range []int{100, 1000} {
 		p := point{conns: conns}
-		runs := []func(){
-			func() {
-				p.bare = append(p.bare, runWrk(b, nil, wrk, unguarded, "", bare+path, "", conns, pointDur, barePid))
-			},
-			func() {
-				p.open = append(p.open, runWrk(b, rdb, wrk, unguarded, "", s.Gateway+path, "", conns, pointDur, gwPid, redisPid))
-			},
-			func() {
-				p.passing = append(p.passing, runWrk(b, rdb, wrk, guarded, "", s.Gateway+path, "", conns, pointDur, gwPid, redisPid))
-			},
-		}
-		for round := range rounds {
-			for i := range runs {
-				runs[(i+round)%len(runs)]()
-			}
+		for round := range rig.rounds {
+			interleave(round, func() {
+				p.bare = append(p.bare, rig.onBare(b, unguarded, "", path, "", conns))
+			}, func() {
+				p.open = append(p.open, rig.onGateway(b, unguarded, "", path, "", conns))
+			}, func() {
+				p.passing = append(p.passing, rig.onGateway(b, guarded, "", path, "", conns))
+			})
 			r, o, g := p.bare[round], p.open[round], p.passing[round]
 			b.Logf("forward auth × %d round %d: bare %.0f/s (CPU/req %v); unguarded %.0f/s p99 %v (CPU/req %v, Redis %v); pass %.0f/s p99 %v (CPU/req %v, Redis %v); errors %d %d %d",
 				conns, round+1, r.RPS, r.CPU[0], o.RPS, o.P99, o.CPU[0], o.CPU[1], g.RPS, g.P99, g.CPU[0], g.CPU[1], r.Errors, o.Errors, g.Errors)
@@ -116,7 +89,7 @@ process's user + system time over the run, from /proc, divided by the requests a
 
 | connections | bare req/s (rounds) | bare CPU per request | unguarded req/s (rounds) | unguarded p50 / p99 | unguarded CPU per request | unguarded ÷ bare | pass req/s (rounds) | pass p50 / p99 | pass CPU per request: gateway, Redis | pass ÷ bare |
 |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-`, time.Now().UTC().Format("2006-01-02 15:04 UTC"), int(pointDur.Seconds()), rounds)
+`, time.Now().UTC().Format("2006-01-02 15:04 UTC"), int(rig.point.Seconds()), rig.rounds)
 	var errNotes []string
 	for _, p := range points {
 		br, op, pa := medianRound(p.bare), medianRound(p.open), medianRound(p.passing)
@@ -129,15 +102,9 @@ process's user + system time over the run, from /proc, divided by the requests a
 			}
 		}
 	}
-	if len(errNotes) == 0 {
-		md.WriteString("\nNo request failed or got an unexpected status.\n")
-	} else {
-		fmt.Fprintf(&md, "\nFailed or unexpected answers (wrk counts them in req/s): %s.\n", strings.Join(errNotes, "; "))
-	}
+	md.WriteString(wrkFailures(errNotes))
 	fmt.Fprintf(&md, "\nLoad average (1 min) when the last point ended: %s.\n", loadAverage())
-	if err := writeSection(filepath.Join(docsDir(b), "PERFORMANCE.md"), "forwardauth", md.String()); err != nil {
-		b.Fatal(err)
-	}
+	writeReport(b, "forwardauth", md.String())
 }
 
 // sitePass takes a fan through drop (admitted at once, with the way back

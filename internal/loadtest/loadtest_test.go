@@ -2,7 +2,7 @@ package loadtest
 
 import (
 	"bufio"
-	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -41,28 +39,31 @@ func docsDir(tb testing.TB) string {
 	return filepath.Join(testenv.Repo(tb), "docs")
 }
 
+// envInt is the positive integer the environment variable name holds, or
+// def when it is unset.
 func envInt(tb testing.TB, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		tb.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
+	return envPositive(tb, name, def, strconv.Atoi, "integer")
 }
 
+// envDuration is the positive duration the environment variable name
+// holds, or def when it is unset.
 func envDuration(tb testing.TB, name string, def time.Duration) time.Duration {
+	return envPositive(tb, name, def, time.ParseDuration, "duration")
+}
+
+// envPositive reads the environment variable name with parse: def when it
+// is unset, and the benchmark stops when it is not a positive what.
+func envPositive[T int | time.Duration](tb testing.TB, name string, def T, parse func(string) (T, error), what string) T {
+	tb.Helper()
 	v := os.Getenv(name)
 	if v == "" {
 		return def
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		tb.Fatalf("%s=%q: want a positive duration", name, v)
+	n, err := parse(v)
+	if err != nil || n <= 0 {
+		tb.Fatalf("%s=%q: want a positive %s", name, v, what)
 	}
-	return d
+	return n
 }
 
 // loadAverage is the machine's 1-minute load average (our own processes
@@ -80,24 +81,26 @@ func loadAverage() string {
 	return f[0] + " on " + strconv.Itoa(runtime.NumCPU()) + " cores"
 }
 
-// usedMemory is Redis INFO memory's used_memory, in bytes.
-func usedMemory(ctx context.Context, tb testing.TB, rdb redis.UniversalClient) int64 {
+// writeReport writes body as the section name of docs/PERFORMANCE.md
+// (WAITROOM_LOADTEST_DOCS/PERFORMANCE.md when that is set).
+func writeReport(tb testing.TB, name, body string) {
 	tb.Helper()
-	info, err := rdb.Info(ctx, "memory").Result()
-	if err != nil {
+	if err := writeSection(filepath.Join(docsDir(tb), "PERFORMANCE.md"), name, body); err != nil {
 		tb.Fatal(err)
 	}
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return n
-		}
+}
+
+// noneFailed is the report's sentence when every answer was the one
+// expected.
+const noneFailed = "No request failed or got an unexpected status."
+
+// failures is the report's sentence on the answers that failed or were
+// not the one expected: none when notes is empty, else lead and the notes.
+func failures(notes []string, none, lead string) string {
+	if len(notes) == 0 {
+		return "\n" + none + "\n"
 	}
-	tb.Fatal("INFO memory has no used_memory")
-	return 0
+	return fmt.Sprintf("\n%s: %s.\n", lead, strings.Join(notes, "; "))
 }
 
 // scrape sums the samples of metric, at the Prometheus text endpoint url,

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 const millionEvents = `  - id: "million"
@@ -48,7 +48,7 @@ func BenchmarkMillionWaiting(b *testing.B) {
 	gw := strings.TrimPrefix(s.Gateway, "http://")
 	statusURL := s.Gateway + "/api/v1/events/million/tickets/"
 
-	mem0 := usedMemory(ctx, b, s.RDB)
+	mem0 := testenv.RedisInfoInt(b, s.RDB, "memory", "used_memory")
 	// The first 1,000 fans; every one of them is kept.
 	head, _ := fillLine(ctx, b, s, "million", small, func(int64) bool { return true })
 	status := func(tickets []placed) load {
@@ -70,7 +70,7 @@ func BenchmarkMillionWaiting(b *testing.B) {
 	if waiting != int64(n) {
 		b.Fatalf("%d waiting; want %d", waiting, n)
 	}
-	mem1 := usedMemory(ctx, b, s.RDB)
+	mem1 := testenv.RedisInfoInt(b, s.RDB, "memory", "used_memory")
 	perFan := float64(mem1-mem0) / float64(n)
 	atLarge := status(rest)
 
@@ -180,7 +180,5 @@ distance to the front and is capped, so the load grows by about one request per 
 for every %s fans added to the back of the line, whatever its length: the whole line
 above polls at about %s req/s.
 `, thousands(int64(pollAt(int64(n)-int64(n)/20).Seconds())), thousands(int64(load)))
-	if err := writeSection(filepath.Join(docsDir(b), "PERFORMANCE.md"), "million", md.String()); err != nil {
-		b.Fatal(err)
-	}
+	writeReport(b, "million", md.String())
 }

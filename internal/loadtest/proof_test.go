@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -260,9 +259,7 @@ A plain JavaScript SHA-256 over the one block that holds the nonce is %.0f× fas
 `+"`crypto.subtle.digest`"+`, whose promise per hash dominates; the page keeps it.
 `, workers, thousands(int64(pageRate)), thousands(int64(oneRate)), thousands(int64(subtle)), thousands(int64(goRate)),
 		loadAverage(), oneRate/subtle)
-	if err := writeSection(filepath.Join(docsDir(b), "PERFORMANCE.md"), "proof", md.String()); err != nil {
-		b.Fatal(err)
-	}
+	writeReport(b, "proof", md.String())
 }
 
 func msf(ms float64) string {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -173,9 +172,7 @@ Load average (1 min) at the end: %s.
 		elapsed, ticks, thousands(end.admitted), rate, owed, float64(end.admitted)+end.tokens,
 		perTick(per), float64(final.ts-open.ts)/1000, thousands(final.admitted), thousands(counts.Active), thousands(designCap),
 		thousands(int64(167*elapsed)), loadAverage())
-	if err := writeSection(filepath.Join(docsDir(b), "PERFORMANCE.md"), "rate", md.String()); err != nil {
-		b.Fatal(err)
-	}
+	writeReport(b, "rate", md.String())
 }
 
 // sampleBucket reads event's bucket and admitted count every few

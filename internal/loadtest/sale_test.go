@@ -389,9 +389,7 @@ where the measured line drops to zero. The ETA is computed from the admitter's m
 rate at join; a positive error means the fan waited longer than told. The wait is
 measured by the fan, so it includes the time until its next poll after admission.
 `, lastLine.Round(time.Second))
-	if err := writeSection(filepath.Join(dir, "PERFORMANCE.md"), "sale", md.String()); err != nil {
-		b.Fatal(err)
-	}
+	writeReport(b, "sale", md.String())
 }
 
 // The seat checks, on the booking core's tables (internal/booking/postgres/

@@ -17,6 +17,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // wrkScript is the Lua of a wrk run: status polls cycle over the tickets
@@ -164,21 +165,79 @@ func runWrk(tb testing.TB, rdb *redis.Client, wrk, script, route, base, tickets 
 // redisReads is how many reads of its clients' sockets a Redis has made.
 func redisReads(tb testing.TB, rdb *redis.Client) int64 {
 	tb.Helper()
-	info, err := rdb.Info(context.Background(), "stats").Result()
+	return testenv.RedisInfoInt(tb, rdb, "stats", "total_reads_processed")
+}
+
+// wrkRig is what a wrk benchmark measures with: wrk, how long a point runs
+// and in how many interleaved rounds, the stack's gateway and its Redis
+// (their CPU per request, the requests per Redis read), the bare server
+// beside them, and a folder for wrk's scripts.
+type wrkRig struct {
+	wrk             string
+	point           time.Duration
+	rounds          int
+	gateway         string
+	gwPid, redisPid int
+	rdb             *redis.Client
+	bare            string
+	barePid         int
+	dir             string
+}
+
+// newWrkRig finds wrk and reads the point's length and the rounds, before
+// the benchmark starts its stack.
+func newWrkRig(b *testing.B) *wrkRig {
+	b.Helper()
+	wrk, err := localsvc.Ensure("wrk", "wrk")
 	if err != nil {
-		tb.Fatal(err)
+		b.Fatal(err)
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "total_reads_processed:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				tb.Fatalf("INFO stats: %s", line)
-			}
-			return n
-		}
+	return &wrkRig{
+		wrk:    wrk,
+		point:  envDuration(b, "WAITROOM_LOADTEST_POINT", 5*time.Second),
+		rounds: envInt(b, "WAITROOM_LOADTEST_WRK_ROUNDS", 3),
+		dir:    b.TempDir(),
 	}
-	tb.Fatalf("INFO stats has no total_reads_processed:\n%s", info)
-	return 0
+}
+
+// watch measures s's gateway, and starts the bare server with bodies of
+// joinSize and statusSize bytes.
+func (r *wrkRig) watch(b *testing.B, s *stack.Stack, joinSize, statusSize int) {
+	b.Helper()
+	r.gateway, r.gwPid, r.redisPid = s.Gateway, s.Proc("gateway").Pid(), s.Redis.Pid()
+	r.rdb = redis.NewClient(&redis.Options{Addr: s.Redis.Addr})
+	b.Cleanup(func() { r.rdb.Close() })
+	r.bare, r.barePid = startBareProc(b, joinSize, statusSize)
+}
+
+// script writes a wrk script into the rig's folder and returns its path.
+func (r *wrkRig) script(b *testing.B, name, lua string) string {
+	b.Helper()
+	p := filepath.Join(r.dir, name+".lua")
+	if err := os.WriteFile(p, []byte(lua), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// onGateway runs one point against the gateway's path: CPU[0] is the
+// gateway's per request, CPU[1] its Redis's.
+func (r *wrkRig) onGateway(b *testing.B, script, route, path, tickets string, conns int) wrkResult {
+	return runWrk(b, r.rdb, r.wrk, script, route, r.gateway+path, tickets, conns, r.point, r.gwPid, r.redisPid)
+}
+
+// onBare runs the same point against the bare server: CPU[0] is its own.
+func (r *wrkRig) onBare(b *testing.B, script, route, path, tickets string, conns int) wrkResult {
+	return runWrk(b, nil, r.wrk, script, route, r.bare+path, tickets, conns, r.point, r.barePid)
+}
+
+// interleave runs one round of runs, starting one further along each
+// round (a, b; then b, a; …), so that a drift of the machine's load over
+// the rounds falls on every run alike.
+func interleave(round int, runs ...func()) {
+	for i := range runs {
+		runs[(i+round)%len(runs)]()
+	}
 }
 
 // BenchmarkEdgeWrk is the edge's headline figure with wrk as the client:
@@ -186,20 +245,14 @@ func redisReads(tb testing.TB, rdb *redis.Client) int64 {
 // handler answering bodies of the same size, interleaved rounds (gateway
 // then bare, then bare then gateway, …), at 100 and 1,000 connections.
 func BenchmarkEdgeWrk(b *testing.B) {
-	wrk, err := localsvc.Ensure("wrk", "wrk")
-	if err != nil {
-		b.Fatal(err)
-	}
-	pointDur := envDuration(b, "WAITROOM_LOADTEST_POINT", 5*time.Second)
+	rig := newWrkRig(b)
 	lineLen := envInt(b, "WAITROOM_LOADTEST_EDGE_LINE", 100_000)
-	rounds := envInt(b, "WAITROOM_LOADTEST_WRK_ROUNDS", 3)
 	ctx := context.Background()
 
 	s := stack.Start(b, stack.Options{Events: edgeEvents})
 	every := int64(max(1, lineLen/10_000))
 	placed, _ := fillLine(ctx, b, s, "edge", lineLen, func(pos int64) bool { return pos%every == 0 })
-	dir := b.TempDir()
-	tickets := filepath.Join(dir, "tickets")
+	tickets := filepath.Join(rig.dir, "tickets")
 	var list strings.Builder
 	for _, p := range placed {
 		list.WriteString(p.Ticket + "\n")
@@ -211,18 +264,8 @@ func BenchmarkEdgeWrk(b *testing.B) {
 	statusPath := joinPath + "/"
 	joinSize := bodySize(b, http.MethodPost, s.Gateway+joinPath, http.StatusCreated)
 	statusSize := bodySize(b, http.MethodGet, s.Gateway+statusPath+placed[len(placed)/2].Ticket, http.StatusOK)
-	bare, barePid := startBareProc(b, joinSize, statusSize)
-	gwPid, redisPid := s.Proc("gateway").Pid(), s.Redis.Pid()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Redis.Addr})
-	defer rdb.Close()
-	scripts := map[string]string{}
-	for _, route := range []string{"status", "join"} {
-		p := filepath.Join(dir, route+".lua")
-		if err := os.WriteFile(p, []byte(wrkScript), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		scripts[route] = p
-	}
+	rig.watch(b, s, joinSize, statusSize)
+	script := rig.script(b, "edge", wrkScript) // the route comes from WRK_ROUTE
 
 	type point struct {
 		route    string
@@ -243,20 +286,12 @@ func BenchmarkEdgeWrk(b *testing.B) {
 		}
 		for _, conns := range []int{100, 1000} {
 			p := point{route: route, conns: conns, target: target}
-			for round := range rounds {
-				gw := func() {
-					p.gw = append(p.gw, runWrk(b, rdb, wrk, scripts[route], route, s.Gateway+path, tickets, conns, pointDur, gwPid, redisPid))
-				}
-				br := func() {
-					p.bare = append(p.bare, runWrk(b, nil, wrk, scripts[route], route, bare+path, tickets, conns, pointDur, barePid))
-				}
-				if round%2 == 0 {
-					gw()
-					br()
-				} else {
-					br()
-					gw()
-				}
+			for round := range rig.rounds {
+				interleave(round, func() {
+					p.gw = append(p.gw, rig.onGateway(b, script, route, path, tickets, conns))
+				}, func() {
+					p.bare = append(p.bare, rig.onBare(b, script, route, path, tickets, conns))
+				})
 				g, r := p.gw[round], p.bare[round]
 				b.Logf("wrk %s × %d round %d: gateway %.0f/s p50 %v p99 %v (%d errors; CPU/req gateway %v, Redis %v; %.1f requests per Redis read); bare %.0f/s p50 %v p99 %v (%d errors; CPU/req %v)",
 					route, conns, round+1, g.RPS, g.P50, g.P99, g.Errors, g.CPU[0], g.CPU[1], g.PerRead, r.RPS, r.P50, r.P99, r.Errors, r.CPU[0])
@@ -282,7 +317,7 @@ clients' sockets (INFO), that is, how many the gateway's pipelines carried per b
 
 | route | connections | gateway req/s (rounds) | gateway p50 / p99 | CPU per request: gateway, its Redis | requests per Redis read | bare req/s (rounds) | bare CPU per request | gateway ÷ bare | goal |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|---|
-`, time.Now().UTC().Format("2006-01-02 15:04 UTC"), int(pointDur.Seconds()), thousands(int64(lineLen)), joinSize, statusSize, rounds)
+`, time.Now().UTC().Format("2006-01-02 15:04 UTC"), int(rig.point.Seconds()), thousands(int64(lineLen)), joinSize, statusSize, rig.rounds)
 	var errNotes []string
 	for _, p := range points {
 		ratio := medianRPS(p.gw) / medianRPS(p.bare)
@@ -299,15 +334,15 @@ clients' sockets (INFO), that is, how many the gateway's pipelines carried per b
 			}
 		}
 	}
-	if len(errNotes) == 0 {
-		md.WriteString("\nNo request failed or got an unexpected status.\n")
-	} else {
-		fmt.Fprintf(&md, "\nFailed or unexpected answers (wrk counts them in req/s): %s.\n", strings.Join(errNotes, "; "))
-	}
+	md.WriteString(wrkFailures(errNotes))
 	fmt.Fprintf(&md, "\nLoad average (1 min) when the last point ended: %s.\n", loadAverage())
-	if err := writeSection(filepath.Join(docsDir(b), "PERFORMANCE.md"), "wrk", md.String()); err != nil {
-		b.Fatal(err)
-	}
+	writeReport(b, "wrk", md.String())
+}
+
+// wrkFailures is the report's sentence on a wrk benchmark's failed or
+// unexpected answers.
+func wrkFailures(notes []string) string {
+	return failures(notes, noneFailed, "Failed or unexpected answers (wrk counts them in req/s)")
 }
 
 func medianRPS(rs []wrkResult) float64 { return medianRound(rs).RPS }

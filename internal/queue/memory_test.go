@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,23 +12,8 @@ import (
 
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
-
-func usedMemory(t testing.TB, rdb redis.UniversalClient) int64 {
-	t.Helper()
-	info := rdb.Info(context.Background(), "memory").Val()
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatal("no used_memory in INFO memory")
-	return 0
-}
 
 // TestMemoryPerWaitingFan joins 100k fans and reads INFO memory: the target
 // is at most 150 bytes of Redis per waiting fan (docs/QUEUE.md).
@@ -38,9 +22,9 @@ func TestMemoryPerWaitingFan(t *testing.T) {
 	e := setup(t)
 	const n = 100_000
 	join(t, e.store, open()) // the event's fixed keys exist before we measure
-	before := usedMemory(t, e.rdb)
+	before := testenv.RedisInfoInt(t, e.rdb, "memory", "used_memory")
 	joinMany(t, e.store, open(), n)
-	per := float64(usedMemory(t, e.rdb)-before) / n
+	per := float64(testenv.RedisInfoInt(t, e.rdb, "memory", "used_memory")-before) / n
 	t.Logf("Redis memory per waiting fan: %.1f bytes (%d fans)", per, n)
 	if per > 150 {
 		t.Errorf("%.1f bytes per waiting fan; want ≤ 150", per)

@@ -15,30 +15,54 @@ import (
 // thread that runs every command).
 func RedisCPU(tb testing.TB, rdb redis.UniversalClient, fields ...string) float64 {
 	tb.Helper()
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	info := redisInfo(tb, rdb, "cpu")
 	var sum float64
 	found := 0
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, ok := strings.Cut(line, ":")
+	for _, f := range fields {
+		v, ok := info[f]
 		if !ok {
 			continue
 		}
-		for _, f := range fields {
-			if k == f {
-				n, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					tb.Fatalf("INFO cpu: %s", line)
-				}
-				sum += n
-				found++
-			}
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			tb.Fatalf("INFO cpu: %s:%s", f, v)
 		}
+		sum += n
+		found++
 	}
 	if found != len(fields) {
 		tb.Fatalf("INFO cpu has %d of the fields %v", found, fields)
 	}
 	return sum
+}
+
+// RedisInfoInt is the whole number field of a Redis server's INFO section:
+// used_memory of "memory", total_reads_processed of "stats".
+func RedisInfoInt(tb testing.TB, rdb redis.UniversalClient, section, field string) int64 {
+	tb.Helper()
+	v, ok := redisInfo(tb, rdb, section)[field]
+	if !ok {
+		tb.Fatalf("INFO %s has no %s", section, field)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		tb.Fatalf("INFO %s: %s:%s", section, field, v)
+	}
+	return n
+}
+
+// redisInfo is one section of a Redis server's INFO, field by field.
+func redisInfo(tb testing.TB, rdb redis.UniversalClient, section string) map[string]string {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), section).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[k] = v
+		}
+	}
+	return fields
 }
