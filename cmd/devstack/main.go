@@ -25,7 +25,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/mailsink"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -44,7 +44,7 @@ func main() {
 	// stop as if interrupted: nothing we started may outlive us.
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("service", "devstack")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := service.Interrupted()
 	defer stop()
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: devstack run | devstack test -- CMD [ARGS...]")

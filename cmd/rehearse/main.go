@@ -20,16 +20,15 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/waitroom/waitroom/internal/platform/service"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := service.Interrupted()
 	defer stop()
 	opts, err := parseFlags(os.Args[1:], os.Stderr)
 	if err == nil {

@@ -57,7 +57,7 @@ func Main(name string, run func(ctx context.Context, p Process) error) {
 	path := config.Path(*cfgFlag)
 	cfg, err := config.Load(path)
 	if err == nil {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		ctx, stop := Interrupted()
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		err = run(ctx, Process{Name: name, Config: cfg, ConfigPath: path, Args: args, Log: log, Hup: hup})
@@ -68,6 +68,13 @@ func Main(name string, run func(ctx context.Context, p Process) error) {
 		log.Error(name+" stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// Interrupted is a context that ends on SIGINT or SIGTERM, every waitroom
+// command's way to stop (the services' through Main, devstack's and
+// rehearse's directly); stop releases the signals.
+func Interrupted() (ctx context.Context, stop context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 }
 
 // Redis opens the process's client of waitroom's Redis: redis.url, its
