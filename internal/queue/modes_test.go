@@ -185,8 +185,7 @@ func testLeave(t *testing.T, e env) {
 	ctx := context.Background()
 	set := e.open()
 	set.AdmitPerSecond = 1000
-	active := join(t, e.store, set)
-	letIn(t, e.store, set)
+	active := joinAndLetIn(t, e.store, set)
 	waiting := join(t, e.store, set)
 	behind := join(t, e.store, set)
 
@@ -232,6 +231,8 @@ func testLeave(t *testing.T, e env) {
 	checkBooks(t, e)
 }
 
+// A passthrough place is admitted and claimed at join: the fan holds its
+// pass at once, and the window's ceiling counts from the join.
 func TestPassthrough(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
@@ -252,6 +253,11 @@ func TestPassthrough(t *testing.T) {
 	st := status(t, e.store, r.Ticket, set)
 	if st.State != queue.Admitted || st.FirstAdmission {
 		t.Errorf("status = %+v; want admitted, already claimed", st)
+	}
+	// Its ceiling counts from the join: access_ttl 1m + window 1m.
+	got, ok, err := e.store.Extend(ctx, event, r.ID, time.Now().Add(time.Hour), 2*time.Minute)
+	if err != nil || !ok || time.Until(got) > 2*time.Minute {
+		t.Fatalf("Extend = %v, %v, %v; want at most 2 minutes from the join", got, ok, err)
 	}
 
 	// Fans already waiting when the mode turns to passthrough go in at once,
@@ -395,8 +401,7 @@ func TestActiveExpires(t *testing.T) {
 	set := open()
 	set.AdmitPerSecond = 1000
 	set.AccessTTL = 1 * time.Second
-	r := join(t, e.store, set)
-	letIn(t, e.store, set)
+	r := joinAndLetIn(t, e.store, set)
 	if ok, _ := e.store.Active(ctx, event, r.ID); !ok {
 		t.Fatal("not active after admission")
 	}
@@ -421,8 +426,7 @@ func testExtendAndComplete(t *testing.T, e env) {
 	ctx := context.Background()
 	set := e.open()
 	set.AdmitPerSecond = 1000
-	r := join(t, e.store, set)
-	letIn(t, e.store, set)
+	r := joinAndLetIn(t, e.store, set)
 	st := status(t, e.store, r.Ticket, set)
 
 	cases := []struct {

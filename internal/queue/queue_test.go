@@ -152,28 +152,28 @@ func at(d time.Duration) *time.Time {
 func join(t testing.TB, s *queue.Store, set queue.Settings) queue.JoinResult {
 	t.Helper()
 	r, err := s.Join(context.Background(), event, set)
-	if err != nil {
-		t.Fatalf("join: %v", err)
-	}
-	return r
+	return mustValue(t, "join", r, err)
 }
 
 func status(t testing.TB, s *queue.Store, tk string, set queue.Settings) queue.Status {
 	t.Helper()
 	st, err := s.Status(context.Background(), event, tk, set)
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
-	return st
+	return mustValue(t, "status", st, err)
 }
 
 func tick(t testing.TB, s *queue.Store, set queue.Settings) queue.TickResult {
 	t.Helper()
 	r, err := s.Tick(context.Background(), event, set)
+	return mustValue(t, "tick", r, err)
+}
+
+// mustValue is v, or the end of the test, naming what failed, when err is set.
+func mustValue[T any](t testing.TB, what string, v T, err error) T {
+	t.Helper()
 	if err != nil {
-		t.Fatalf("tick: %v", err)
+		t.Fatalf("%s: %v", what, err)
 	}
-	return r
+	return v
 }
 
 // prequeue is set with its pre-queue open a minute ago and the sale
@@ -191,6 +191,14 @@ func letIn(t testing.TB, s *queue.Store, set queue.Settings) {
 	tick(t, s, set)
 	time.Sleep(10 * time.Millisecond)
 	tick(t, s, set)
+}
+
+// joinAndLetIn joins a fan and lets it in (letIn: set admits at 1,000/s).
+func joinAndLetIn(t testing.TB, s *queue.Store, set queue.Settings) queue.JoinResult {
+	t.Helper()
+	r := join(t, s, set)
+	letIn(t, s, set)
+	return r
 }
 
 // checkBooks asserts the invariant every ticket obeys: it is admitted,
