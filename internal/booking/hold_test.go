@@ -17,15 +17,24 @@ func race(n int, f func(i int) error) []error {
 	return errs
 }
 
+// raceFor is race for calls that answer a value too: what each got, and
+// its error.
+func raceFor[T any](n int, f func(i int) (T, error)) ([]T, []error) {
+	got := make([]T, n)
+	errs := race(n, func(i int) error {
+		var err error
+		got[i], err = f(i)
+		return err
+	})
+	return got, errs
+}
+
 // The reference test: 20 customers race for the same two seats; exactly one
 // wins, and the database shows both seats under one hold.
 func TestTwentyCustomersRaceForTheSameTwoSeats(t *testing.T) {
 	e := setup(t)
-	holds := make([]booking.Hold, 20)
-	errs := race(20, func(i int) error {
-		h, err := e.svc.Hold(e.ctx(), fan(premiere, fmt.Sprintf("c%02d", i)), 42, booking.HoldInput{Seats: []string{"F6", "F5"}})
-		holds[i] = h
-		return err
+	holds, errs := raceFor(20, func(i int) (booking.Hold, error) {
+		return e.svc.Hold(e.ctx(), fan(premiere, fmt.Sprintf("c%02d", i)), 42, booking.HoldInput{Seats: []string{"F6", "F5"}})
 	})
 	winners := 0
 	var winner string

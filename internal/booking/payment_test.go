@@ -51,11 +51,8 @@ func TestCheckoutIsIdempotentUnderConcurrentIdenticalRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make([]booking.Checkout, 16)
-	errs := race(16, func(i int) error {
-		var err error
-		got[i], err = e.svc.Checkout(e.ctx(), p, h.ID, "same-key")
-		return err
+	got, errs := raceFor(16, func(int) (booking.Checkout, error) {
+		return e.svc.Checkout(e.ctx(), p, h.ID, "same-key")
 	})
 	for i, err := range errs {
 		if err != nil {

@@ -120,11 +120,8 @@ func TestPointsCheckoutRace(t *testing.T) {
 		holds[i] = h
 	}
 	e.credit("fan-w", covered*1500, "top-up-1")
-	paid := make([]booking.PointsPaid, n)
-	errs := race(n, func(i int) error {
-		var err error
-		paid[i], err = e.svc.CheckoutPoints(e.ctx(), account("fan-w", fmt.Sprintf("%d.ticket", i%3+1)), holds[i].ID, fmt.Sprintf("key-%d", i))
-		return err
+	paid, errs := raceFor(n, func(i int) (booking.PointsPaid, error) {
+		return e.svc.CheckoutPoints(e.ctx(), account("fan-w", fmt.Sprintf("%d.ticket", i%3+1)), holds[i].ID, fmt.Sprintf("key-%d", i))
 	})
 	ok, poor := 0, 0
 	for i, err := range errs {
@@ -188,11 +185,8 @@ func TestPointsCheckoutSameKeyRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.credit("fan-k", 10_000, "r1")
-	out := make([]booking.PointsPaid, 16)
-	errs := race(16, func(i int) error {
-		var err error
-		out[i], err = e.svc.CheckoutPoints(e.ctx(), p, h.ID, "same-key")
-		return err
+	out, errs := raceFor(16, func(int) (booking.PointsPaid, error) {
+		return e.svc.CheckoutPoints(e.ctx(), p, h.ID, "same-key")
 	})
 	for i, err := range errs {
 		if err != nil && !errors.Is(err, booking.ErrIdempotencyReused) {
@@ -214,12 +208,9 @@ func TestPointsCheckoutSameKeyRace(t *testing.T) {
 // add the points once; 10 different ones add up.
 func TestCreditOncePerReferenceRace(t *testing.T) {
 	e := setup(t)
-	balances := make([]int64, 20)
-	errs := race(20, func(i int) error {
+	balances, errs := raceFor(20, func(int) (int64, error) {
 		points := int64(700)
-		var err error
-		balances[i], err = e.svc.Credit(e.ctx(), "fan-c", booking.CreditInput{Points: &points, Reference: "order-1"})
-		return err
+		return e.svc.Credit(e.ctx(), "fan-c", booking.CreditInput{Points: &points, Reference: "order-1"})
 	})
 	for i, err := range errs {
 		if err != nil || balances[i] != 700 {

@@ -174,8 +174,9 @@ func BenchmarkHoldHotShowtime(b *testing.B) {
 }
 
 func holdHotShowtime(b *testing.B, inventory bool) {
-	e := benchSetup(b, hotShowtime(), inventory)
-	seats := seatList(10, 30)
+	hot := hotShowtime()
+	e := benchSetup(b, hot, inventory)
+	seats := seatsOf(hot[0].Showtimes[0])
 	g := raceHolds(b, e, 1, booking.ErrSeatsUnavailable, func(rng *rand.Rand) (string, int64, booking.HoldInput) {
 		i, j := rng.IntN(len(seats)), rng.IntN(len(seats)-1)
 		if j >= i {
@@ -239,8 +240,9 @@ UPDATE seats s
 // autocommitted, on the same seats with the same concurrency: the ceiling the
 // full hold is compared with.
 func BenchmarkBareConditionalUpdate(b *testing.B) {
-	e := benchSetup(b, hotShowtime())
-	seats := seatList(10, 30)
+	hot := hotShowtime()
+	e := benchSetup(b, hot)
+	seats := seatsOf(hot[0].Showtimes[0])
 	var ok, conflicts atomic.Int64
 	concurrency64(b)
 	b.ResetTimer()
@@ -279,7 +281,7 @@ func BenchmarkHoldColdShowtimes(b *testing.B) {
 		ev.Showtimes = append(ev.Showtimes, booking.Showtime{ID: int64(i), Title: "c", Rows: 2, SeatsPerRow: 10, PriceCents: 100})
 	}
 	e := benchSetup(b, []booking.Event{ev})
-	seats := seatList(2, 10)
+	seats := seatsOf(ev.Showtimes[0])
 	g := raceHolds(b, e, 3, booking.ErrSeatsUnavailable, func(rng *rand.Rand) (string, int64, booking.HoldInput) {
 		i := rng.IntN(len(seats) - 1)
 		return "cold", int64(1 + rng.IntN(n)), booking.HoldInput{Seats: []string{seats[i], seats[i+1]}}
@@ -316,11 +318,12 @@ func BenchmarkSeatMap(b *testing.B) {
 	b.ReportMetric(float64(reads.Load())/time.Since(start).Seconds(), "reads/s")
 }
 
-func seatList(rows, perRow int) []string {
+// seatsOf is every seat code of st, in map order from the first.
+func seatsOf(st booking.Showtime) []string {
 	var out []string
-	for r := range rows {
-		for n := 1; n <= perRow; n++ {
-			out = append(out, fmt.Sprintf("%c%d", 'A'+r, n))
+	for _, row := range st.RowLabels() {
+		for n := 1; n <= st.SeatsPerRow; n++ {
+			out = append(out, fmt.Sprintf("%s%d", row, n))
 		}
 	}
 	return out
