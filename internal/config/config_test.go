@@ -109,17 +109,17 @@ func TestEnvOverrides(t *testing.T) {
 	}
 }
 
+// The config file is the flag's, else WAITROOM_CONFIG's, else the default.
 func TestPath(t *testing.T) {
-	t.Setenv("WAITROOM_CONFIG", "")
-	if got := config.Path(""); got != config.DefaultPath {
-		t.Errorf("Path() = %q; want %q", got, config.DefaultPath)
-	}
-	t.Setenv("WAITROOM_CONFIG", "/etc/w.yaml")
-	if got := config.Path(""); got != "/etc/w.yaml" {
-		t.Errorf("Path() with WAITROOM_CONFIG = %q", got)
-	}
-	if got := config.Path("x.yaml"); got != "x.yaml" {
-		t.Errorf("Path(flag) = %q; want the flag to win", got)
+	for _, c := range []struct{ env, flag, want string }{
+		{"", "", config.DefaultPath},
+		{"/etc/w.yaml", "", "/etc/w.yaml"},
+		{"/etc/w.yaml", "x.yaml", "x.yaml"},
+	} {
+		t.Setenv("WAITROOM_CONFIG", c.env)
+		if got := config.Path(c.flag); got != c.want {
+			t.Errorf("Path(%q) with WAITROOM_CONFIG=%q = %q; want %q", c.flag, c.env, got, c.want)
+		}
 	}
 }
 
