@@ -3,35 +3,22 @@ package booking_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
-
-// fakeClock is a clock a test moves.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // The health summary: the hold route's p99 and the 5xx share over the last
 // 10 s, nothing older, health checks not counted.
 func TestHealthSummary(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
-	h := booking.NewHealth(nil, nil, clock.now)
+	clock := testenv.NewClock(time.Unix(1_000_000, 0))
+	h := booking.NewHealth(nil, nil, clock.Now)
 	mux := http.NewServeMux()
 	var took time.Duration
 	mux.HandleFunc("POST /api/v1/booking/showtimes/{id}/holds", func(w http.ResponseWriter, r *http.Request) {
-		clock.add(took)
+		clock.Add(took)
 		w.WriteHeader(http.StatusCreated)
 	})
 	mux.HandleFunc("GET /api/v1/booking/bookings/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +32,7 @@ func TestHealthSummary(t *testing.T) {
 	// An old slow second, then 100 holds: 98 of 10 ms, 2 of 900 ms.
 	took = 5 * time.Second
 	call("POST", "/api/v1/booking/showtimes/1/holds")
-	clock.add(11 * time.Second)
+	clock.Add(11 * time.Second)
 	for i := range 100 {
 		took = 10 * time.Millisecond
 		if i >= 98 {
@@ -64,7 +51,7 @@ func TestHealthSummary(t *testing.T) {
 	if s.HoldP99 != 900*time.Millisecond {
 		t.Errorf("p99 = %v; want 900ms (2 of 100 that slow)", s.HoldP99)
 	}
-	clock.add(11 * time.Second)
+	clock.Add(11 * time.Second)
 	if s := h.Summary(); s.Holds != 0 || s.Requests != 0 || s.HoldP99 != 0 {
 		t.Errorf("11 s later: %+v; want nothing", s)
 	}

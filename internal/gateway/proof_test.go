@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,19 +49,10 @@ events:
     showtimes: [{id: 44, title: "V", starts_at: "2036-12-01T19:00:00Z", rows: 2, seats_per_row: 2}]
 `
 
-// clock is the gateway's clock, which a test moves.
-type clock struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.at }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.at = c.at.Add(d); c.mu.Unlock() }
-
 type proofEnv struct {
 	*env
-	clock *clock
-	path  string // the config file, for reloads
+	clock *testenv.Clock // the gateway's, which the test moves
+	path  string         // the config file, for reloads
 }
 
 // setupProof is a gateway over proofYAML with joinsPerIP and "guarded" at
@@ -81,10 +71,10 @@ func setupProof(t testing.TB, joinsPerIP, bits int) *proofEnv {
 	}
 	// Standing still unless moved: the per-IP window's calendar minute does
 	// not turn mid-test.
-	clk := &clock{at: time.Now()}
+	clk := testenv.NewClock(time.Now())
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
-	srv, err := gateway.New(gateway.Options{Config: cfg, ConfigPath: path, Line: line, Operators: operators.New(rdb.New(rc)), Signer: pass.NewSigner(priv), Now: clk.now})
+	srv, err := gateway.New(gateway.Options{Config: cfg, ConfigPath: path, Line: line, Operators: operators.New(rdb.New(rc)), Signer: pass.NewSigner(priv), Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +102,7 @@ func (e *proofEnv) challengeOf(r resp) (string, int) {
 	if len(ch) != proof.ChallengeLen || bits < 1 || err != nil || r.body["message"] == "" {
 		e.t.Fatalf("428 body %s: want challenge, bits, expiresAt and message", r.raw)
 	}
-	if want := e.clock.now().Add(2 * time.Minute); exp.Sub(want).Abs() > time.Millisecond {
+	if want := e.clock.Now().Add(2 * time.Minute); exp.Sub(want).Abs() > time.Millisecond {
 		e.t.Errorf("challenge expires at %v; want 2 minutes from now, %v", exp, want)
 	}
 	return ch, int(bits)
@@ -201,7 +191,7 @@ func TestJoinProofFlows(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			e.clock.add(st.advance)
+			e.clock.Add(st.advance)
 			was := e.proofCounts("guarded")
 			places := joined(t, e.rdb, "guarded")
 			var r resp
@@ -320,7 +310,7 @@ func TestJoinProofAndTheIPLimit(t *testing.T) {
 	if r := e.join("guarded", "X-Waitroom-Proof", third); r.code != http.StatusTooManyRequests {
 		t.Fatalf("third join: %d %s; want 429", r.code, r.raw)
 	}
-	e.clock.add(time.Minute) // the next calendar minute: the proof is still good
+	e.clock.Add(time.Minute) // the next calendar minute: the proof is still good
 	if r := e.join("guarded", "X-Waitroom-Proof", third); r.code != http.StatusCreated {
 		t.Fatalf("the rate-limited proof a minute later: %d %s; want 201", r.code, r.raw)
 	}
@@ -421,7 +411,7 @@ func BenchmarkJoinHandler(b *testing.B) {
 			case "solved":
 				k := proof.NewKeeper([]byte(e.cfg.Auth.TicketSecret))
 				for range b.N {
-					ch, err := k.Issue(c.event, 8, e.clock.now())
+					ch, err := k.Issue(c.event, 8, e.clock.Now())
 					if err != nil {
 						b.Fatal(err)
 					}

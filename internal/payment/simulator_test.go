@@ -19,16 +19,6 @@ import (
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
-// clock is the simulator's time, moved by the test.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-
 // receiver is the booking core's callback route as the simulator sees it:
 // it counts what arrives and answers fail (a status code) while fail > 0.
 type receiver struct {
@@ -65,7 +55,7 @@ const secret = "sim-test-secret-0123456789abcdefghij"
 
 type env struct {
 	t     *testing.T
-	clock *clock
+	clock *testenv.Clock // the simulator's time, moved by the test
 	store *postgres.Sessions
 	sim   *payment.Simulator
 	page  *httptest.Server
@@ -79,7 +69,7 @@ type env struct {
 func setup(t *testing.T, f func(*payment.SimulatorConfig)) *env {
 	t.Helper()
 	pool, _ := testenv.Pool(t, "booking", postgres.Open, postgres.Migrate)
-	e := &env{t: t, clock: &clock{now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}, store: postgres.NewSessions(pool), recv: &receiver{}}
+	e := &env{t: t, clock: testenv.NewClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)), store: postgres.NewSessions(pool), recv: &receiver{}}
 	cb := httptest.NewServer(e.recv)
 	t.Cleanup(cb.Close)
 	var h http.Handler
@@ -263,7 +253,7 @@ func TestHostedPage(t *testing.T) {
 		t.Errorf("unknown payment: %d", code)
 	}
 	// Drop: a decided payment sends no callback.
-	e.clock.add(time.Hour)
+	e.clock.Add(time.Hour)
 	e.deliver()
 	if got := e.recv.callbacks(); len(got) != 0 {
 		t.Errorf("callbacks with drop: %v", got)
@@ -276,7 +266,7 @@ func TestHostedPage(t *testing.T) {
 func TestSessionEnd(t *testing.T) {
 	e := setup(t, func(c *payment.SimulatorConfig) { c.Delay = 0 })
 	late, asked := e.open("late"), e.open("asked")
-	e.clock.add(9 * time.Minute)
+	e.clock.Add(9 * time.Minute)
 	if _, page, _ := e.get(late.URL); !strings.Contains(page, `id="pay-late"`) || !strings.Contains(page, `id="sim-pay"`) {
 		t.Fatalf("a late page: %s; want the note and Pay", page)
 	}
@@ -292,7 +282,7 @@ func TestSessionEnd(t *testing.T) {
 	if _, page, _ := e.get(asked.URL); !strings.Contains(page, "This payment has expired") {
 		t.Fatalf("expired page: %s", page)
 	}
-	e.clock.add(time.Minute)
+	e.clock.Add(time.Minute)
 	e.deliver()
 	if got := e.recv.callbacks(); len(got) != 1 || got[0] != (payment.Callback{PaymentID: late.PaymentID, Status: payment.Succeeded}) {
 		t.Fatalf("callbacks %v; want the late payment's SUCCEEDED alone (an expiry sends none)", got)
@@ -331,7 +321,7 @@ func TestCallbackTiming(t *testing.T) {
 			}
 			var elapsed time.Duration
 			for i, at := range tt.at {
-				e.clock.add(at - elapsed - time.Millisecond)
+				e.clock.Add(at - elapsed - time.Millisecond)
 				e.deliver()
 				if n := len(e.recv.callbacks()); n != i {
 					t.Fatalf("%d callbacks before %s; want %d", n, at, i)
@@ -339,14 +329,14 @@ func TestCallbackTiming(t *testing.T) {
 				if st := e.status(s.PaymentID); i == 0 && st != payment.Pending {
 					t.Fatalf("status before it is settled: %s; want PENDING", st)
 				}
-				e.clock.add(time.Millisecond)
+				e.clock.Add(time.Millisecond)
 				e.deliver()
 				if got := e.recv.callbacks(); len(got) != i+1 || got[i].Status != tt.status {
 					t.Fatalf("callbacks at %s: %v; want %d, %s", at, got, i+1, tt.status)
 				}
 				elapsed = at
 			}
-			e.clock.add(time.Hour)
+			e.clock.Add(time.Hour)
 			e.deliver()
 			if n := len(e.recv.callbacks()); n != len(tt.at) {
 				t.Fatalf("%d callbacks in all; want %d", n, len(tt.at))
@@ -366,15 +356,15 @@ func TestCallbackRetries(t *testing.T) {
 	e.recv.fail.Store(2)
 	e.sim.Decide(e.ctx(), s.PaymentID, payment.ChoiceSucceed)
 	e.deliver() // refused: again in 200 ms
-	e.clock.add(100 * time.Millisecond)
+	e.clock.Add(100 * time.Millisecond)
 	e.sim = e.restart()
 	e.deliver()
 	if e.recv.fail.Load() != 1 {
 		t.Fatal("retried before its back-off")
 	}
-	e.clock.add(100 * time.Millisecond)
+	e.clock.Add(100 * time.Millisecond)
 	e.deliver() // refused again: in 400 ms
-	e.clock.add(400 * time.Millisecond)
+	e.clock.Add(400 * time.Millisecond)
 	e.deliver()
 	if got := e.recv.callbacks(); len(got) != 1 {
 		t.Fatalf("after two refusals: %v; want the callback through", got)
@@ -385,7 +375,7 @@ func TestCallbackRetries(t *testing.T) {
 	e.sim.Decide(e.ctx(), gone.PaymentID, payment.ChoiceSucceed)
 	for range 12 {
 		e.deliver()
-		e.clock.add(time.Minute)
+		e.clock.Add(time.Minute)
 	}
 	if left := 100 - e.recv.fail.Load(); left != 8 {
 		t.Fatalf("%d attempts; want 8, then given up", left)
