@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // 500 customers race for the 250-place FLOOR, each asking 1 or 2 places: the
@@ -23,30 +23,18 @@ func TestFiveHundredCustomersNeverOverfillABlock(t *testing.T) {
 	for i := range want {
 		want[i] = 1 + i%2
 	}
-	stop := make(chan struct{})
 	var peak atomic.Int64
-	var sampler sync.WaitGroup
-	sampler.Add(1)
-	go func() {
-		defer sampler.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var n int64
-			if err := e.pool.QueryRow(context.Background(), `SELECT coalesce(sum(places),0) FROM ga_places WHERE block_code = 'FLOOR' AND status IN ('HELD','BOOKED')`).Scan(&n); err == nil && n > peak.Load() {
-				peak.Store(n)
-			}
+	stopSampling := testenv.Repeat(func() time.Duration { return 0 }, func() {
+		var n int64
+		if err := e.pool.QueryRow(context.Background(), `SELECT coalesce(sum(places),0) FROM ga_places WHERE block_code = 'FLOOR' AND status IN ('HELD','BOOKED')`).Scan(&n); err == nil && n > peak.Load() {
+			peak.Store(n)
 		}
-	}()
+	})
 	errs := race(500, func(i int) error {
 		_, err := e.svc.Hold(e.ctx(), fan(live, fmt.Sprintf("c%03d", i)), 43, booking.HoldInput{GeneralAdmission: map[string]int{"FLOOR": want[i]}})
 		return err
 	})
-	close(stop)
-	sampler.Wait()
+	stopSampling()
 	sum := 0
 	for i, err := range errs {
 		switch {

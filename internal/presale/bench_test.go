@@ -3,7 +3,6 @@ package presale_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -63,36 +62,20 @@ func benchSelection(b *testing.B, n int) {
 	p.RegistrationClosesAt = closes
 	time.Sleep(time.Until(closes))
 
-	var peak atomic.Uint64
-	stop, done := make(chan struct{}), make(chan struct{})
-	runtime.GC()
-	go func() {
-		defer close(done)
-		var m runtime.MemStats
-		for {
-			runtime.ReadMemStats(&m)
-			peak.Store(max(peak.Load(), m.HeapAlloc))
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}()
+	heapPeak := testenv.HeapPeak()
 	b.StartTimer()
 	if err := pre.Step(ctx, "tour", p); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
 	took := time.Since(closes)
-	close(stop)
-	<-done
+	peak := heapPeak()
 	sel, err := pre.Selection(ctx, "tour", p)
 	if err != nil || !sel.Drawn || sel.Entries != int64(n) {
 		b.Fatalf("after the step: %+v %v", sel, err)
 	}
 	b.ReportMetric(float64(took.Milliseconds()), "ms/close-to-selected")
-	b.ReportMetric(float64(peak.Load())/(1<<20), "MB-heap-peak")
+	b.ReportMetric(float64(peak)/(1<<20), "MB-heap-peak")
 }
 
 // BenchmarkRegisterVsJoin takes registrations and joins side by side, on

@@ -3,15 +3,14 @@ package queue_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // BenchmarkJoinPrequeue is BenchmarkJoin during a pre-queue: every join
@@ -53,25 +52,7 @@ func benchDraw(b *testing.B, n, shards int) {
 	tick(b, e.store, set) // a tick before opening: the bucket's clock starts
 	time.Sleep(time.Until(opens))
 
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	runtime.GC()
-	go func() {
-		defer close(done)
-		var m runtime.MemStats
-		for {
-			runtime.ReadMemStats(&m)
-			if m.HeapAlloc > peak.Load() {
-				peak.Store(m.HeapAlloc)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}()
+	heapPeak := testenv.HeapPeak()
 	b.StartTimer()
 	for {
 		if r := tick(b, e.store, set); r.Admitted > 0 {
@@ -83,10 +64,9 @@ func benchDraw(b *testing.B, n, shards int) {
 	}
 	b.StopTimer()
 	took := time.Since(opens)
-	close(stop)
-	<-done
+	peak := heapPeak()
 	b.ReportMetric(float64(took.Milliseconds()), "ms/first-admitted")
-	b.ReportMetric(float64(peak.Load())/(1<<20), "MB-heap-peak")
+	b.ReportMetric(float64(peak)/(1<<20), "MB-heap-peak")
 	if l, err := e.store.Lottery(ctx, event, set); err != nil || !l.Drawn || l.Entries != int64(n) {
 		b.Fatalf("after the draw: %+v %v", l, err)
 	}

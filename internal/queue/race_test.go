@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // joinMany joins n fans with a few workers and returns their results.
@@ -77,8 +78,7 @@ func testReplicasRace(t *testing.T, e env, times raceTimes) {
 	joined := joinMany(t, e.store, set, n)
 
 	var (
-		stop       = make(chan struct{})
-		wg         sync.WaitGroup
+		stops      []func() // the background actors' stops
 		ticks      atomic.Int64
 		tickSum    atomic.Int64
 		tickErrs   atomic.Int64
@@ -87,21 +87,8 @@ func testReplicasRace(t *testing.T, e env, times raceTimes) {
 		twice      atomic.Int64
 	)
 	completing.Store(true)
-	// every runs f every d() in a goroutine of its own until stop.
-	every := func(d func() time.Duration, f func()) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(d()):
-				}
-				f()
-			}
-		}()
-	}
+	// every runs f every d() in a goroutine of its own until the end.
+	every := func(d func() time.Duration, f func()) { stops = append(stops, testenv.Repeat(d, f)) }
 	for replica := range 3 {
 		every(func() time.Duration { return time.Duration(40+rand.IntN(20)) * time.Millisecond }, func() {
 			r, err := e.store.Tick(ctx, event, set)
@@ -173,8 +160,9 @@ func testReplicasRace(t *testing.T, e env, times raceTimes) {
 	t1, a1 := sample()
 	completing.Store(false)
 	time.Sleep(times.capped)
-	close(stop)
-	wg.Wait()
+	for _, stop := range stops {
+		stop()
+	}
 
 	rate := float64(a1-a0) / (t1 - t0)
 	t.Logf("achieved %.2f admissions/s over %.1fs (%d ticks by 3 replicas), max active sampled %d",

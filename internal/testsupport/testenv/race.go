@@ -1,6 +1,9 @@
 package testenv
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Race runs f(0), …, f(n-1) in n goroutines released together (each
 // started and waiting before any runs) and returns once all have returned:
@@ -18,4 +21,27 @@ func Race(n int, f func(i int)) {
 	}
 	start.Done()
 	done.Wait()
+}
+
+// Repeat runs f in a goroutine of its own, again and again, each run d()
+// after the last one ended, until the returned stop is called; stop returns
+// once f has. The samplers and background actors a race test runs beside
+// its racers.
+func Repeat(d func() time.Duration, f func()) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(d()):
+			}
+			f()
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
 }
