@@ -10,11 +10,10 @@ import (
 )
 
 func TestAppendWaitingIsEncodingJSON(t *testing.T) {
-	n := func(v int64) *int64 { return &v }
 	for _, w := range []waitingJSON{
 		{Status: "waiting", Position: 1, Ahead: 0, PollAfterMs: 2000},
-		{Ticket: "AbC-_.123", Status: "waiting", Position: 4242, Ahead: 4241, ETASeconds: n(61), PollAfterMs: 10604, Available: n(0)},
-		{Ticket: "x", Status: "waiting", Position: -1, Ahead: -9223372036854775808, ETASeconds: n(0), PollAfterMs: 0, Available: n(9223372036854775807)},
+		{Ticket: "AbC-_.123", Status: "waiting", Position: 4242, Ahead: 4241, ETASeconds: new(int64(61)), PollAfterMs: 10604, Available: new(int64(0))},
+		{Ticket: "x", Status: "waiting", Position: -1, Ahead: -9223372036854775808, ETASeconds: new(int64(0)), PollAfterMs: 0, Available: new(int64(9223372036854775807))},
 		{Ticket: `odd "quoted" <b>&\ é` + "\n", Status: "waiting"},
 	} {
 		want, err := json.Marshal(w)

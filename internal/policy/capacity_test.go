@@ -13,8 +13,6 @@ import (
 // computed so that float error never loses a fan (330 × 60 / (3 × 1.1) is
 // 6,000, not 5,999). The first row is the concert design's sizing.
 func TestComputedRateAndCap(t *testing.T) {
-	f := func(v float64) *float64 { return &v }
-	n := func(v int) *int { return &v }
 	cases := []struct {
 		name     string
 		capacity config.Capacity // backend_tps, calls_per_user, retry_factor, session_seconds
@@ -34,11 +32,11 @@ func TestComputedRateAndCap(t *testing.T) {
 		{"below one fan a second", config.Capacity{BackendTPS: 1, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, nil, nil, 1.0 / 6, 10},
 		{"a cap below one fan is one", config.Capacity{BackendTPS: 1, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 1}, nil, nil, 1.0 / 6, 1},
 		{"a degenerate model is held at 0.01/s", config.Capacity{BackendTPS: 0.03, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, nil, nil, 0.01, 1},
-		{"given rate, computed cap", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, f(40), nil, 40, 2400},
-		{"given rate, cap rounds down", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 3}, f(2.5), nil, 2.5, 7},
-		{"given rate, exactly 29 (float says 28.999…)", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 100}, f(0.29), nil, 0.29, 29},
-		{"given both", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, f(40), n(90), 40, 90},
-		{"given cap, computed rate", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, nil, n(500), 1000.0 / 6, 500},
+		{"given rate, computed cap", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, new(40.0), nil, 40, 2400},
+		{"given rate, cap rounds down", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 3}, new(2.5), nil, 2.5, 7},
+		{"given rate, exactly 29 (float says 28.999…)", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 100}, new(0.29), nil, 0.29, 29},
+		{"given both", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, new(40.0), new(90), 40, 90},
+		{"given cap, computed rate", config.Capacity{BackendTPS: 1000, CallsPerUser: 3, RetryFactor: 2, SessionSeconds: 60}, nil, new(500), 1000.0 / 6, 500},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
