@@ -288,18 +288,25 @@ func TestRehearseAFairRoom(t *testing.T) {
 	}
 }
 
-// The planted bug: a line that lets the newest fan in first. The fans
-// see it (an earlier fan still waiting after a later one was let in), and
-// rehearse exits 1.
-func TestRehearseFindsAFIFOBug(t *testing.T) {
-	t.Parallel()
-	url := startFakeRoom(t, &fakeRoom{every: fakeEvery, lifo: true})
+// rehearseFails rehearses a sale on room, which must fail it (exit 1), and
+// returns the summary file and what rehearse printed.
+func rehearseFails(t *testing.T, room *fakeRoom) (summary, string) {
+	t.Helper()
+	url := startFakeRoom(t, room)
 	out := filepath.Join(t.TempDir(), "summary.json")
 	code, stdout, stderr := rehearse(t, append([]string{"-url", url, "-out", out}, fakeArgs...)...)
 	if code != 1 {
 		t.Fatalf("exit %d; want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	s := summaryFile(t, out)
+	return summaryFile(t, out), stdout
+}
+
+// The planted bug: a line that lets the newest fan in first. The fans
+// see it (an earlier fan still waiting after a later one was let in), and
+// rehearse exits 1.
+func TestRehearseFindsAFIFOBug(t *testing.T) {
+	t.Parallel()
+	s, stdout := rehearseFails(t, &fakeRoom{every: fakeEvery, lifo: true})
 	if s.FIFO.Inversions < 5 || s.OK {
 		t.Errorf("FIFO %+v, ok %v; want the passed-over fans counted (5 at least)", s.FIFO, s.OK)
 	}
@@ -313,13 +320,7 @@ func TestRehearseFindsAFIFOBug(t *testing.T) {
 // carries on).
 func TestRehearseFailsOnA5xx(t *testing.T) {
 	t.Parallel()
-	url := startFakeRoom(t, &fakeRoom{every: fakeEvery, fail: true})
-	out := filepath.Join(t.TempDir(), "summary.json")
-	code, stdout, stderr := rehearse(t, append([]string{"-url", url, "-out", out}, fakeArgs...)...)
-	if code != 1 {
-		t.Fatalf("exit %d; want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-	}
-	s := summaryFile(t, out)
+	s, stdout := rehearseFails(t, &fakeRoom{every: fakeEvery, fail: true})
 	if s.Answers.ByStatus["500"] != 1 || s.Seen.Admitted != 40 || s.FIFO.Inversions != 0 {
 		t.Errorf("answers %v, admitted %d, FIFO %+v; want one 500, every fan let in anyway, in order", s.Answers.ByStatus, s.Seen.Admitted, s.FIFO)
 	}
