@@ -73,6 +73,23 @@ func TestFaults(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c, bufio.NewReader(c)
 	}
+	// fresh dials the proxy again, after fault, and checks a line gets
+	// through.
+	fresh := func(fault string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, r := dial()
+		if _, err := roundTrip(c, r, time.Second); err != nil {
+			t.Fatalf("a new connection after the %s: %v", fault, err)
+		}
+		return c, r
+	}
+	// unanswered checks that no answer comes back through c.
+	unanswered := func(c net.Conn, r *bufio.Reader, fault string) {
+		t.Helper()
+		if _, err := roundTrip(c, r, 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%s: %v; want no answer", fault, err)
+		}
+	}
 	c, r := dial()
 	if _, err := roundTrip(c, r, time.Second); err != nil {
 		t.Fatalf("through the proxy: %v", err)
@@ -90,24 +107,14 @@ func TestFaults(t *testing.T) {
 	if _, err := roundTrip(c, r, time.Second); !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
 		t.Errorf("after a reset: %v; want the connection reset", err)
 	}
-	c, r = dial()
-	if _, err := roundTrip(c, r, time.Second); err != nil {
-		t.Fatalf("a new connection after the reset: %v", err)
-	}
+	c, r = fresh("reset")
 
 	p.BlackHole()
-	if _, err := roundTrip(c, r, 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("black-holed: %v; want no answer", err)
-	}
-	c, r = dial()
-	if _, err := roundTrip(c, r, time.Second); err != nil {
-		t.Fatalf("a new connection after the black hole: %v", err)
-	}
+	unanswered(c, r, "black-holed")
+	c, r = fresh("black hole")
 
 	p.Partition()
-	if _, err := roundTrip(c, r, 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("partitioned: %v; want no answer", err)
-	}
+	unanswered(c, r, "partitioned")
 	p.Heal()
 	// The line sent during the partition arrives once it heals.
 	c.SetDeadline(time.Now().Add(time.Second))

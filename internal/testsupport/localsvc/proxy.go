@@ -64,12 +64,8 @@ func StartNginx(ctx context.Context, opts ProxyOptions) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := proxyDir(opts, "site.conf")
+	dir, main, err := proxyDir(opts, "site.conf", "nginx.conf", nginxMain)
 	if err != nil {
-		return nil, err
-	}
-	main := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(main, []byte(fmt.Sprintf(nginxMain, dir)), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", main)
@@ -94,12 +90,8 @@ func StartCaddy(ctx context.Context, opts ProxyOptions) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := proxyDir(opts, "site.Caddyfile")
+	dir, main, err := proxyDir(opts, "site.Caddyfile", "Caddyfile", caddyMain)
 	if err != nil {
-		return nil, err
-	}
-	main := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(main, []byte(fmt.Sprintf(caddyMain, dir)), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "run", "--adapter", "caddyfile", "--config", main)
@@ -108,20 +100,24 @@ func StartCaddy(ctx context.Context, opts ProxyOptions) (*Proxy, error) {
 	return startProxy(ctx, "caddy", cmd, opts.Addr, filepath.Join(dir, "caddy.log"))
 }
 
-// proxyDir makes the folder and writes the site's configuration in it as
-// name.
-func proxyDir(opts ProxyOptions, name string) (string, error) {
+// proxyDir makes the folder and writes in it the site's configuration as
+// site and the main one as main: mainText, the folder in place of its %s.
+// It returns the folder and the main configuration's path.
+func proxyDir(opts ProxyOptions, site, main, mainText string) (dir, mainPath string, err error) {
 	if opts.Dir == "" || opts.Addr == "" {
-		return "", fmt.Errorf("localsvc: ProxyOptions.Dir and Addr are required")
+		return "", "", fmt.Errorf("localsvc: ProxyOptions.Dir and Addr are required")
 	}
-	dir, err := filepath.Abs(opts.Dir)
-	if err != nil {
-		return "", err
+	if dir, err = filepath.Abs(opts.Dir); err != nil {
+		return "", "", err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+		return "", "", err
 	}
-	return dir, os.WriteFile(filepath.Join(dir, name), []byte(opts.Site), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, site), []byte(opts.Site), 0o644); err != nil {
+		return "", "", err
+	}
+	mainPath = filepath.Join(dir, main)
+	return dir, mainPath, os.WriteFile(mainPath, []byte(fmt.Sprintf(mainText, dir)), 0o644)
 }
 
 func startProxy(ctx context.Context, name string, cmd *exec.Cmd, addr, logPath string) (*Proxy, error) {

@@ -57,49 +57,53 @@ func (s *stringList) UnmarshalYAML(n *yaml.Node) error {
 type envMap map[string]string
 
 func (e *envMap) UnmarshalYAML(n *yaml.Node) error {
-	m := map[string]string{}
-	if n.Kind == yaml.SequenceNode {
-		var l []string
-		if err := n.Decode(&l); err != nil {
-			return err
-		}
-		for _, kv := range l {
-			k, v, _ := strings.Cut(kv, "=")
-			m[k] = v
-		}
-	} else if err := n.Decode(&m); err != nil {
-		return err
-	}
+	m, err := listOrMap(n, func(kv string) (string, string) {
+		k, v, _ := strings.Cut(kv, "=")
+		return k, v
+	}, func(v string) string { return v })
 	*e = m
-	return nil
+	return err
 }
 
 // dependsOn is compose's depends_on, as a list or as a map with conditions.
 type dependsOn map[string]string
 
 func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
+	m, err := listOrMap(n, func(s string) (string, string) { return s, "service_started" },
+		func(v dependency) string { return v.Condition })
+	*d = m
+	return err
+}
+
+// dependency is one service of a depends_on written as a map.
+type dependency struct {
+	Condition string `yaml:"condition"`
+}
+
+// listOrMap decodes n, which compose lets be written as a list or as a
+// map, into a map: item makes an entry of each string of a list, value a
+// value of each entry of a map.
+func listOrMap[V any](n *yaml.Node, item func(string) (string, string), value func(V) string) (map[string]string, error) {
 	m := map[string]string{}
 	if n.Kind == yaml.SequenceNode {
 		var l []string
 		if err := n.Decode(&l); err != nil {
-			return err
+			return nil, err
 		}
 		for _, s := range l {
-			m[s] = "service_started"
+			k, v := item(s)
+			m[k] = v
 		}
-	} else {
-		var full map[string]struct {
-			Condition string `yaml:"condition"`
-		}
-		if err := n.Decode(&full); err != nil {
-			return err
-		}
-		for k, v := range full {
-			m[k] = v.Condition
-		}
+		return m, nil
 	}
-	*d = m
-	return nil
+	var full map[string]V
+	if err := n.Decode(&full); err != nil {
+		return nil, err
+	}
+	for k, v := range full {
+		m[k] = value(v)
+	}
+	return m, nil
 }
 
 // mount is one entry of a service's volumes.

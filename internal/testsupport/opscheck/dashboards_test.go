@@ -137,17 +137,7 @@ func TestDashboards(t *testing.T) {
 
 			used := map[string]bool{}
 			for _, pe := range d.exprs {
-				names, err := metricNames(pe.expr)
-				if err != nil {
-					t.Errorf("panel %q: %v", pe.panel, err)
-					continue
-				}
-				if len(names) == 0 {
-					t.Errorf("panel %q: expression selects no metric: %q", pe.panel, pe.expr)
-				}
-				if bad := unknownNames(names, known); len(bad) > 0 {
-					t.Errorf("panel %q: not exported: %q", pe.panel, bad)
-				}
+				names := exportedMetrics(t, fmt.Sprintf("panel %q", pe.panel), pe.expr, known)
 				for _, n := range names {
 					used[n] = true
 				}

@@ -147,6 +147,25 @@ func unknownNames(used []string, known map[string]bool) []string {
 	return bad
 }
 
+// exportedMetrics is the metrics expr selects, what's expression (a
+// panel's, an alert's). The test fails when expr does not parse, selects no
+// metric, or selects one that is not in known.
+func exportedMetrics(t *testing.T, what, expr string, known map[string]bool) []string {
+	t.Helper()
+	names, err := metricNames(expr)
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return nil
+	}
+	if len(names) == 0 {
+		t.Errorf("%s: expression selects no metric: %q", what, expr)
+	}
+	if bad := unknownNames(names, known); len(bad) > 0 {
+		t.Errorf("%s: not exported: %q", what, bad)
+	}
+	return names
+}
+
 // markdownAnchors returns the anchors GitHub gives the headings of a Markdown
 // document: lower case, punctuation but - and _ dropped, spaces as -, and a
 // -1, -2 … suffix on repeats.

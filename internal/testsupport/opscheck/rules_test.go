@@ -125,17 +125,7 @@ func TestAlertsAreDocumented(t *testing.T) {
 func TestAlertsQueryExportedMetrics(t *testing.T) {
 	known := exportedNames(t)
 	for _, a := range loadAlerts(t) {
-		names, err := metricNames(a.Expr)
-		if err != nil {
-			t.Errorf("%s: %v", a.Alert, err)
-			continue
-		}
-		if len(names) == 0 {
-			t.Errorf("%s: expression selects no metric: %s", a.Alert, a.Expr)
-		}
-		if bad := unknownNames(names, known); len(bad) > 0 {
-			t.Errorf("%s: not exported: %q", a.Alert, bad)
-		}
+		exportedMetrics(t, a.Alert, a.Expr, known)
 	}
 	var rt ruleTests
 	if err := yaml.Unmarshal(readRepoFile(t, "configs/alerts_test.yml"), &rt); err != nil {
