@@ -1,8 +1,6 @@
 package loadtest
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -112,21 +110,15 @@ process's user + system time over the run, from /proc, divided by the requests a
 // returns the Cookie header of the fan's pass.
 func sitePass(tb testing.TB, gateway string) string {
 	tb.Helper()
-	res, err := http.Post(gateway+"/api/v1/events/drop/tickets", "application/json",
-		bytes.NewReader([]byte(`{"return":"https://shop.example/drop/shoes/42"}`)))
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var j struct{ Status, ReturnURL string }
-	err = json.NewDecoder(res.Body).Decode(&j)
-	res.Body.Close()
-	if err != nil || res.StatusCode != http.StatusCreated || j.ReturnURL == "" {
-		tb.Fatalf("join of drop: %d %+v %v; want 201 admitted with a returnUrl", res.StatusCode, j, err)
+	askJSON(tb, http.MethodPost, gateway+"/api/v1/events/drop/tickets", `{"return":"https://shop.example/drop/shoes/42"}`, http.StatusCreated, &j)
+	if j.ReturnURL == "" {
+		tb.Fatalf("join of drop: %+v; want admitted with a returnUrl", j)
 	}
 	req, _ := http.NewRequest(http.MethodGet, gateway+"/api/v1/forward-auth", nil)
 	req.Header.Set("X-Forwarded-Host", "shop.example")
 	req.Header.Set("X-Forwarded-Uri", strings.TrimPrefix(j.ReturnURL, "https://shop.example"))
-	res, err = http.DefaultClient.Do(req)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -101,6 +102,28 @@ func failures(notes []string, none, lead string) string {
 		return "\n" + none + "\n"
 	}
 	return fmt.Sprintf("\n%s: %s.\n", lead, strings.Join(notes, "; "))
+}
+
+// askJSON sends method url with body (JSON; "" for none) and decodes the
+// answer's JSON body into v. The benchmark stops when the request fails, is
+// not answered want, or its body does not decode.
+func askJSON(tb testing.TB, method, url, body string, want int, v any) {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil || res.StatusCode != want {
+		tb.Fatalf("%s %s: %d %+v %v; want %d", method, url, res.StatusCode, v, err, want)
+	}
 }
 
 // scrape sums the samples of metric, at the Prometheus text endpoint url,

@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -86,18 +85,14 @@ func BenchmarkMillionWaiting(b *testing.B) {
 	}
 	var samples []sample
 	ask := func(p placed, weight float64) {
-		res, err := http.Get(statusURL + p.Ticket)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer res.Body.Close()
 		var body struct {
 			Status      string `json:"status"`
 			Position    int64  `json:"position"`
 			PollAfterMs int64  `json:"pollAfterMs"`
 		}
-		if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != http.StatusOK || body.Status != "waiting" || body.PollAfterMs <= 0 {
-			b.Fatalf("status of place %d: %d %+v %v", p.Pos, res.StatusCode, body, err)
+		askJSON(b, http.MethodGet, statusURL+p.Ticket, "", http.StatusOK, &body)
+		if body.Status != "waiting" || body.PollAfterMs <= 0 {
+			b.Fatalf("status of place %d: %+v; want waiting, told when to poll", p.Pos, body)
 		}
 		samples = append(samples, sample{body.Position, weight, time.Duration(body.PollAfterMs) * time.Millisecond})
 	}

@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -66,18 +65,11 @@ func headless(tb testing.TB) context.Context {
 // returns the 428's challenge.
 func challengeOf(tb testing.TB, gateway, event string) (string, int) {
 	tb.Helper()
-	res, err := http.Post(gateway+"/api/v1/events/"+event+"/tickets", "application/json", nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer res.Body.Close()
 	var v struct {
 		Challenge string `json:"challenge"`
 		Bits      int    `json:"bits"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&v); err != nil || res.StatusCode != http.StatusPreconditionRequired {
-		tb.Fatalf("join %s without a proof: %d %v; want 428", event, res.StatusCode, err)
-	}
+	askJSON(tb, http.MethodPost, gateway+"/api/v1/events/"+event+"/tickets", "", http.StatusPreconditionRequired, &v)
 	return v.Challenge, v.Bits
 }
 

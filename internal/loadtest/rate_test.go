@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -213,15 +212,8 @@ type eventJSON struct {
 
 func eventRoute(tb testing.TB, url string) eventJSON {
 	tb.Helper()
-	res, err := http.Get(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer res.Body.Close()
 	var e eventJSON
-	if err := json.NewDecoder(res.Body).Decode(&e); err != nil || res.StatusCode != http.StatusOK {
-		tb.Fatalf("GET %s: %d %v", url, res.StatusCode, err)
-	}
+	askJSON(tb, http.MethodGet, url, "", http.StatusOK, &e)
 	return e
 }
 
