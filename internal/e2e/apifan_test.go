@@ -174,18 +174,9 @@ func (f *apiFan) pay() {
 // showtimeOf is the event's first showtime, from the event route.
 func showtimeOf(t *testing.T, base, event string) int64 {
 	t.Helper()
-	res, err := http.Get(base + "/api/v1/events/" + event)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var ev struct {
-		Showtimes []struct {
-			ID int64 `json:"id"`
-		} `json:"showtimes"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&ev); err != nil || len(ev.Showtimes) == 0 {
-		t.Fatalf("event %s: %v", event, err)
+	ev := getEvent(t, base, event)
+	if ev.err != nil || len(ev.Showtimes) == 0 {
+		t.Fatalf("event %s: %d %v, %d showtimes", event, ev.code, ev.err, len(ev.Showtimes))
 	}
 	return ev.Showtimes[0].ID
 }

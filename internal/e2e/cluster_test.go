@@ -280,14 +280,7 @@ func TestClusterSale(t *testing.T) {
 			waiting++
 		}
 	}
-	st, err := line.Stats(ctx, clusterEvent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := line.Counts(ctx, clusterEvent)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, c := lineBooks(ctx, t, line, clusterEvent)
 	t.Logf("queue stats %+v; fans: %d admitted (%d gave the place back), %d waiting; active %d",
 		st, admitted, left, waiting, c.Active)
 	if st.Admitted != admitted {
@@ -323,6 +316,21 @@ func TestClusterSale(t *testing.T) {
 	if int64(sum) != st.Admitted {
 		t.Errorf("admitters' waitroom_admitted_total add up to %v; the queue counted %d", sum, st.Admitted)
 	}
+}
+
+// lineBooks is what the line's books say after a sale: its lifetime
+// counters and how many wait and are active now.
+func lineBooks(ctx context.Context, t *testing.T, line *queue.Store, event string) (queue.Stats, queue.Counts) {
+	t.Helper()
+	st, err := line.Stats(ctx, event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := line.Counts(ctx, event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, c
 }
 
 // clusterCall is sendJSON with no body, pass or header but a JSON one on a

@@ -170,6 +170,17 @@ func TestDatabaseOutageIs503(t *testing.T) {
 		return <-answer
 	}
 
+	// blockedOnEveryPath is blocked through each path in turn, the sale
+	// serving again before each.
+	blockedOnEveryPath := func(t *testing.T, fault func(pid int)) []outageAnswer {
+		var as []outageAnswer
+		for _, p := range paths {
+			serving(t)
+			as = append(as, blocked(t, p.via, p.base, fault))
+		}
+		return as
+	}
+
 	t.Run("refused", func(t *testing.T) {
 		serving(t)
 		pg.Stop()
@@ -200,30 +211,22 @@ func TestDatabaseOutageIs503(t *testing.T) {
 	})
 
 	t.Run("terminated", func(t *testing.T) {
-		var as []outageAnswer
-		for _, p := range paths {
-			serving(t)
-			as = append(as, blocked(t, p.via, p.base, func(pid int) {
-				if _, err := adminConn(t, pg).Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
-					t.Fatal(err)
-				}
-			}))
-		}
+		as := blockedOnEveryPath(t, func(pid int) {
+			if _, err := adminConn(t, pg).Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+				t.Fatal(err)
+			}
+		})
 		check(t, "backend terminated (57P01)", as...)
 		summary("terminated", as, serving(t))
 	})
 
 	t.Run("backend crashed", func(t *testing.T) {
-		var as []outageAnswer
-		for _, p := range paths {
-			serving(t)
-			as = append(as, blocked(t, p.via, p.base, func(pid int) {
-				// The postmaster then ends every backend and recovers.
-				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-					t.Fatal(err)
-				}
-			}))
-		}
+		as := blockedOnEveryPath(t, func(pid int) {
+			// The postmaster then ends every backend and recovers.
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		})
 		check(t, "backend crashed", as...)
 		summary("backend crashed", as, serving(t))
 	})

@@ -209,14 +209,7 @@ func TestRedisFailover(t *testing.T) {
 			t.Errorf("fan %d, whose join was answered 201, now %d %s (%s): a place lost", i, code, body, f.err)
 		}
 	}
-	st, err := line.Stats(ctx, failoverEvent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := line.Counts(ctx, failoverEvent)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, c := lineBooks(ctx, t, line, failoverEvent)
 	t.Logf("after: %+v, %d waiting, %d active; fans told of a place: %d (%d admitted, %d of them left, %d waiting, %d lost); max active %d",
 		st, c.Waiting, c.Active, len(fans), admitted, left, waiting, lost, active.max.Load())
 	if m := active.max.Load(); m > failoverCap {

@@ -11,12 +11,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,14 +165,9 @@ func (t *tally) status5xx() int {
 func (t *tally) summary() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	keys := make([]string, 0, len(t.counts))
-	for k := range t.counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s×%d", k, t.counts[k])
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(t.counts)) {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, t.counts[k]))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,7 +21,6 @@ import (
 	"github.com/waitroom/waitroom/internal/proof"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
-	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // journeyEvents: the journey's sale asks a proof of work for every new
@@ -421,28 +419,9 @@ func TestBrowserJourney(t *testing.T) {
 	}
 
 	t.Run("the README's proof of work example", func(t *testing.T) {
-		for _, tool := range []string{"bash", "curl", "jq", "python3"} {
-			if _, err := exec.LookPath(tool); err != nil {
-				t.Skipf("the README's example needs %s: %v", tool, err)
-			}
-		}
-		b, err := os.ReadFile(filepath.Join(testenv.Repo(t), "README.md"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		const first = "API=localhost:8080/api/v1 EVENT=live\n"
-		_, block, ok := strings.Cut(string(b), "```sh\n"+first)
-		block, _, ok2 := strings.Cut(block, "```")
-		if !ok || !ok2 {
-			t.Fatalf("README.md has no sh block starting %q", first)
-		}
-		script := "API=" + strings.TrimPrefix(s.Gateway, "http://") + "/api/v1 EVENT=premiere\n" + block
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("the README's example: %v\n%s", err, out)
-		}
-		if !strings.Contains(string(out), `"error": "proof_required"`) || !strings.Contains(string(out), `"status": "waiting"`) {
+		out := runReadmeBlock(t, "API=localhost:8080/api/v1 EVENT=live",
+			"API="+strings.TrimPrefix(s.Gateway, "http://")+"/api/v1 EVENT=premiere", "bash", "curl", "jq", "python3")
+		if !strings.Contains(out, `"error": "proof_required"`) || !strings.Contains(out, `"status": "waiting"`) {
 			t.Fatalf("the README's example printed:\n%s\nwant the 428, then a place in line", out)
 		}
 	})

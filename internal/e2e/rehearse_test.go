@@ -56,31 +56,41 @@ func TestRehearsal(t *testing.T) {
 // reader pastes it, against this stack: its one placeholder of old, a
 // ticket id, is now worked out by the block itself.
 func operatorsBlock(t *testing.T, s *stack.Stack) {
-	for _, tool := range []string{"bash", "curl", "jq"} {
+	out := runReadmeBlock(t, "T=$WAITROOM_ADMIN_TOKEN API=localhost:8080/api/v1",
+		"T="+opsToken+" API="+strings.TrimPrefix(s.Gateway, "http://")+"/api/v1", "bash", "curl", "jq")
+	// The revocation answers 204, and the revoked pass 401 at the gate.
+	if !strings.Contains(out, "204\n401\n") || !strings.Contains(out, `"mode":"paused"`) {
+		t.Fatalf("the README's block printed:\n%s\nwant the pause, then 204 and 401 for the revoked fan", out)
+	}
+}
+
+// runReadmeBlock runs the README's sh block that starts with the line
+// first, as a reader pastes it (bash -euo pipefail), that line replaced by
+// vars, the stack's own; it returns what the block printed. The test fails
+// when a tool the block needs is missing, when there is no such block or it
+// has a placeholder (<…>) left, and when it fails.
+func runReadmeBlock(t *testing.T, first, vars string, tools ...string) string {
+	t.Helper()
+	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the README's block needs %s: %v", tool, err)
+			t.Fatalf("the README's block starting %q needs %s: %v", first, tool, err)
 		}
 	}
 	b, err := os.ReadFile(filepath.Join(testenv.Repo(t), "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const first = "T=$WAITROOM_ADMIN_TOKEN API=localhost:8080/api/v1"
 	_, block, ok := strings.Cut(string(b), "```sh\n"+first)
-	_, block, _ = strings.Cut(block, "\n") // the rest of the first line: a comment
+	_, block, _ = strings.Cut(block, "\n") // the rest of the first line: a comment, or nothing
 	block, _, ok2 := strings.Cut(block, "```")
 	if !ok || !ok2 || strings.Contains(block, "<") {
 		t.Fatalf("README.md has no sh block starting %q without placeholders", first)
 	}
-	script := "T=" + opsToken + " API=" + strings.TrimPrefix(s.Gateway, "http://") + "/api/v1\n" + block
-	out, err := exec.Command("bash", "-euo", "pipefail", "-c", script).CombinedOutput()
+	out, err := exec.Command("bash", "-euo", "pipefail", "-c", vars+"\n"+block).CombinedOutput()
 	if err != nil {
-		t.Fatalf("the README's block: %v\n%s", err, out)
+		t.Fatalf("the README's block starting %q: %v\n%s", first, err, out)
 	}
-	// The revocation answers 204, and the revoked pass 401 at the gate.
-	if !strings.Contains(string(out), "204\n401\n") || !strings.Contains(string(out), `"mode":"paused"`) {
-		t.Fatalf("the README's block printed:\n%s\nwant the pause, then 204 and 401 for the revoked fan", out)
-	}
+	return string(out)
 }
 
 func rehearseAgrees(t *testing.T, s *stack.Stack) {

@@ -19,12 +19,18 @@ const reloadEvents = `  - id: "premiere"
 
 var reloadErrors = regexp.MustCompile(`(?m)^waitroom_config_reload_errors_total (\S+)$`)
 
+// eventInfo is the public event route's answer: its status, whether its
+// body decoded, and the fields the tests read.
 type eventInfo struct {
 	code           int
+	err            error
 	AdmitPerSecond float64 `json:"admitPerSecond"`
 	MaxActive      int     `json:"maxActive"`
 	State          string  `json:"state"`
 	OpensAt        string  `json:"opensAt"`
+	Showtimes      []struct {
+		ID int64 `json:"id"`
+	} `json:"showtimes"`
 }
 
 // getEvent reads the public event route of gateway (its base URL).
@@ -36,7 +42,7 @@ func getEvent(t *testing.T, gateway, id string) eventInfo {
 	}
 	defer res.Body.Close()
 	var e eventInfo
-	_ = json.NewDecoder(res.Body).Decode(&e)
+	e.err = json.NewDecoder(res.Body).Decode(&e)
 	e.code = res.StatusCode
 	return e
 }
