@@ -235,21 +235,25 @@ func hammer(spec loadSpec) load {
 // asking one. Its 8 bits keep the load generator's solving cheap: what the
 // gateway does with a proof (one HMAC, one SHA-256, one SADD in the join's
 // script) does not depend on the bits.
-const edgeEvents = `  - id: "edge"
-    name: "Edge benchmark"
+var edgeEvents = standingLine("edge", "Edge benchmark", 1, "Edge 20:00", "2027-01-01T20:00:00Z", "") +
+	standingLine("edge-proof", "Edge benchmark, proof of work", 2, "Edge 21:00", "2027-01-01T21:00:00Z",
+		fmt.Sprintf(", join_proof_bits: %d", edgeProofBits))
+
+// standingLine is the config of a sale whose line stands still (mode
+// "paused": every status answer "waiting", nobody admitted) and never
+// sells out (its showtime has a floor of a million places), for the
+// benchmarks that fill a line: the event id, its name, its showtime's id,
+// title and start, and admission settings to add ("" for none).
+func standingLine(id, name string, showtime int, title, startsAt, admission string) string {
+	return fmt.Sprintf(`  - id: %q
+    name: %q
     mode: "paused"
-    admission: {admit_per_second: 100, max_active: 500, access_ttl: "10m", abandon_after: "1h"}
+    admission: {admit_per_second: 100, max_active: 500, access_ttl: "10m", abandon_after: "1h"%s}
     showtimes:
-      - {id: 1, title: "Edge 20:00", starts_at: "2027-01-01T20:00:00Z", rows: 1, seats_per_row: 10, price_cents: 1000,
+      - {id: %d, title: %q, starts_at: %q, rows: 1, seats_per_row: 10, price_cents: 1000,
          general_admission: [{code: "FLOOR", capacity: 1000000, price_cents: 1000}]}
-  - id: "edge-proof"
-    name: "Edge benchmark, proof of work"
-    mode: "paused"
-    admission: {admit_per_second: 100, max_active: 500, access_ttl: "10m", abandon_after: "1h", join_proof_bits: 8}
-    showtimes:
-      - {id: 2, title: "Edge 21:00", starts_at: "2027-01-01T21:00:00Z", rows: 1, seats_per_row: 10, price_cents: 1000,
-         general_admission: [{code: "FLOOR", capacity: 1000000, price_cents: 1000}]}
-`
+`, id, name, admission, showtime, title, startsAt)
+}
 
 const edgeProofBits = 8
 

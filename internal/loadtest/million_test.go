@@ -15,14 +15,7 @@ import (
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
-const millionEvents = `  - id: "million"
-    name: "A million fans"
-    mode: "paused"
-    admission: {admit_per_second: 100, max_active: 500, access_ttl: "10m", abandon_after: "1h"}
-    showtimes:
-      - {id: 2, title: "Million 20:00", starts_at: "2027-01-01T20:00:00Z", rows: 1, seats_per_row: 10, price_cents: 1000,
-         general_admission: [{code: "FLOOR", capacity: 1000000, price_cents: 1000}]}
-`
+var millionEvents = standingLine("million", "A million fans", 2, "Million 20:00", "2027-01-01T20:00:00Z", "")
 
 // statusRate is the paced load of the latency points: a fixed rate, not a
 // saturating one, so that p99 shows what the line's length costs rather
