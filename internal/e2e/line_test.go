@@ -146,14 +146,44 @@ func TestBrowserLine(t *testing.T) {
 	joining := func(more ...string) []string {
 		return append([]string{"joining joining", "info joining", "trying joining join"}, more...)
 	}
-	tests := []struct {
+	type lineTest struct {
 		name     string
 		c        lineCase
 		trace    []string
 		requests []string
 		sleeps   [][2]float64 // each wait's bounds, in ms (jitter)
 		kept     map[string]any
-	}{
+	}
+	// joinsAfter: the first join is refused (the line changes by step and
+	// waits within wait), the second gets a place.
+	joinsAfter := func(name string, refusal lineAnswer, step string, wait [2]float64) lineTest {
+		return lineTest{
+			name:     name,
+			c:        lineCase{Until: "place", Answers: []lineAnswer{refusal, joined}},
+			trace:    joining(step, "place waiting poll"),
+			requests: []string{lineInfo, lineJoin, lineJoin, linePoll},
+			sleeps:   [][2]float64{wait, {1500, 1500}},
+			kept:     keptT1,
+		}
+	}
+	// endsAtJoin: the join's answer (c's one) ends the line with the change
+	// last; nothing else is asked, nothing kept.
+	endsAtJoin := func(name string, c lineCase, last string) lineTest {
+		return lineTest{name: name, c: c, trace: joining(last), requests: []string{lineInfo, lineJoin}, kept: map[string]any{}}
+	}
+	// endsAtFirstPoll: a place at the join, then the first poll's answer
+	// ends the line in status until, leaving kept.
+	endsAtFirstPoll := func(name, until string, answer lineAnswer, kept map[string]any) lineTest {
+		return lineTest{
+			name:     name,
+			c:        lineCase{Until: until, Answers: []lineAnswer{joined, answer}},
+			trace:    joining("place waiting poll", until+" "+until+" stop"),
+			requests: []string{lineInfo, lineJoin, linePoll},
+			sleeps:   [][2]float64{{1500, 1500}},
+			kept:     kept,
+		}
+	}
+	tests := []lineTest{
 		{
 			name: "a proof, a place, next, the turn, on to booking",
 			c: lineCase{Until: "book", Answers: []lineAnswer{
@@ -205,56 +235,24 @@ func TestBrowserLine(t *testing.T) {
 			requests: []string{lineInfo},
 			kept:     map[string]any{},
 		},
-		{
-			name: "the room opens in 10 s: it joins then",
-			c: lineCase{Until: "place", Answers: []lineAnswer{
-				joinAnswer(403, map[string]any{"error": "not_open", "opensInMs": 10000}),
-				joined,
-			}},
-			trace:    joining("not-open not-open join", "place waiting poll"),
-			requests: []string{lineInfo, lineJoin, lineJoin, linePoll},
-			sleeps:   [][2]float64{{10000, 13000}, {1500, 1500}},
-			kept:     keptT1,
-		},
-		{
-			name: "busy: it waits Retry-After, then joins",
-			c: lineCase{Until: "place", Answers: []lineAnswer{
-				{Req: lineJoin, Status: 429, Data: map[string]any{"error": "rate_limited"}, Headers: map[string]string{"Retry-After": "2"}},
-				joined,
-			}},
-			trace:    joining("notice joining join busyJoin", "place waiting poll"),
-			requests: []string{lineInfo, lineJoin, lineJoin, linePoll},
-			sleeps:   [][2]float64{{2000, 2400}, {1500, 1500}},
-			kept:     keptT1,
-		},
-		{
-			name:     "sold out at the join",
-			c:        lineCase{Until: "soldout", Answers: []lineAnswer{joinAnswer(409, map[string]any{"error": "sold_out"})}},
-			trace:    joining("soldout soldout stop"),
-			requests: []string{lineInfo, lineJoin},
-			kept:     map[string]any{},
-		},
-		{
-			name:     "closed at the join",
-			c:        lineCase{Until: "closed", Answers: []lineAnswer{joinAnswer(409, map[string]any{"error": "event_closed"})}},
-			trace:    joining("closed closed stop"),
-			requests: []string{lineInfo, lineJoin},
-			kept:     map[string]any{},
-		},
-		{
-			name:     "an account is needed: nothing to retry",
-			c:        lineCase{Until: "notice", Answers: []lineAnswer{joinAnswer(401, map[string]any{"error": "invalid_account"})}},
-			trace:    joining("notice joining stop invalid_account"),
-			requests: []string{lineInfo, lineJoin},
-			kept:     map[string]any{},
-		},
-		{
-			name:     "a browser without workers cannot pay the proof",
-			c:        lineCase{NoWorker: true, Until: "no-worker", Answers: []lineAnswer{joinAnswer(428, map[string]any{"challenge": "c1", "bits": 4})}},
-			trace:    joining("no-worker no-worker stop"),
-			requests: []string{lineInfo, lineJoin},
-			kept:     map[string]any{},
-		},
+		joinsAfter("the room opens in 10 s: it joins then",
+			joinAnswer(403, map[string]any{"error": "not_open", "opensInMs": 10000}),
+			"not-open not-open join", [2]float64{10000, 13000}),
+		joinsAfter("busy: it waits Retry-After, then joins",
+			lineAnswer{Req: lineJoin, Status: 429, Data: map[string]any{"error": "rate_limited"}, Headers: map[string]string{"Retry-After": "2"}},
+			"notice joining join busyJoin", [2]float64{2000, 2400}),
+		endsAtJoin("sold out at the join",
+			lineCase{Until: "soldout", Answers: []lineAnswer{joinAnswer(409, map[string]any{"error": "sold_out"})}},
+			"soldout soldout stop"),
+		endsAtJoin("closed at the join",
+			lineCase{Until: "closed", Answers: []lineAnswer{joinAnswer(409, map[string]any{"error": "event_closed"})}},
+			"closed closed stop"),
+		endsAtJoin("an account is needed: nothing to retry",
+			lineCase{Until: "notice", Answers: []lineAnswer{joinAnswer(401, map[string]any{"error": "invalid_account"})}},
+			"notice joining stop invalid_account"),
+		endsAtJoin("a browser without workers cannot pay the proof",
+			lineCase{NoWorker: true, Until: "no-worker", Answers: []lineAnswer{joinAnswer(428, map[string]any{"challenge": "c1", "bits": 4})}},
+			"no-worker no-worker stop"),
 		{
 			name: "a kept ticket the gateway refuses is forgotten",
 			c: lineCase{Kept: map[string]any{"ticket": "bad", "start": 2}, Until: "place", Answers: []lineAnswer{
@@ -293,26 +291,10 @@ func TestBrowserLine(t *testing.T) {
 			sleeps:   [][2]float64{{1500, 1500}, {500, 1000}, {1000, 2000}, {1500, 1500}},
 			kept:     keptT1,
 		},
-		{
-			name: "the place expired",
-			c: lineCase{Until: "expired", Answers: []lineAnswer{
-				joined, {Req: linePoll, Status: 410, Data: map[string]any{"status": "expired"}},
-			}},
-			trace:    joining("place waiting poll", "expired expired stop"),
-			requests: []string{lineInfo, lineJoin, linePoll},
-			sleeps:   [][2]float64{{1500, 1500}},
-			kept:     map[string]any{},
-		},
-		{
-			name: "sold out while waiting",
-			c: lineCase{Until: "soldout", Answers: []lineAnswer{
-				joined, {Req: linePoll, Status: 200, Data: map[string]any{"status": "soldout"}},
-			}},
-			trace:    joining("place waiting poll", "soldout soldout stop"),
-			requests: []string{lineInfo, lineJoin, linePoll},
-			sleeps:   [][2]float64{{1500, 1500}},
-			kept:     keptT1,
-		},
+		endsAtFirstPoll("the place expired", "expired",
+			lineAnswer{Req: linePoll, Status: 410, Data: map[string]any{"status": "expired"}}, map[string]any{}),
+		endsAtFirstPoll("sold out while waiting", "soldout",
+			lineAnswer{Req: linePoll, Status: 200, Data: map[string]any{"status": "soldout"}}, keptT1),
 		{
 			name:     "the fan left in another tab",
 			c:        lineCase{GoneWhileAsleep: true, Until: "left", Answers: []lineAnswer{joined}},
