@@ -2,7 +2,6 @@ package account_test
 
 import (
 	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,16 +12,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/waitroom/waitroom/internal/account"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
-
-func key(t *testing.T) ed25519.PrivateKey {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return priv
-}
 
 func sign(t *testing.T, m jwt.SigningMethod, k any, claims jwt.MapClaims) string {
 	t.Helper()
@@ -35,7 +26,7 @@ func sign(t *testing.T, m jwt.SigningMethod, k any, claims jwt.MapClaims) string
 
 func TestVerify(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	site, other, rotated := key(t), key(t), key(t)
+	site, other, rotated := testenv.Ed25519Key(t), testenv.Ed25519Key(t), testenv.Ed25519Key(t)
 	v := account.NewVerifier([]ed25519.PublicKey{site.Public().(ed25519.PublicKey), rotated.Public().(ed25519.PublicKey)},
 		func() time.Time { return now })
 	claims := func(edit func(jwt.MapClaims)) jwt.MapClaims {
@@ -94,7 +85,7 @@ func TestVerify(t *testing.T) {
 }
 
 func TestLoadKeys(t *testing.T) {
-	a, b := key(t), key(t)
+	a, b := testenv.Ed25519Key(t), testenv.Ed25519Key(t)
 	pemBytes, err := account.EncodePublicKeys(a.Public().(ed25519.PublicKey), b.Public().(ed25519.PublicKey))
 	if err != nil {
 		t.Fatal(err)

@@ -2,22 +2,21 @@ package pass_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // Each kind of token is good for its own audience only: a site's pass is
 // no booking pass, a return token is neither, and a booking pass opens no
 // site.
 func TestAudiencesAreKeptApart(t *testing.T) {
-	priv := newKey(t)
-	s := pass.NewSigner(priv)
-	pub := priv.Public().(ed25519.PublicKey)
+	s := pass.NewSigner(testenv.Ed25519Key(t))
+	pub := s.PublicKey()
 	now := time.Now()
 	exp := now.Add(time.Minute)
 	booking, err := s.Mint("t1", "premiere", now, exp)
@@ -60,9 +59,8 @@ func TestAudiencesAreKeptApart(t *testing.T) {
 // differing by a byte, or one past its exp (and the leeway), is checked in
 // full and refused; however many tokens come, it keeps at most its size.
 func TestCacheTakesOnlyWhatVerified(t *testing.T) {
-	priv := newKey(t)
-	s := pass.NewSigner(priv)
-	v := pass.NewStaticVerifierFor(priv.Public().(ed25519.PublicKey), pass.AudienceSite)
+	s := pass.NewSigner(testenv.Ed25519Key(t))
+	v := pass.NewStaticVerifierFor(s.PublicKey(), pass.AudienceSite)
 	now := time.Now()
 	v.Now = func() time.Time { return now }
 	c := pass.NewCache(v, 4)

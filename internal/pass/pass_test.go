@@ -3,7 +3,6 @@ package pass_test
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -17,21 +16,13 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
-func newKey(t *testing.T) ed25519.PrivateKey {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return priv
-}
-
 func TestVerifyRejects(t *testing.T) {
-	priv := newKey(t)
+	priv := testenv.Ed25519Key(t)
 	s := pass.NewSigner(priv)
-	v := pass.NewStaticVerifier(priv.Public().(ed25519.PublicKey))
+	v := pass.NewStaticVerifier(s.PublicKey())
 	now := time.Now()
 	good, err := s.Mint("t1", "premiere", now, now.Add(time.Minute))
 	if err != nil {
@@ -66,7 +57,7 @@ func TestVerifyRejects(t *testing.T) {
 		return c
 	}
 	pub := []byte(priv.Public().(ed25519.PublicKey))
-	other := newKey(t)
+	other := testenv.Ed25519Key(t)
 	parts := strings.Split(good, ".")
 	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"iss":"waitroom","aud":"booking","sub":"t2","evt":"premiere","iat":1,"exp":9999999999}`)) + "." + parts[2]
 	none := sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, base(), s.KeyID())
@@ -99,7 +90,7 @@ func TestVerifyRejects(t *testing.T) {
 }
 
 func TestJWKSVerifierFollowsKeyRotation(t *testing.T) {
-	current := pass.NewSigner(newKey(t))
+	current := pass.NewSigner(testenv.Ed25519Key(t))
 	var fetches atomic.Int32
 	var serving atomic.Pointer[pass.Signer]
 	serving.Store(current)
@@ -127,7 +118,7 @@ func TestJWKSVerifierFollowsKeyRotation(t *testing.T) {
 		t.Fatalf("second verify: err %v, fetches %d; want nil, 1 (keys are cached)", err, fetches.Load())
 	}
 	// Rotation: the new kid is unknown, one refetch finds it.
-	rotated := pass.NewSigner(newKey(t))
+	rotated := pass.NewSigner(testenv.Ed25519Key(t))
 	serving.Store(rotated)
 	clock = clock.Add(10 * time.Second)
 	if _, err := v.Verify(context.Background(), mint(rotated)); err != nil {
@@ -135,7 +126,7 @@ func TestJWKSVerifierFollowsKeyRotation(t *testing.T) {
 	}
 	// A flood of unknown kids does not refetch more than once per interval.
 	before := fetches.Load()
-	forger := pass.NewSigner(newKey(t))
+	forger := pass.NewSigner(testenv.Ed25519Key(t))
 	for i := 0; i < 50; i++ {
 		if _, err := v.Verify(context.Background(), mint(forger)); !errors.Is(err, pass.ErrInvalid) {
 			t.Fatalf("forged kid: %v; want ErrInvalid", err)
