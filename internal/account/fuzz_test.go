@@ -2,24 +2,17 @@ package account_test
 
 import (
 	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/account"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // fuzzKey is the origin site's key of the fuzz target: fixed, so that the
 // corpus's tokens verify on every run.
 var fuzzKey = ed25519.NewKeyFromSeed([]byte("account-fuzz-key-seed-0123456789"))
-
-// signParts is a JWT of header and claims (any bytes), signed with fuzzKey:
-// the fuzzer's claims get past the signature, to the claims' checks.
-func signParts(header, claims []byte) string {
-	in := base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(claims)
-	return in + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(fuzzKey, []byte(in)))
-}
 
 // FuzzVerify: an account token (X-Waitroom-Account, cookie wr_u) is the
 // client's word. Whatever it holds, Verify never panics and refuses
@@ -42,13 +35,13 @@ func FuzzVerify(f *testing.F) {
 	f.Add("a.b.c", "", []byte(`{"alg":"HS256"}`), []byte(`{"sub":"","aud":"waitroom","exp":99999999999}`))
 	// The harness reaches acceptance: the seeds' own tokens verify, as
 	// tokens and as signed parts.
-	for _, tok := range []string{good, anyEvent, signParts(eddsa, []byte(`{"sub":"acct-42","aud":"waitroom","exp":1796121000,"evt":"premiere"}`))} {
+	for _, tok := range []string{good, anyEvent, testenv.SignedJWT(fuzzKey, eddsa, []byte(`{"sub":"acct-42","aud":"waitroom","exp":1796121000,"evt":"premiere"}`))} {
 		if _, err := v.Verify(tok, "premiere"); err != nil {
 			f.Fatalf("a seed token does not verify: %v", err)
 		}
 	}
 	f.Fuzz(func(t *testing.T, token, event string, header, claims []byte) {
-		for _, tok := range []string{token, signParts(header, claims)} {
+		for _, tok := range []string{token, testenv.SignedJWT(fuzzKey, header, claims)} {
 			c, err := v.Verify(tok, event)
 			if err != nil {
 				if !errors.Is(err, account.ErrInvalid) {

@@ -3,24 +3,17 @@ package pass_test
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // fuzzKey is the gateway's signing key of the fuzz target: fixed, so that
 // the corpus's passes verify on every run.
 var fuzzKey = ed25519.NewKeyFromSeed([]byte("pass-fuzz-key-seed-0123456789abc"))
-
-// signParts is a JWT of header and claims (any bytes), signed with fuzzKey:
-// the fuzzer's claims get past the signature, to the claims' checks.
-func signParts(header, claims []byte) string {
-	in := base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(claims)
-	return in + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(fuzzKey, []byte(in)))
-}
 
 // FuzzVerify: a pass (Authorization: Bearer, cookie wr_a_{event}) is the
 // client's word at the gate and at the booking core. Whatever it holds,
@@ -46,13 +39,13 @@ func FuzzVerify(f *testing.F) {
 	f.Add("Bearer x.y.z", []byte(`{"alg":"EdDSA","kid":7}`), []byte(`{"iss":"waitroom","aud":"booking","sub":"","evt":"","iat":null,"exp":"soon"}`))
 	// The harness reaches acceptance: the seeds' own passes verify, as
 	// tokens and as signed parts.
-	for _, tok := range []string{good, acct, signParts(hdr, []byte(`{"iss":"waitroom","aud":"booking","sub":"t","evt":"premiere","iat":1796119200,"exp":1796119800}`))} {
+	for _, tok := range []string{good, acct, testenv.SignedJWT(fuzzKey, hdr, []byte(`{"iss":"waitroom","aud":"booking","sub":"t","evt":"premiere","iat":1796119200,"exp":1796119800}`))} {
 		if _, err := v.Verify(context.Background(), tok); err != nil {
 			f.Fatalf("a seed pass does not verify: %v", err)
 		}
 	}
 	f.Fuzz(func(t *testing.T, token string, header, claims []byte) {
-		for _, tok := range []string{token, signParts(header, claims)} {
+		for _, tok := range []string{token, testenv.SignedJWT(fuzzKey, header, claims)} {
 			c, err := v.Verify(context.Background(), tok)
 			if err != nil {
 				if !errors.Is(err, pass.ErrInvalid) {
