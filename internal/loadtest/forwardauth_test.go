@@ -45,7 +45,7 @@ func BenchmarkForwardAuthWrk(b *testing.B) {
 		GatewayKeys: `, public_url: "https://tickets.example"`})
 	cookie := sitePass(b, s.Gateway)
 	const path = "/api/v1/forward-auth"
-	rig.watch(b, s, 0, 0)
+	rig.aimAt(b, s, 0, 0)
 	unguarded := rig.script(b, "unguarded", fmt.Sprintf(forwardAuthScript, "/shoes/42?size=9", ""))
 	guarded := rig.script(b, "pass", fmt.Sprintf(forwardAuthScript, "/drop/shoes/42?size=9", cookie))
 

@@ -200,9 +200,9 @@ func newWrkRig(b *testing.B) *wrkRig {
 	}
 }
 
-// watch measures s's gateway, and starts the bare server with bodies of
-// joinSize and statusSize bytes.
-func (r *wrkRig) watch(b *testing.B, s *stack.Stack, joinSize, statusSize int) {
+// aimAt points the rig at s's gateway and its Redis, and starts the bare
+// server beside them, answering bodies of joinSize and statusSize bytes.
+func (r *wrkRig) aimAt(b *testing.B, s *stack.Stack, joinSize, statusSize int) {
 	b.Helper()
 	r.gateway, r.gwPid, r.redisPid = s.Gateway, s.Proc("gateway").Pid(), s.Redis.Pid()
 	r.rdb = redis.NewClient(&redis.Options{Addr: s.Redis.Addr})
@@ -264,7 +264,7 @@ func BenchmarkEdgeWrk(b *testing.B) {
 	statusPath := joinPath + "/"
 	joinSize := bodySize(b, http.MethodPost, s.Gateway+joinPath, http.StatusCreated)
 	statusSize := bodySize(b, http.MethodGet, s.Gateway+statusPath+placed[len(placed)/2].Ticket, http.StatusOK)
-	rig.watch(b, s, joinSize, statusSize)
+	rig.aimAt(b, s, joinSize, statusSize)
 	script := rig.script(b, "edge", wrkScript) // the route comes from WRK_ROUTE
 
 	type point struct {
