@@ -145,10 +145,7 @@ func TestDatabaseOutageIs503(t *testing.T) {
 	// returns the hold's answer.
 	blocked := func(t *testing.T, via, base string, fault func(pid int)) outageAnswer {
 		t.Helper()
-		locker, err := pgx.Connect(ctx, s.DBURL)
-		if err != nil {
-			t.Fatal(err)
-		}
+		locker := connectWhenReady(t, s.DBURL)
 		defer locker.Close(context.Background())
 		if _, err := locker.Exec(ctx, fmt.Sprintf("BEGIN; SELECT 1 FROM seats WHERE showtime_id = %d AND seat_code = 'A1' FOR UPDATE", outageShowtime)); err != nil {
 			t.Fatal(err)
@@ -254,10 +251,24 @@ func TestDatabaseOutageIs503(t *testing.T) {
 // adminConn is a connection to pg's maintenance database, closed with the test.
 func adminConn(t *testing.T, pg *localsvc.Postgres) *pgx.Conn {
 	t.Helper()
-	c, err := pgx.Connect(context.Background(), pg.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := connectWhenReady(t, pg.URL("postgres"))
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return c
+}
+
+// connectWhenReady is the test's own connection to url (the caller closes
+// it), retried for 30 s: after a fault the server may still be starting or
+// recovering (57P03) when the booking core, with a pooled connection, is
+// serving again.
+func connectWhenReady(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		c, err := pgx.Connect(context.Background(), url)
+		if err == nil {
+			return c
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("connect to the database 30 s after the fault: %v", err)
+		}
+	}
 }
