@@ -1,12 +1,18 @@
 package booking_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/booking/postgres"
+	"github.com/waitroom/waitroom/internal/testsupport/faultproxy"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -308,5 +314,78 @@ func TestReleaseByTheHolderOnly(t *testing.T) {
 	}
 	if _, err := e.svc.Hold(e.ctx(), fan(live, "next"), 43, booking.HoldInput{Seats: []string{"A1"}}); err != nil {
 		t.Fatalf("hold after release: %v", err)
+	}
+}
+
+// A hold whose reply is lost after PostgreSQL committed it is the fan's
+// all the same: answered 201 with the hold, not 503 for a hold that would
+// then sit on its seats until it lapses. The booking core's connection to
+// PostgreSQL goes through a proxy; the test holds the customer's lock, so
+// the hold's statements wait in the server, black-holes the connection
+// they came on, and lets the lock go: the hold is written, its reply never
+// comes back, and the request's budget runs out waiting for it.
+func TestALostReplyOfAWrittenHoldIsTheHold(t *testing.T) {
+	e := setup(t)
+	db, err := url.Parse(e.pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := faultproxy.Start(db.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Host = px.Addr
+	pool, err := postgres.OpenPool(e.ctx(), db.String(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	t.Cleanup(px.Close) // first: the black-holed connection closes at once
+	svc := booking.NewService(postgres.New(pool), e.sim, e.cat, e.set, e.log)
+
+	lock, err := e.pool.Begin(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(context.Background())
+	if _, err := lock.Exec(e.ctx(), `SELECT pg_advisory_xact_lock(hashtext('booking-customer'), hashtext('premiere/late-reply'))`); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		h   booking.Hold
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(e.ctx(), 4*time.Second)
+		defer cancel()
+		h, err := svc.Hold(ctx, fan(premiere, "late-reply"), 42, booking.HoldInput{Seats: []string{"A1"}})
+		done <- answer{h, err}
+	}()
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := e.pool.QueryRow(e.ctx(), `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatal("the hold never waited on the customer's lock")
+		}
+	}
+	if n := px.BlackHole(); n != 1 {
+		t.Fatalf("%d connections black-holed; want the hold's one", n)
+	}
+	if err := lock.Commit(e.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	var exp time.Time
+	if err := e.pool.QueryRow(e.ctx(), `SELECT expires_at FROM holds WHERE customer_id = 'late-reply'`).Scan(&exp); err != nil {
+		t.Fatalf("the hold is not in PostgreSQL (%v): the fault was not the one under test (answer %+v, %v)", err, a.h, a.err)
+	}
+	if a.err != nil || a.h.ID == "" || !a.h.ExpiresAt.Equal(exp) || !slices.Equal(a.h.Seats, []string{"A1"}) {
+		t.Fatalf("a hold PostgreSQL wrote was answered %+v, %v; want it, expiring at %v", a.h, a.err, exp)
 	}
 }

@@ -229,6 +229,18 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (_ booking.Hold
 	return booking.Hold{}, &booking.DetailError{Err: booking.ErrSeatsUnavailable, Seats: taken}
 }
 
+// HeldUntil reads hold id back: its expiry while it is held. One round
+// trip (no statement prepared first): it is asked when time is short.
+func (s *Store) HeldUntil(ctx context.Context, holdID string) (exp time.Time, ok bool, err error) {
+	defer translate(&err)
+	err = s.pool.QueryRow(ctx, `SELECT expires_at FROM holds WHERE id = $1 AND status = 'HELD'`,
+		pgx.QueryExecModeSimpleProtocol, holdID).Scan(&exp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	return exp, err == nil, err
+}
+
 // errHoldNotWritten would mean sqlHold and Hold disagree on a rule: a bug,
 // reported as an internal error rather than guessed at.
 var errHoldNotWritten = errors.New("hold not written")
