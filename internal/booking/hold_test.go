@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/booking/postgres"
-	"github.com/waitroom/waitroom/internal/testsupport/faultproxy"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -326,21 +324,7 @@ func TestReleaseByTheHolderOnly(t *testing.T) {
 // comes back, and the request's budget runs out waiting for it.
 func TestALostReplyOfAWrittenHoldIsTheHold(t *testing.T) {
 	e := setup(t)
-	db, err := url.Parse(e.pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	px, err := faultproxy.Start(db.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Host = px.Addr
-	pool, err := postgres.OpenPool(e.ctx(), db.String(), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	t.Cleanup(px.Close) // first: the black-holed connection closes at once
+	pool, px := e.poolThroughProxy(2)
 	svc := booking.NewService(postgres.New(pool), e.sim, e.cat, e.set, e.log)
 
 	lock, err := e.pool.Begin(e.ctx())

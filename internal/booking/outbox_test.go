@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/booking"
@@ -18,6 +19,30 @@ import (
 	"github.com/waitroom/waitroom/internal/testsupport/faultproxy"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
+
+// poolThroughProxy is a pool of n connections to the test's database
+// through a fault proxy. The proxy closes first, its connections with it
+// (pgxpool gives a black-holed one its goodbye for 15 s).
+func (e *env) poolThroughProxy(n int32) (*pgxpool.Pool, *faultproxy.Proxy) {
+	e.t.Helper()
+	db, err := url.Parse(e.pool.Config().ConnString())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	px, err := faultproxy.Start(db.Host)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	db.Host = px.Addr
+	pool, err := postgres.OpenPool(e.ctx(), db.String(), n)
+	if err != nil {
+		px.Close()
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(pool.Close)
+	e.t.Cleanup(px.Close)
+	return pool, px
+}
 
 // crashingLine publishes and completes tickets through the real queue, and
 // kills the relay (cancels its context) after n completions: a crash
@@ -114,23 +139,9 @@ func TestRelayOutlivesABlackHoledConnection(t *testing.T) {
 	e := setup(t)
 	_, rdb := testenv.Redis(t)
 	qs := queue.NewStore(rdb, []byte(testTicketSecret))
-	db, err := url.Parse(e.pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	px, err := faultproxy.Start(db.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(px.Close)
-	db.Host = px.Addr
 	// Two connections: the one the black hole took is closed in the
-	// background (pgxpool gives its goodbye 15 s), the next pass dials.
-	pool, err := postgres.OpenPool(e.ctx(), db.String(), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	// background, the next pass dials.
+	pool, px := e.poolThroughProxy(2)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
