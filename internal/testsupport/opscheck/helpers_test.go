@@ -42,9 +42,10 @@ var (
 )
 
 // scrapeStack starts the real gateway, admitter and booking, joins a fan and
-// reads every process's /metrics.
+// reads every process's /metrics. Email is on (an SMTP address nobody is
+// sent to: no fan steps away), so the admitter exports its email series.
 func scrapeStack(t *testing.T) (map[string]string, error) {
-	s := stack.Start(t, stack.Options{Events: `  - id: "premiere"
+	s := stack.Start(t, stack.Options{Notify: `{smtp_url: "smtp://127.0.0.1:2525"}`, Events: `  - id: "premiere"
     admission: {admit_per_second: 10, max_active: 10}
     showtimes:
       - {id: 42, title: "T", starts_at: "2026-12-01T19:00:00Z", rows: 2, seats_per_row: 5, price_cents: 1500}

@@ -43,20 +43,23 @@ var agreedMetrics = map[string]string{
 	"waitroom_admitter_tick_errors_total":     counter,
 	"waitroom_config_reloads_total":           counter,
 	"waitroom_config_reload_errors_total":     counter,
+	"waitroom_notifications_total":            counter,
 	// every Redis client
 	"waitroom_redis_errors_total":     counter,
 	"waitroom_redis_duration_seconds": histogram,
 	"waitroom_gate_degraded_total":    counter,
 	// booking core
-	"booking_holds_total":           counter,
-	"booking_confirmations_total":   counter,
-	"booking_outbox_pending":        gauge,
-	"booking_outbox_lag_seconds":    gauge,
-	"booking_seats":                 gauge,
-	"booking_payments":              gauge,
-	"booking_db_errors_total":       counter,
-	"booking_hold_duration_seconds": histogram,
-	"booking_refunds_total":         counter,
+	"booking_holds_total":                    counter,
+	"booking_confirmations_total":            counter,
+	"booking_outbox_pending":                 gauge,
+	"booking_outbox_lag_seconds":             gauge,
+	"booking_seats":                          gauge,
+	"booking_payments":                       gauge,
+	"booking_db_errors_total":                counter,
+	"booking_hold_duration_seconds":          histogram,
+	"booking_refunds_total":                  counter,
+	"booking_inventory_publish_errors_total": counter,
+	"booking_inventory_syncs_total":          counter,
 }
 
 // prometheusSeries are made by Prometheus itself, not by a target.
