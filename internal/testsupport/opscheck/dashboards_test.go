@@ -20,16 +20,18 @@ var dashboardMetrics = map[string][]string{
 		"waitroom_queue_waiting", "waitroom_queue_active", "waitroom_max_active",
 		"waitroom_admitted_total", "waitroom_admit_rate_configured", "waitroom_abandoned_total",
 		"waitroom_wait_seconds_bucket", "waitroom_eta_error_seconds_bucket", "waitroom_tickets_issued_total",
+		"waitroom_notifications_total",
 	},
 	"waitroom-edge.json": {
 		"waitroom_http_requests_total", "waitroom_http_request_duration_seconds_bucket",
 		"waitroom_proxy_errors_total", "waitroom_redis_errors_total", "waitroom_redis_duration_seconds_bucket",
-		"waitroom_join_proofs_total",
+		"waitroom_join_proofs_total", "waitroom_gate_degraded_total", "waitroom_forward_auth_total",
 	},
 	"waitroom-booking.json": {
 		"booking_holds_total", "booking_confirmations_total", "booking_seats", "booking_payments",
 		"booking_outbox_pending", "booking_outbox_lag_seconds", "booking_refunds_total",
 		"booking_db_errors_total", "waitroom_admitter_tick_duration_seconds_bucket",
+		"booking_inventory_syncs_total", "booking_inventory_publish_errors_total", "waitroom_gate_degraded_total",
 	},
 }
 
