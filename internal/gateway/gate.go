@@ -162,6 +162,7 @@ func (s *Server) extendForHold(c *fiber.Ctx, claims pass.Claims) {
 	if err != nil {
 		return
 	}
+	noStore(c) // an answer with a pass in it
 	s.setCookie(c, accessCookie+claims.Event, tok, until)
 	c.Set("X-Waitroom-Access-Token", tok)
 	c.Set("X-Waitroom-Access-Expires", until.UTC().Format(time.RFC3339))

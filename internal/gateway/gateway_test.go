@@ -462,6 +462,9 @@ func TestGate(t *testing.T) {
 		} else {
 			token = nt
 		}
+		if cc := r.hdr.Get("Cache-Control"); cc != "no-store" {
+			t.Errorf("a hold's answer with a pass in it: Cache-Control %q; want no-store", cc)
+		}
 	})
 	t.Run("booking core slow → 504, down → 503 with Retry-After", func(t *testing.T) {
 		e.upstream.delay.Store(int64(time.Second))
