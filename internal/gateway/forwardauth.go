@@ -439,7 +439,8 @@ const sitePassesKept = 100_000
 
 // passVerifiers are the gateway's own verifiers of a site's pass (through
 // a cache) and of a return token (each is shown once).
-func passVerifiers(signer *pass.Signer) (site *pass.Cache, ret *pass.Verifier) {
-	return pass.NewCache(pass.NewStaticVerifierFor(signer.PublicKey(), pass.AudienceSite), sitePassesKept),
-		pass.NewStaticVerifierFor(signer.PublicKey(), pass.AudienceReturn)
+func passVerifiers(signer *pass.Signer, now func() time.Time) (site *pass.Cache, ret *pass.Verifier) {
+	sv, rv := pass.NewStaticVerifierFor(signer.PublicKey(), pass.AudienceSite), pass.NewStaticVerifierFor(signer.PublicKey(), pass.AudienceReturn)
+	sv.Now, rv.Now = now, now
+	return pass.NewCache(sv, sitePassesKept), rv
 }

@@ -61,11 +61,14 @@ func setupGuarded(t testing.TB) guarded {
 }
 
 // setupGuardedAt is setupGuarded with the room at publicURL, behind the
-// proxies of trusted.
-func setupGuardedAt(t testing.TB, publicURL, trusted string) guarded {
+// proxies of trusted, and more options (the gateway's clock) set by more.
+func setupGuardedAt(t testing.TB, publicURL, trusted string, more ...func(*gateway.Options)) guarded {
 	t.Helper()
 	var counted *countingLine
 	e := setupWith(t, 0, `, public_url: "`+publicURL+`", trusted_proxies: ["`+trusted+`"]`, "", func(o *gateway.Options) {
+		for _, f := range more {
+			f(o)
+		}
 		o.Config.Events[0].Protect = []config.Protect{{Host: shopHost, PathPrefix: "/tour-tokyo"}}
 		// Event other guards /flash with a short window, to watch it end.
 		o.Config.Events[1].Protect = []config.Protect{{Host: shopHost, PathPrefix: "/flash"}}
@@ -236,6 +239,32 @@ func TestForwardAuthTrip(t *testing.T) {
 	}
 	if r := g.ask("/tour-tokyo/checkout", "Cookie", cookie); r.code != http.StatusUnauthorized {
 		t.Errorf("the pass of a fan who left: %d; want 401", r.code)
+	}
+}
+
+// A return token is good for 60 s by the gateway's clock (and the 2 s
+// every pass is given for clocks that differ): traded 58 s after it was
+// handed out, refused at 63.
+func TestReturnTokenLastsAMinute(t *testing.T) {
+	clk := testenv.NewClock(time.Now())
+	g := setupGuardedAt(t, roomURL+"/", balancer+"/32", func(o *gateway.Options) { o.Now = clk.Now })
+	back := "https://" + shopHost + "/tour-tokyo/seats"
+	target := func() string {
+		_, st := g.admitWithReturn(back)
+		link, _ := st.body["returnUrl"].(string)
+		if !strings.HasPrefix(link, back+"?wr_token=") {
+			t.Fatalf("admitted status: returnUrl %q; want %s?wr_token=…", link, back)
+		}
+		return strings.TrimPrefix(link, "https://"+shopHost)
+	}
+	early, late := target(), target()
+	clk.Add(58 * time.Second)
+	if r := g.ask(early); r.code != http.StatusOK || cookieOf(r, "wr_fa_premiere") == "" {
+		t.Errorf("a return token 58 s old: %d; want 200 with the pass", r.code)
+	}
+	clk.Add(5 * time.Second)
+	if r := g.ask(late); r.code != http.StatusUnauthorized || cookieOf(r, "wr_fa_premiere") != "" {
+		t.Errorf("a return token 63 s old: %d; want 401 and no pass", r.code)
 	}
 }
 

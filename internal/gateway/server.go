@@ -141,6 +141,7 @@ func New(o Options) (*Server, error) {
 	s.degraded = metrics.GateDegraded("gateway")
 	// The gateway verifies passes with its own key: no network hop.
 	s.verifier = pass.NewStaticVerifier(o.Signer.PublicKey())
+	s.verifier.Now = s.now // every pass is judged by the gateway's one clock
 	p, err := newProxy(o.Config.Gateway.BookingURL, o.Config.Gateway.ProxyTimeout.D())
 	if err != nil {
 		return nil, err
@@ -150,7 +151,7 @@ func New(o Options) (*Server, error) {
 	s.proxies.Store(&ps)
 	g := guardOf(o.Config)
 	s.guard.Store(&g)
-	s.sitePasses, s.returnVerifier = passVerifiers(o.Signer)
+	s.sitePasses, s.returnVerifier = passVerifiers(o.Signer, s.now)
 	if s.pages, err = web.NewPages(); err != nil {
 		return nil, err
 	}
