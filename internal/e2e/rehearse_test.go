@@ -34,6 +34,13 @@ const rehearsalEvents = `  - id: "premiere"
     showtimes:
       - {id: 42, title: "Premiere 19:00", starts_at: "2036-12-01T19:00:00+09:00", rows: 20, seats_per_row: 30, price_cents: 1500,
          general_admission: [{code: "FLOOR", capacity: 300, price_cents: 900}]}
+  - id: "tour"
+    name: "Tour presale"
+    opens_at: "2036-11-01T10:00:00+09:00"
+    admission: {admit_per_second: 100, max_active: 500, access_ttl: "5m", abandon_after: "60s"}
+    presale: {registration_opens_at: "2026-01-01T00:00:00Z", registration_closes_at: "2036-10-01T00:00:00Z", selected: 200, group_size: 100, window: "1h"}
+    showtimes:
+      - {id: 62, title: "Tour 19:00", starts_at: "2036-12-02T19:00:00+09:00", rows: 5, seats_per_row: 10, price_cents: 2500}
 `
 
 const rehearsalFans = 2000
@@ -46,7 +53,8 @@ const rehearsalFans = 2000
 // was, byte for byte, as does the operators' page showing them side by side.
 func TestRehearsal(t *testing.T) {
 	axeSource(t)
-	s := stack.Start(t, stack.Options{Events: rehearsalEvents, AdminToken: opsToken})
+	// tour's presale is by account: the stack knows an origin site's keys.
+	s := stack.Start(t, stack.Options{Events: rehearsalEvents, AdminToken: opsToken, AccountKeysFile: newPresaleSite(t).file})
 	t.Run("rehearse agrees with the room's report", func(t *testing.T) { rehearseAgrees(t, s) })
 	t.Run("the README's operators' block, pasted as it is", func(t *testing.T) { operatorsBlock(t, s) })
 	t.Run("previews touch nothing", func(t *testing.T) { previewsTouchNothing(t, s) })
@@ -257,23 +265,37 @@ func previewsTouchNothing(t *testing.T, s *stack.Stack) {
 		chromedp.Click(`#sign-in`, chromedp.ByQuery),
 	)
 	waitEval(t, page, 10*time.Second, "the console", `!document.querySelector('#console').hidden && document.querySelector('#event').value === 'premiere'`)
-	run(t, page, 5*time.Second, "show the previews", chromedp.Click(`#show-previews`, chromedp.ByQuery))
-	n := len(gateway.PreviewStates) * len(web.Languages)
-	waitEval(t, page, 30*time.Second, "every preview in its frame", fmt.Sprintf(`document.querySelector('#previews').dataset.event === 'premiere' &&
-		[...document.querySelectorAll('iframe.preview')].filter((f) => f.dataset.status === '200' && f.contentDocument &&
-			f.contentDocument.querySelector('#status') && f.contentDocument.styleSheets.length > 0).length === %d`, n))
-	var frames []struct{ State, Lang, Status, Sandbox, HTMLLang string }
-	run(t, page, 5*time.Second, "the frames", chromedp.Evaluate(`[...document.querySelectorAll('iframe.preview')].map((f) => ({
-		state: f.dataset.state, lang: f.dataset.lang, status: f.contentDocument.querySelector('#status').dataset.status,
-		sandbox: f.getAttribute('sandbox'), htmlLang: f.contentDocument.documentElement.lang }))`, &frames))
-	if len(frames) != n {
-		t.Fatalf("%d frames; want %d", len(frames), n)
-	}
-	for _, f := range frames {
-		if f.Sandbox != "allow-same-origin" || f.HTMLLang != f.Lang {
-			t.Errorf("frame %s/%s: sandbox %q, lang %q; want scripts off, its language", f.State, f.Lang, f.Sandbox, f.HTMLLang)
+	// Every state of the chosen event: a presale's only for an event with
+	// one (premiere has none, tour has).
+	shown := func(event string, states []string) {
+		t.Helper()
+		n := len(states) * len(web.Languages)
+		run(t, page, 5*time.Second, "show the previews of "+event,
+			chromedp.SetValue(`#event`, event, chromedp.ByQuery), chromedp.Click(`#show-previews`, chromedp.ByQuery))
+		visible := `[...document.querySelectorAll('#previews section:not([hidden]) iframe.preview')]`
+		waitEval(t, page, 30*time.Second, "every preview of "+event+" in its frame", fmt.Sprintf(`document.querySelector('#previews').dataset.event === %q &&
+			%s.filter((f) => f.dataset.status === '200' && f.contentDocument &&
+				f.contentDocument.querySelector('main') && f.contentDocument.styleSheets.length > 0).length === %d`, event, visible, n))
+		var frames []struct{ State, Lang, Sandbox, HTMLLang string }
+		run(t, page, 5*time.Second, "the frames of "+event, chromedp.Evaluate(visible+`.map((f) => ({
+			state: f.dataset.state, lang: f.dataset.lang, sandbox: f.getAttribute('sandbox'), htmlLang: f.contentDocument.documentElement.lang }))`, &frames))
+		var got []string
+		for _, f := range frames {
+			if f.Sandbox != "allow-same-origin" || f.HTMLLang != f.Lang {
+				t.Errorf("%s frame %s/%s: sandbox %q, lang %q; want scripts off, its language", event, f.State, f.Lang, f.Sandbox, f.HTMLLang)
+			}
+			if f.Lang == web.Languages[0].Code {
+				got = append(got, f.State)
+			}
+		}
+		if !slices.Equal(got, states) || len(frames) != n {
+			t.Errorf("%s: %d frames, states %v; want %d, %v", event, len(frames), got, n, states)
 		}
 	}
+	shown("premiere", gateway.PreviewStates)
+	shown("tour", append(slices.Clone(gateway.PreviewStates), gateway.PresalePreviewStates...))
+	n := (2*len(gateway.PreviewStates) + len(gateway.PresalePreviewStates)) * len(web.Languages)
+	run(t, page, 5*time.Second, "back to premiere", chromedp.SetValue(`#event`, "premiere", chromedp.ByQuery))
 	if dir := os.Getenv("WAITROOM_SCREENSHOTS"); dir != "" {
 		(&shooter{t: t, dir: dir}).shot(page, "admin-previews")
 	}

@@ -134,9 +134,16 @@ func registrationPreview(ev *config.Event, name string) *web.Registration {
 }
 
 // renderAdmin writes the operators' page with the frames of its previews,
-// one per state and language.
+// one per state and language; a presale's states are shown for the events
+// with a presale.
 func (s *Server) renderAdmin(w io.Writer) error {
-	return s.pages.RenderAdmin(w, web.Admin{PreviewStates: PreviewStates, Languages: web.Languages})
+	a := web.Admin{PreviewStates: PreviewStates, PresaleStates: PresalePreviewStates, Languages: web.Languages}
+	for _, ev := range s.config().Events {
+		if ev.Presale != nil {
+			a.PresaleEvents = append(a.PresaleEvents, ev.ID)
+		}
+	}
+	return s.pages.RenderAdmin(w, a)
 }
 
 // previewOf is the preview of state name: the event as the page shows it

@@ -62,7 +62,12 @@ func NewPages() (*Pages, error) {
 		}
 		p.sets[name] = b
 	}
-	admin, err := template.ParseFS(templateFiles, "templates/admin.html")
+	admin, err := template.New("admin.html").Funcs(template.FuncMap{
+		// previewState bundles what the "preview-state" template draws of one.
+		"previewState": func(state string, presale bool, langs []Language) previewStateItem {
+			return previewStateItem{State: state, Presale: presale, Languages: langs}
+		},
+	}).ParseFS(templateFiles, "templates/admin.html")
 	if err != nil {
 		return nil, fmt.Errorf("template admin: %w", err)
 	}
@@ -70,11 +75,23 @@ func NewPages() (*Pages, error) {
 	return p, nil
 }
 
+// previewStateItem is one state's row of previews on the operators' page:
+// a frame per language; a presale's state is hidden until its event is
+// chosen.
+type previewStateItem struct {
+	State     string
+	Presale   bool
+	Languages []Language
+}
+
 // Admin is what the operators' page is drawn with: no data of a sale (its
 // script fetches that with the operator's token), only the frame of its
 // previews, one per state and language.
 type Admin struct {
 	PreviewStates []string
+	// PresaleStates are previewed for the events of PresaleEvents only.
+	PresaleStates []string
+	PresaleEvents []string
 	Languages     []Language
 }
 

@@ -93,10 +93,10 @@ func TestHooks(t *testing.T) {
 			`id="access-left"`, `id="back-to-line"`, `id="showtime-line"`, `id="seat-price"`, `id="selection-total"`,
 			`id="held-total"`, `id="receipt"`, `data-currency=`, `id="pay-link"`,
 		}},
-		{"templates/admin.html", []string{`id="show-previews"`, `id="previews"`, `class="preview"`, `data-state="{{$state}}"`, `data-lang="{{.Code}}"`,
+		{"templates/admin.html", []string{`id="show-previews"`, `id="previews"`, `class="preview"`, `data-state="{{$.State}}"`, `data-lang="{{.Code}}"`, `data-presale-events=`, `data-presale hidden`,
 			// The previews run nothing: frames without scripts (no allow-scripts).
 			`sandbox="allow-same-origin"`}},
-		{"admin.js", []string{`f.srcdoc = `, `f.dataset.status`, `previews.dataset.event = ev`}},
+		{"admin.js", []string{`f.srcdoc = `, `f.dataset.status`, `previews.dataset.event = ev`, `previews.dataset.presaleEvents`}},
 		{"seatmap.js", []string{`id: 'seatmap'`, `dataset: { seat: code }`, `dataset: { ga: b.code }`, `gaInc: b.code`, `gaDec: b.code`}},
 	}
 	for _, tt := range tests {

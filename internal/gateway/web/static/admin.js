@@ -188,7 +188,10 @@ async function loadPreviews() {
   show(previews, true);
   showPreviews.textContent = 'Reload previews';
   delete previews.dataset.event;
-  const frames = [...previews.querySelectorAll('iframe.preview')];
+  // A presale's states are the events with a presale only.
+  const presale = previews.dataset.presaleEvents.split(' ').includes(ev);
+  for (const sec of previews.querySelectorAll('section[data-presale]')) show(sec, presale);
+  const frames = [...previews.querySelectorAll('section:not([hidden]) iframe.preview')];
   const langs = Object.fromEntries(frames.map((f) => [f.dataset.lang, f.title.split(' · ').pop()]));
   const answers = await Promise.all(
     frames.map(async (f) => {
