@@ -155,15 +155,18 @@ return 1
 // topUpScript settles a group whose window closed: k more ranks are
 // invited (at most the wait list left), as a new group whose window opens
 // at the closed one's close. Once per group (a second admitter finds it
-// settled), and only by the holder of the lease (two admitters never count
-// places for two top-ups at once).
+// settled), only by the holder of the lease (two admitters never count
+// places for two top-ups at once), and only once the window has closed by
+// Redis TIME, the clock the joins are let in by (an admitter whose clock
+// runs ahead gives no invitation away while its fans may still join).
 //
 // KEYS: 1 presale, 2 topups, 3 drawing (the lease)
-// ARGV: 1 the group's name, 2 k, 3 the new window's opening ms, 4 its close
-// ms, 5 the lease's owner
-// Returns {applied (0|1), k invited}.
+// ARGV: 1 the group's name, 2 k, 3 the closed window's close (the new
+// window's opening) ms, 4 the new window's close ms, 5 the lease's owner
+// Returns {applied (0|1), k invited}, or {-1, 0} before the close.
 var topUpScript = redis.NewScript(rdb.Prelude + `
 if redis.call('GET', KEYS[3]) ~= ARGV[5] then return {0, 0} end
+if clock() < tonumber(ARGV[3]) then return {-1, 0} end
 local field = 'settled:' .. ARGV[1]
 if redis.call('HEXISTS', KEYS[1], field) == 1 then return {0, 0} end
 local p = redis.call('HMGET', KEYS[1], 'invited', 'entries')

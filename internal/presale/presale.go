@@ -117,6 +117,14 @@ type Outbox interface {
 // message per kind and key).
 func (s *Store) MailInvitations(o Outbox) { s.outbox = o }
 
+// WithClock makes now the store's clock (time.Now by default), and returns
+// the store. The clock only says when to look: every window opens and
+// closes by Redis TIME, in the scripts.
+func (s *Store) WithClock(now func() time.Time) *Store {
+	s.now = now
+	return s
+}
+
 // Places is what the presale asks of the line.
 type Places interface {
 	// PlaceStates says what became of each account's place in event's line.

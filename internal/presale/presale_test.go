@@ -543,6 +543,38 @@ func TestTopUpsNeverAboveThePlacesLeft(t *testing.T) {
 	}
 }
 
+// A window is settled by Redis TIME, as its fans are let in by it: an
+// admitter whose clock runs an hour ahead tops up nothing while the window
+// is open (its fans may still join), and one on time tops it up once it
+// has closed.
+func TestTopUpsWaitForTheWindowsClose(t *testing.T) {
+	s := newSale(t, plan(1200*time.Millisecond, 300*time.Millisecond, 1500*time.Millisecond, 2, 2))
+	for i := range 6 {
+		s.register(fmt.Sprintf("fan-%d", i))
+	}
+	s.closeAndDraw()
+	s.rdb.HSet(s.ctx, rdb.KeysOf(s.event).Inventory, "available", 100, "held", 0, "pending", 0)
+	ahead := s.another("admitter-an-hour-ahead").WithClock(func() time.Time { return time.Now().Add(time.Hour) })
+	time.Sleep(time.Until(s.plan.OpensAt) + 5*time.Millisecond)
+	if err := ahead.Step(s.ctx, s.event, s.plan); err != nil {
+		t.Fatal(err)
+	}
+	if f := s.figures(); f.ToppedUp != 0 || f.Invited != 2 {
+		t.Fatalf("while the window is open by Redis TIME, an admitter an hour ahead settled it: %+v", f)
+	}
+	if n := s.rdb.HGet(s.ctx, rdb.KeysOf(s.event).Presale, "settled").Val(); n != "" && n != "0" {
+		t.Fatalf("%s windows settled while open", n)
+	}
+	time.Sleep(time.Until(s.plan.OpensAt.Add(s.plan.Window)) + 5*time.Millisecond)
+	if err := ahead.Step(s.ctx, s.event, s.plan); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody came: both invitations unused, both go to the next ranks.
+	if f := s.figures(); f.ToppedUp != 2 || f.Invited != 4 {
+		t.Fatalf("after the close by Redis TIME: %+v; want 2 topped up", f)
+	}
+}
+
 // The invited who left an address are emailed their window once, however
 // many admitters step at once; the waitlisted and those without an address
 // are not.

@@ -217,10 +217,13 @@ func (s *Store) topUps(ctx context.Context, event string) (err error) {
 		if err != nil {
 			return err
 		}
-		err = s.c.Run(ctx, rdb.Call{Script: topUpScript, Keys: []string{rdb.KeysOf(event).Presale, rdb.KeysOf(event).PresaleTopUps, rdb.KeysOf(event).PresaleDrawing},
-			Args: []any{g.name, k, g.closes.UnixMilli(), g.closes.Add(st.window).UnixMilli(), s.owner}}).Err()
+		res, err := s.c.Run(ctx, rdb.Call{Script: topUpScript, Keys: []string{rdb.KeysOf(event).Presale, rdb.KeysOf(event).PresaleTopUps, rdb.KeysOf(event).PresaleDrawing},
+			Args: []any{g.name, k, g.closes.UnixMilli(), g.closes.Add(st.window).UnixMilli(), s.owner}}).Int64Slice()
 		if err != nil {
 			return rdb.Interpret("top-up", err)
+		}
+		if res[0] < 0 {
+			return nil // not closed yet by Redis TIME: a later step settles it
 		}
 	}
 }
