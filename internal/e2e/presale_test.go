@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +19,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/waitroom/waitroom/internal/account"
+	"github.com/waitroom/waitroom/internal/presale/presaletest"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
 
@@ -50,6 +50,113 @@ func (p *presaleSite) token(t *testing.T, acct string) string {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// checkSelection reads event's published list and checks the selection sel
+// (GET …/selection) against it from what both publish alone
+// (presaletest.CheckSelection); it returns the list, one id per rank.
+func checkSelection(t *testing.T, base, event string, sel map[string]any) []string {
+	t.Helper()
+	res, err := http.Get(base + "/api/v1/events/" + event + "/selection/entries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("selection entries: %d %s", res.StatusCode, raw)
+	}
+	seed, _ := sel["seed"].(string)
+	commitment, _ := sel["commitment"].(string)
+	digest, _ := sel["entriesDigest"].(string)
+	if err := presaletest.CheckSelection(seed, commitment, digest, raw); err != nil {
+		t.Fatalf("the selection published: %v", err)
+	}
+	return strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+}
+
+// An admitter SIGKILLed while it draws a presale's selection of 300,000
+// registrations (its lease held, nothing published) is taken over by the
+// other admitter once the lease lapses: the selection it publishes is
+// whole, recomputable from what it publishes, and each account's rank is
+// its registration's place in the list.
+func TestSelectionSurvivesAnAdmitterKilledMidDraw(t *testing.T) {
+	t.Parallel() // most of it is the dead admitter's lease running out
+	site := newPresaleSite(t)
+	later := time.Now().Add(time.Hour).Truncate(time.Second)
+	events := fmt.Sprintf(`  - id: "crash"
+    name: "Crash presale"
+    opens_at: %q
+    admission: {admit_per_second: 100, max_active: 500, access_ttl: "5m", abandon_after: "60s"}
+    presale: {registration_opens_at: %q, registration_closes_at: %q, selected: 1000, group_size: 500, window: "1h"}
+    showtimes:
+      - {id: 72, title: "Crash 19:00", starts_at: "2036-12-03T19:00:00+09:00", rows: 5, seats_per_row: 10, price_cents: 1500}
+`, later.Add(time.Hour).Format(time.RFC3339), time.Now().Add(-time.Hour).Format(time.RFC3339), later.Format(time.RFC3339))
+	s := stack.Start(t, stack.Options{Events: events, Tick: "200ms", Admitters: 2, AccountKeysFile: site.file})
+	ctx := context.Background()
+	k := rdb.KeysOf("crash")
+	mustWait(t, "the selection committed", 10*time.Second, func() bool { return s.RDB.HExists(ctx, k.Presale, "commitment").Val() })
+	const n = 300_000
+	if err := presaletest.Register(ctx, s.RDB, "crash", n); err != nil {
+		t.Fatal(err)
+	}
+	// The close, brought forward to two seconds from now (a live reload).
+	closes := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
+	s.EditConfig(t, func(c string) string {
+		return strings.Replace(c, fmt.Sprintf("registration_closes_at: %q", later.Format(time.RFC3339)), fmt.Sprintf("registration_closes_at: %q", closes.Format(time.RFC3339)), 1)
+	})
+
+	// The draw begins at the close, under a lease that names the admitter
+	// drawing ("host/pid/…"): that one is killed a moment into it.
+	var owner string
+	for deadline := time.Until(closes) + 10*time.Second; owner == ""; time.Sleep(2 * time.Millisecond) {
+		if deadline -= 2 * time.Millisecond; deadline < 0 {
+			t.Fatal("no admitter took the draw's lease after the close")
+		}
+		owner = s.RDB.Get(ctx, k.PresaleDrawing).Val()
+	}
+	parts := strings.Split(owner, "/")
+	victim := ""
+	for _, name := range []string{"admitter", "admitter2"} {
+		if len(parts) == 3 && fmt.Sprint(s.Proc(name).Pid()) == parts[1] {
+			victim = name
+		}
+	}
+	if victim == "" {
+		t.Fatalf("the lease's owner %q is neither admitter", owner)
+	}
+	time.Sleep(100 * time.Millisecond)
+	s.Kill(victim)
+	killed := time.Now()
+	if s.RDB.HExists(ctx, k.Presale, "drawn").Val() {
+		t.Fatal("the selection was published before the kill: the draw ended too soon to be killed in the middle")
+	}
+
+	fan := &apiFan{t: t, base: s.Gateway}
+	var sel map[string]any
+	mustWait(t, "the selection published by the other admitter", time.Minute, func() bool {
+		code, out := fan.do(http.MethodGet, "/api/v1/events/crash/selection", nil, nil)
+		sel = out
+		return code == http.StatusOK && sel["seed"] != nil
+	})
+	t.Logf("the admitter drawing (%s) killed; the selection published by the other %s later", victim, time.Since(killed).Round(100*time.Millisecond))
+	if owner := s.RDB.Get(ctx, k.PresaleDrawing).Val(); owner != "" {
+		t.Errorf("the lease still held by %q after the selection was published", owner)
+	}
+	ids := checkSelection(t, s.Gateway, "crash", sel)
+	if len(ids) != n || sel["entries"] != float64(n) {
+		t.Fatalf("the selection lists %d, says %v; want %d", len(ids), sel["entries"], n)
+	}
+	// Each account's rank, read as its fan reads it, is its registration's
+	// place in the list: across the list, the ranks the killed admitter may
+	// have written half of.
+	for _, seq := range []int{1, 2, n / 3, n / 2, n - 1, n} {
+		code, reg := fan.do(http.MethodGet, "/api/v1/events/crash/registrations/me", nil, map[string]string{"X-Waitroom-Account": site.token(t, presaletest.Account(seq))})
+		rank := int(num(reg["rank"]))
+		if code != http.StatusOK || rank < 1 || rank > n || ids[rank-1] != reg["registrationId"] {
+			t.Fatalf("%s: %d %v; the list has %q at that rank", presaletest.Account(seq), code, reg, ids[max(min(rank, n), 1)-1])
+		}
+	}
 }
 
 // A presale through the real binaries and a browser: 300 accounts register
@@ -149,18 +256,9 @@ func TestPresaleSale(t *testing.T) {
 		_, sel = call(http.MethodGet, "/api/v1/events/presale/selection", "")
 		return sel["seed"] != nil
 	})
-	res, err := http.Get(base + "/api/v1/events/presale/selection/entries")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	ids := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
-	sorted := slices.Clone(ids)
-	slices.Sort(sorted)
-	sum := sha256.Sum256([]byte(strings.Join(sorted, "\n") + "\n"))
-	if len(ids) != 301 || sel["entries"] != float64(301) || hex.EncodeToString(sum[:]) != sel["entriesDigest"] {
-		t.Fatalf("selection: %d listed, %v; the list's digest %x", len(ids), sel, sum)
+	ids := checkSelection(t, base, "presale", sel)
+	if len(ids) != 301 || sel["entries"] != float64(301) {
+		t.Fatalf("selection: %d listed, %v", len(ids), sel)
 	}
 	byRank := map[int]string{}
 	for _, a := range append(slices.Clone(accounts), "browser-fan") {

@@ -2,7 +2,6 @@ package presale_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/presale"
+	"github.com/waitroom/waitroom/internal/presale/presaletest"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -39,24 +39,9 @@ func benchSelection(b *testing.B, n int) {
 	if err := pre.Step(ctx, "tour", p); err != nil { // commits
 		b.Fatal(err)
 	}
-	const batch = 10_000
-	k := rdb.KeysOf("tour")
-	for from := 1; from <= n; from += batch {
-		fields := make([]any, 0, 2*batch)
-		log := make([]any, 0, batch)
-		for seq := from; seq < min(from+batch, n+1); seq++ {
-			acct, id := "account-"+strconv.Itoa(seq), strconv.FormatInt(int64(seq), 36)+"."+fmt.Sprintf("%016d", seq)
-			fields = append(fields, acct, id)
-			log = append(log, id+" "+acct)
-		}
-		if err := c.HSet(ctx, k.PresaleAccounts, fields...).Err(); err != nil {
-			b.Fatal(err)
-		}
-		if err := c.RPush(ctx, k.PresaleLog, log...).Err(); err != nil {
-			b.Fatal(err)
-		}
+	if err := presaletest.Register(ctx, c, "tour", n); err != nil {
+		b.Fatal(err)
 	}
-	c.HSet(ctx, k.Presale, "seq", n)
 	// The close, brought forward to now (as an operator's reload would).
 	closes := time.Now().Add(500 * time.Millisecond)
 	p.RegistrationClosesAt = closes

@@ -3,13 +3,8 @@ package presale_test
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +14,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/notify"
 	"github.com/waitroom/waitroom/internal/presale"
+	"github.com/waitroom/waitroom/internal/presale/presaletest"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -220,27 +216,8 @@ func TestSelectionAnyoneCanRecompute(t *testing.T) {
 	if len(list) != 296 || sel.Entries != 296 {
 		t.Fatalf("%d entries listed, %d said, want 296 (300, 4 withdrawn)", len(list), sel.Entries)
 	}
-	seed, _ := hex.DecodeString(sel.Seed)
-	if sum := sha256.Sum256(seed); hex.EncodeToString(sum[:]) != sel.Commitment {
-		t.Fatalf("SHA-256(seed) = %x, commitment %s", sum, sel.Commitment)
-	}
-	sorted := slices.Clone(list)
-	slices.Sort(sorted)
-	digest := sha256.Sum256([]byte(strings.Join(sorted, "\n") + "\n"))
-	if hex.EncodeToString(digest[:]) != sel.EntriesDigest {
-		t.Fatalf("digest recomputed %x, published %s", digest, sel.EntriesDigest)
-	}
-	key := sha256.Sum256(append(seed, digest[:]...))
-	draws := func(id string) []byte {
-		m := hmac.New(sha256.New, key[:])
-		m.Write([]byte(id))
-		return m.Sum(nil)
-	}
-	for i := 1; i < len(list); i++ {
-		a, b := draws(list[i-1]), draws(list[i])
-		if binary.BigEndian.Uint64(a)>>12 > binary.BigEndian.Uint64(b)>>12 {
-			t.Fatalf("rank %d (%s) draws above rank %d (%s)", i, list[i-1], i+1, list[i])
-		}
+	if err := presaletest.CheckSelection(sel.Seed, sel.Commitment, sel.EntriesDigest, w.Bytes()); err != nil {
+		t.Fatal(err)
 	}
 	for _, id := range list {
 		if accounts[id] || strings.Contains(id, "acct-") {
