@@ -3,12 +3,9 @@ package e2e_test
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +19,7 @@ import (
 	"github.com/waitroom/waitroom/internal/presale/presaletest"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // presaleSite is the origin site of a presale scenario: its key signs the
@@ -32,15 +30,7 @@ type presaleSite struct {
 }
 
 func newPresaleSite(t *testing.T) *presaleSite {
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	pub, err := account.EncodePublicKeys(priv.Public().(ed25519.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "origin.pem")
-	if err := os.WriteFile(file, pub, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	priv, file := testenv.OriginSite(t)
 	return &presaleSite{priv: priv, file: file}
 }
 

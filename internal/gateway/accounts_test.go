@@ -6,8 +6,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -54,15 +52,7 @@ func setupAccounts(t *testing.T) *accountEnv {
 // the origin's key file and the booking URL, as accountsYAML does).
 func setupAccountsWith(t *testing.T, yaml string) *accountEnv {
 	t.Helper()
-	_, site, _ := ed25519.GenerateKey(rand.Reader)
-	pemBytes, err := account.EncodePublicKeys(site.Public().(ed25519.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "origin.pem")
-	if err := os.WriteFile(path, pemBytes, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	site, path := testenv.OriginSite(t)
 	rs, rc := testenv.Redis(t)
 	up := newUpstream(t)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(yaml, path, up.URL)), nil)
