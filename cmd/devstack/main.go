@@ -232,7 +232,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 		if localsvc.Find("nginx", "/usr/sbin") != "" {
 			shop = "http://" + shopAddr + "/drop/"
 		}
-		fmt.Printf("\n  waitroom is up: %s/   (Ctrl-C stops everything)\n  demo origin site (log in as a demo account): http://%s/\n  the demo accounts' inboxes: http://%s/mail\n  demo shop behind the room (nginx): %s\n\n", gw, originAddr, originAddr, shop)
+		fmt.Printf("\n  waitroom is up: %s/   (Ctrl-C stops everything)\n  demo origin site (log in as a demo account): %s/\n  the demo accounts' inboxes: %s/mail\n  demo shop behind the room (nginx): %s\n\n", gw, originURL, originURL, shop)
 	}
 	select {
 	case <-ctx.Done():

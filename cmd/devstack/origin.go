@@ -47,7 +47,11 @@ import (
 var demoAccounts = []string{"alice", "bob", "chika", "minjun"}
 
 const (
-	originAddr     = "127.0.0.1:8090"
+	originAddr = "127.0.0.1:8090"
+	// originURL is where a reader opens the site: as localhost, the room's
+	// host, so that its cookie reaches the room (127.0.0.1 is another host
+	// to a browser, and its cookies stay there).
+	originURL      = "http://localhost:8090"
 	originTokenTTL = 30 * time.Minute
 	welcomePoints  = 20000
 )
@@ -130,7 +134,7 @@ func serveOrigin(ctx context.Context, log *slog.Logger, priv ed25519.PrivateKey,
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	log.Info("demo origin site", "url", "http://"+originAddr+"/", "accounts", strings.Join(demoAccounts, ", "))
+	log.Info("demo origin site", "url", originURL+"/", "accounts", strings.Join(demoAccounts, ", "))
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
