@@ -314,8 +314,8 @@ type Stats struct {
 type Store interface {
 	SeatMap(ctx context.Context, showtimeID int64) (SeatMap, error)
 	Hold(ctx context.Context, r HoldRequest) (Hold, error)
-	// HeldUntil is the expiry of hold id if it is written and held.
-	HeldUntil(ctx context.Context, holdID string) (time.Time, bool, error)
+	// Written is hold r, as Hold answers it, if it was written and is held.
+	Written(ctx context.Context, r HoldRequest) (Hold, bool, error)
 	Release(ctx context.Context, holdID, customer, event string) error
 	Checkout(ctx context.Context, r CheckoutRequest, open OpenSession) (Checkout, error)
 	Settle(ctx context.Context, paymentID string, status payment.Status) (Settlement, error)

@@ -214,20 +214,18 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 		hctx, cancel = context.WithDeadline(ctx, d.Add(-confirmBudget))
 		defer cancel()
 	}
-	h, err := s.store.Hold(hctx, HoldRequest{
+	req := HoldRequest{
 		HoldID: id, Event: p.Event, ShowtimeID: showtimeID, Customer: p.Customer, Ticket: ticket,
 		Seats: seats, GA: in.GeneralAdmission, AmountCents: amount, TTL: s.set.HoldTTL,
 		MaxPlaces: s.set.MaxSeatsPerHold, HoldsPerMinute: s.set.HoldsPerMinute,
 		AttemptsPerMinute: s.set.HoldAttemptsPerMinute, Cooldown: s.set.ReholdCooldown,
-	})
+	}
+	h, err := s.store.Hold(hctx, req)
 	if err != nil && !isDomain(err) {
 		// No answer from the database is no answer either way: the hold
 		// may have been committed, its reply lost or late. Ask.
-		if exp, ok := s.written(ctx, id); ok {
-			h, err = Hold{ID: id, ExpiresAt: exp, Seats: seats, GeneralAdmission: in.GeneralAdmission, AmountCents: amount}, nil
-			if h.GeneralAdmission == nil {
-				h.GeneralAdmission = map[string]int{}
-			}
+		if w, ok := s.written(ctx, req); ok {
+			h, err = w, nil
 		}
 	}
 	if err != nil {
@@ -247,21 +245,20 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 // statement has the rest.
 const confirmBudget = 1500 * time.Millisecond
 
-// written reports whether hold id was written (and is held, until when),
-// asked in what is left of ctx: a hold whose reply was late or lost is the
-// fan's all the same, and telling the fan 503 would leave its seats held
-// for nobody until it lapses. false when the database still does not
-// answer.
-func (s *Service) written(ctx context.Context, id string) (time.Time, bool) {
-	exp, ok, err := s.store.HeldUntil(ctx, id)
+// written is hold r if it was written (and is held), asked in what is
+// left of ctx: a hold whose reply was late or lost is the fan's all the
+// same, and telling the fan 503 would leave its seats held for nobody
+// until it lapses. false when the database still does not answer.
+func (s *Service) written(ctx context.Context, r HoldRequest) (Hold, bool) {
+	h, ok, err := s.store.Written(ctx, r)
 	if err != nil {
-		s.log.Warn("a hold without an answer could not be looked up: it lapses by itself if it was written", "hold", id, "err", err)
-		return time.Time{}, false
+		s.log.Warn("a hold without an answer could not be looked up: it lapses by itself if it was written", "hold", r.HoldID, "err", err)
+		return Hold{}, false
 	}
 	if ok {
-		s.log.Info("a hold whose answer was lost was written: answered", "hold", id)
+		s.log.Info("a hold whose answer was lost was written: answered", "hold", r.HoldID)
 	}
-	return exp, ok
+	return h, ok
 }
 
 // Release gives the hold back at once; only its holder may, with a pass of

@@ -185,11 +185,7 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (_ booking.Hold
 		return booking.Hold{}, fmt.Errorf("hold: %w", err)
 	}
 	if expiresAt != nil {
-		gaOut := r.GA
-		if gaOut == nil {
-			gaOut = map[string]int{}
-		}
-		return booking.Hold{ID: r.HoldID, ExpiresAt: *expiresAt, Seats: r.Seats, GeneralAdmission: gaOut, AmountCents: r.AmountCents}, nil
+		return heldAs(r, *expiresAt), nil
 	}
 	// Refused: name why, in the order the statement's conditions read.
 	switch {
@@ -229,16 +225,30 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (_ booking.Hold
 	return booking.Hold{}, &booking.DetailError{Err: booking.ErrSeatsUnavailable, Seats: taken}
 }
 
-// HeldUntil reads hold id back: its expiry while it is held. One round
-// trip (no statement prepared first): it is asked when time is short.
-func (s *Store) HeldUntil(ctx context.Context, holdID string) (exp time.Time, ok bool, err error) {
-	defer translate(&err)
-	err = s.pool.QueryRow(ctx, `SELECT expires_at FROM holds WHERE id = $1 AND status = 'HELD'`,
-		pgx.QueryExecModeSimpleProtocol, holdID).Scan(&exp)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, false, nil
+// heldAs is hold r as a hold written answers it, expiring at exp.
+func heldAs(r booking.HoldRequest, exp time.Time) booking.Hold {
+	ga := r.GA
+	if ga == nil {
+		ga = map[string]int{}
 	}
-	return exp, err == nil, err
+	return booking.Hold{ID: r.HoldID, ExpiresAt: exp, Seats: r.Seats, GeneralAdmission: ga, AmountCents: r.AmountCents}
+}
+
+// Written reads hold r back, as Hold answers it, while it is held. One
+// round trip (no statement prepared first): it is asked when time is
+// short.
+func (s *Store) Written(ctx context.Context, r booking.HoldRequest) (_ booking.Hold, ok bool, err error) {
+	defer translate(&err)
+	var exp time.Time
+	err = s.pool.QueryRow(ctx, `SELECT expires_at FROM holds WHERE id = $1 AND status = 'HELD'`,
+		pgx.QueryExecModeSimpleProtocol, r.HoldID).Scan(&exp)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return booking.Hold{}, false, nil
+	case err != nil:
+		return booking.Hold{}, false, err
+	}
+	return heldAs(r, exp), true, nil
 }
 
 // errHoldNotWritten would mean sqlHold and Hold disagree on a rule: a bug,
