@@ -42,6 +42,39 @@ func (p *presaleSite) token(t *testing.T, acct string) string {
 	return tok
 }
 
+// presaleEvent is a presale event of these scenarios in the config's words:
+// registration open from an hour ago until closes, the sale opening at
+// opens; plan holds selected, group_size and window, showtime its one
+// showtime.
+func presaleEvent(id, name string, opens, closes time.Time, plan, showtime string) string {
+	return fmt.Sprintf(`  - id: %q
+    name: %q
+    opens_at: %q
+    admission: {admit_per_second: 200, max_active: 300, access_ttl: "5m", abandon_after: "60s"}
+    presale: {registration_opens_at: %q, registration_closes_at: %q, %s}
+    showtimes:
+      - %s
+`, id, name, opens.Format(time.RFC3339), time.Now().Add(-time.Hour).Format(time.RFC3339), closes.Format(time.RFC3339), plan, showtime)
+}
+
+// timeMove is a time of the config moved: its key, the time it holds and
+// the one it gets.
+type timeMove struct {
+	key     string
+	was, at time.Time
+}
+
+// reloadTimes moves times of the stack's config, all in one live reload.
+func reloadTimes(t *testing.T, s *stack.Stack, moves ...timeMove) {
+	t.Helper()
+	s.EditConfig(t, func(c string) string {
+		for _, m := range moves {
+			c = strings.Replace(c, fmt.Sprintf("%s: %q", m.key, m.was.Format(time.RFC3339)), fmt.Sprintf("%s: %q", m.key, m.at.Format(time.RFC3339)), 1)
+		}
+		return c
+	})
+}
+
 // checkSelection reads event's published list and checks the selection sel
 // (GET …/selection) against it from what both publish alone
 // (presaletest.CheckSelection); it returns the list, one id per rank.
@@ -74,14 +107,8 @@ func TestSelectionSurvivesAnAdmitterKilledMidDraw(t *testing.T) {
 	t.Parallel() // most of it is the dead admitter's lease running out
 	site := newPresaleSite(t)
 	later := time.Now().Add(time.Hour).Truncate(time.Second)
-	events := fmt.Sprintf(`  - id: "crash"
-    name: "Crash presale"
-    opens_at: %q
-    admission: {admit_per_second: 100, max_active: 500, access_ttl: "5m", abandon_after: "60s"}
-    presale: {registration_opens_at: %q, registration_closes_at: %q, selected: 1000, group_size: 500, window: "1h"}
-    showtimes:
-      - {id: 72, title: "Crash 19:00", starts_at: "2036-12-03T19:00:00+09:00", rows: 5, seats_per_row: 10, price_cents: 1500}
-`, later.Add(time.Hour).Format(time.RFC3339), time.Now().Add(-time.Hour).Format(time.RFC3339), later.Format(time.RFC3339))
+	events := presaleEvent("crash", "Crash presale", later.Add(time.Hour), later, "selected: 1000, group_size: 500, window: \"1h\"",
+		`{id: 72, title: "Crash 19:00", starts_at: "2036-12-03T19:00:00+09:00", rows: 5, seats_per_row: 10, price_cents: 1500}`)
 	s := stack.Start(t, stack.Options{Events: events, Tick: "200ms", Admitters: 2, AccountKeysFile: site.file})
 	ctx := context.Background()
 	k := rdb.KeysOf("crash")
@@ -92,9 +119,7 @@ func TestSelectionSurvivesAnAdmitterKilledMidDraw(t *testing.T) {
 	}
 	// The close, brought forward to two seconds from now (a live reload).
 	closes := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
-	s.EditConfig(t, func(c string) string {
-		return strings.Replace(c, fmt.Sprintf("registration_closes_at: %q", later.Format(time.RFC3339)), fmt.Sprintf("registration_closes_at: %q", closes.Format(time.RFC3339)), 1)
-	})
+	reloadTimes(t, s, timeMove{"registration_closes_at", later, closes})
 
 	// The draw begins at the close, under a lease that names the admitter
 	// drawing ("host/pid/…"): that one is killed a moment into it.
@@ -166,14 +191,8 @@ func TestPresaleSale(t *testing.T) {
 	laterClose, laterOpen := time.Now().Add(time.Hour).Truncate(time.Second), time.Now().Add(2*time.Hour).Truncate(time.Second)
 	closes, opens := laterClose, laterOpen
 	const window = 10 * time.Second
-	events := fmt.Sprintf(`  - id: "presale"
-    name: "Presale night"
-    opens_at: %q
-    admission: {admit_per_second: 200, max_active: 300, access_ttl: "5m", abandon_after: "60s"}
-    presale: {registration_opens_at: %q, registration_closes_at: %q, selected: 200, group_size: 100, window: "10s"}
-    showtimes:
-      - {id: 52, title: "Presale 19:00", starts_at: "2036-12-01T19:00:00+09:00", rows: 10, seats_per_row: 30, price_cents: 1500}
-`, opens.Format(time.RFC3339), time.Now().Add(-time.Hour).Format(time.RFC3339), closes.Format(time.RFC3339))
+	events := presaleEvent("presale", "Presale night", opens, closes, "selected: 200, group_size: 100, window: \"10s\"",
+		`{id: 52, title: "Presale 19:00", starts_at: "2036-12-01T19:00:00+09:00", rows: 10, seats_per_row: 30, price_cents: 1500}`)
 	s := stack.Start(t, stack.Options{Events: events, Tick: "200ms", AccountKeysFile: site.file,
 		Booking: `  payment: {secret: "stack-payment-secret-0123456789abcdef", simulator: {enabled: true, outcome: "succeed", delay: "200ms"}}`})
 	base := s.Gateway
@@ -235,10 +254,7 @@ func TestPresaleSale(t *testing.T) {
 	// admitter follow the file.
 	closes = time.Now().Add(4 * time.Second).Truncate(time.Second).Add(time.Second)
 	opens = closes.Add(3 * time.Second)
-	s.EditConfig(t, func(c string) string {
-		c = strings.Replace(c, fmt.Sprintf("registration_closes_at: %q", laterClose.Format(time.RFC3339)), fmt.Sprintf("registration_closes_at: %q", closes.Format(time.RFC3339)), 1)
-		return strings.Replace(c, fmt.Sprintf("opens_at: %q", laterOpen.Format(time.RFC3339)), fmt.Sprintf("opens_at: %q", opens.Format(time.RFC3339)), 1)
-	})
+	reloadTimes(t, s, timeMove{"registration_closes_at", laterClose, closes}, timeMove{"opens_at", laterOpen, opens})
 
 	// The selection, drawn at the close.
 	var sel map[string]any
