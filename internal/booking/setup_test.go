@@ -3,8 +3,6 @@ package booking_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -130,7 +128,7 @@ func setup(t testing.TB, opts ...option) *env {
 	e.redis, e.rdb = testenv.Redis(t)
 	e.line = queue.NewStore(e.rdb, []byte(testTicketSecret))
 
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	priv := testenv.Ed25519Key(t)
 	e.signer = pass.NewSigner(priv)
 	verifier := pass.NewStaticVerifier(e.signer.PublicKey())
 

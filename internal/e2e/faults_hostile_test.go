@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -22,6 +20,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // hostile is an attacker's HTTP client: its connections come from
@@ -184,7 +183,7 @@ func forgedTokens(t *testing.T, real, kid, ticketID string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, other, _ := ed25519.GenerateKey(rand.Reader)
+	other := testenv.Ed25519Key(t)
 	ed := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
 	ed.Header["kid"] = kid
 	edTok, err := ed.SignedString(other)

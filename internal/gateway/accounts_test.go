@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"net/http"
 	"sync"
@@ -63,7 +62,7 @@ func setupAccountsWith(t *testing.T, yaml string) *accountEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	priv := testenv.Ed25519Key(t)
 	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
 	ops := operators.New(rdb.New(rc))
 	srv, err := gateway.New(gateway.Options{Config: cfg, Line: line, Operators: ops, Signer: pass.NewSigner(priv), Accounts: account.NewVerifier(keys, nil),
@@ -129,7 +128,7 @@ func TestJoinAccountRefusals(t *testing.T) {
 	if live.code != http.StatusCreated {
 		t.Fatalf("anonymous join: %d %s", live.code, live.raw)
 	}
-	_, other, _ := ed25519.GenerateKey(rand.Reader)
+	other := testenv.Ed25519Key(t)
 	forged, _ := account.Mint(other, "fan-1", "", time.Now(), time.Minute)
 	expired, _ := account.Mint(e.site, "fan-1", "", time.Now().Add(-time.Hour), time.Minute)
 	tooLong, _ := account.Mint(e.site, "fan-1", "", time.Now(), 3*time.Hour)

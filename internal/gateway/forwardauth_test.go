@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"net/http"
 	"net/url"
 	"strings"
@@ -279,7 +278,7 @@ func TestForwardAuthRefusesBadTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, otherKey, _ := ed25519.GenerateKey(rand.Reader)
+	otherKey := testenv.Ed25519Key(t)
 	ours, theirs := pass.NewSigner(g.priv), pass.NewSigner(otherKey)
 	now := time.Now()
 	mint := func(f func() (string, error)) string {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -119,7 +118,7 @@ func setupWith(t testing.TB, joinsPerIP int, gatewayKeys, bookingKeys string, op
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	priv := testenv.Ed25519Key(t)
 	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
 	ops := operators.New(rdb.New(rc))
 	o := gateway.Options{Config: cfg, Line: line, Operators: ops, Signer: pass.NewSigner(priv)}

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
 	"net/http"
@@ -72,7 +70,7 @@ func setupProof(t testing.TB, joinsPerIP, bits int) *proofEnv {
 	// Standing still unless moved: the per-IP window's calendar minute does
 	// not turn mid-test.
 	clk := testenv.NewClock(time.Now())
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	priv := testenv.Ed25519Key(t)
 	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
 	srv, err := gateway.New(gateway.Options{Config: cfg, ConfigPath: path, Line: line, Operators: operators.New(rdb.New(rc)), Signer: pass.NewSigner(priv), Now: clk.Now})
 	if err != nil {

@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"html"
 	"io"
@@ -270,7 +269,7 @@ func testForwardAuth(t *testing.T, p siteProxy) {
 
 	// Tokens that are not the room's own, live, unspent and of this event.
 	stranger := st.browser()
-	_, otherKey, _ := ed25519.GenerateKey(rand.Reader)
+	otherKey := testenv.Ed25519Key(t)
 	now := time.Now()
 	for name, mint := range map[string]func() (string, error){
 		"forged": func() (string, error) {
