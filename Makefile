@@ -4,7 +4,13 @@ GO      ?= go
 export PATH := $(PATH):/usr/local/go/bin:$(shell $(GO) env GOPATH 2>/dev/null)/bin
 BIN     := bin
 PKGS    := ./...
-TESTFLAGS ?= -race -count=1 -timeout 45m
+# -trimpath: what is compiled does not depend on the checkout's folder, so a
+# fresh clone finds in the build cache what another checkout compiled.
+TESTFLAGS ?= -race -trimpath -count=1 -timeout 45m
+# go test starts the packages' test binaries in the order it is given them,
+# two at a time (one a core): the longest first, so that the others run
+# beside it rather than after it.
+TESTPKGS := ./internal/e2e ./internal/queue ./internal/booking $(PKGS)
 # The Dockerfile's build (static, trimmed, stripped): make build, go vet,
 # the allocation budgets, the e2e stack (stack.Binaries) and
 # TestDockerfileBuildsTheBinaries all compile this one way, so the
@@ -34,7 +40,7 @@ FUZZ_TARGETS := \
 FUZZTIME     ?= 2m
 FUZZMINIMIZE ?= 5s
 
-.PHONY: run test bench build lint clean fuzz fuzz-each
+.PHONY: run test bench build lint clean fuzz fuzz-build fuzz-each openapi-baseline
 
 build:
 	$(RELEASE) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/...
@@ -42,27 +48,68 @@ build:
 run: build
 	$(BIN)/devstack run
 
-test: build
-	$(RELEASE) $(GO) vet -trimpath $(PKGS)
-	$(BIN)/devstack test -- $(GO) test $(TESTFLAGS) $(PKGS)
-	$(BIN)/devstack test -- env $(RELEASE) $(GO) test -trimpath -count=1 -run 'Allocations' ./internal/queue ./internal/gateway
-	$(BIN)/devstack test -- $(MAKE) --no-print-directory fuzz-each FUZZTIME=3s FUZZMINIMIZE=10x
+# test runs its phases one after the other and says how long each took
+# (go test adds each package's time), and the whole at the end. The fuzz
+# targets' test binaries are built beside the tests, at the idle priority
+# (SCHED_IDLE: only on a core the tests leave free, as the end-to-end
+# tests' waits do), so that the fuzz phase mostly fuzzes.
+test:
+	@set -e; start=$$(date +%s); took=""; \
+	phase() { name=$$1; shift; t0=$$(date +%s); \
+		if "$$@"; then :; else rc=$$?; echo "make test: $$name FAILED after $$(( $$(date +%s) - t0 ))s"; exit $$rc; fi; \
+		t=$$(( $$(date +%s) - t0 )); echo "make test: $$name took $${t}s"; took="$$took $$name $${t}s,"; }; \
+	phase build $(MAKE) --no-print-directory build; \
+	phase vet env $(RELEASE) $(GO) vet -trimpath $(PKGS); \
+	fuzzbin=$$(mktemp -d); \
+	chrt --idle 0 setsid -w $(MAKE) --no-print-directory fuzz-build FUZZBIN="$$fuzzbin/bin" >"$$fuzzbin/log" 2>&1 & fuzzbuild=$$!; \
+	trap 'rc=$$?; kill -- -$$fuzzbuild 2>/dev/null || :; rm -rf "$$fuzzbin"; exit $$rc' EXIT; \
+	phase tests $(BIN)/devstack test -- $(GO) test $(TESTFLAGS) $(TESTPKGS); \
+	phase allocations $(BIN)/devstack test -- env $(RELEASE) $(GO) test -trimpath -count=1 -run 'Allocations|MemoryPerWaitingFan' ./internal/queue ./internal/gateway; \
+	fuzz() { built=0; wait $$fuzzbuild || built=$$?; cat "$$fuzzbin/log"; [ $$built -eq 0 ] && \
+		$(BIN)/devstack test -- $(MAKE) --no-print-directory fuzz-each FUZZTIME=3s FUZZMINIMIZE=10x FUZZBIN="$$fuzzbin/bin"; }; \
+	phase fuzz fuzz; \
+	echo "make test: passed in $$(( $$(date +%s) - start ))s:$${took%,}"
 
 fuzz: build
 	$(BIN)/devstack test -- $(MAKE) --no-print-directory fuzz-each FUZZTIME=$(FUZZTIME) FUZZMINIMIZE=$(FUZZMINIMIZE)
 
-# fuzz-each runs the targets one after the other (go test -fuzz takes one
-# package and one target), inside devstack (the booking targets need its
-# PostgreSQL).
+# fuzz-each runs the targets one after the other, inside devstack (the
+# booking targets need its PostgreSQL). go test -fuzz takes one package and
+# one target, and links the package's test binary for each: so each
+# package's binary is built once (fuzz-build, into FUZZBIN; make test builds
+# them beforehand), instrumented for fuzzing as go test -fuzz builds it, and
+# run in the package's folder for each of its targets, with go test's corpus
+# cache (what it finds still goes to testdata/fuzz/).
+FUZZ_PKGS := $(sort $(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t)))))
+FUZZBIN   ?=
+fuzzbin    = $(FUZZBIN)/$(subst /,_,$(subst .,_,$(1))).test
+
+fuzz-build:
+	@set -e; [ -n "$(FUZZBIN)" ] || { echo "fuzz-build: FUZZBIN not set"; exit 2; }; mkdir -p "$(FUZZBIN)"; t0=$$(date +%s); \
+	$(foreach pkg,$(FUZZ_PKGS),$(GO) test -c -fuzz=. -trimpath -o "$(call fuzzbin,$(pkg))" "$(pkg)";) \
+	echo "fuzz-build: $(words $(FUZZ_PKGS)) test binaries built in $$(( $$(date +%s) - t0 ))s"
+
 fuzz-each:
-	@set -e; for t in $(FUZZ_TARGETS); do \
+	@set -e; bin="$(FUZZBIN)"; if [ -z "$$bin" ]; then dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; bin="$$dir"; \
+		$(MAKE) --no-print-directory fuzz-build FUZZBIN="$$bin"; fi; \
+	cache=$$($(GO) env GOCACHE)/fuzz; \
+	for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; exe="$$bin/$$(echo "$$pkg" | tr ./ __).test"; \
 		echo "fuzz $$t for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $${t%%:*}; \
+		(cd "$$pkg" && "$$exe" -test.run '^$$' -test.fuzz "^$${t#*:}\$$" -test.fuzztime $(FUZZTIME) \
+			-test.fuzzminimizetime $(FUZZMINIMIZE) -test.fuzzcachedir "$$cache/$$($(GO) list "$$pkg")"); \
 	done
 
 bench: build
 	$(BIN)/devstack test -- $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m $$($(GO) list $(PKGS) | grep -v /internal/loadtest)
 	$(BIN)/devstack test -- $(GO) test -run '^$$' -bench . -benchtime=1x -count=1 -timeout 30m ./internal/loadtest
+
+# openapi-baseline makes the OpenAPI document (internal/gateway/openapi/
+# openapi.yaml) the baseline its breaking changes are checked against
+# (TestNoBreakingChange, in make test): run it for a change that is meant to
+# break clients, and commit baseline.json with the change.
+openapi-baseline:
+	$(GO) test ./internal/gateway/openapi -run '^TestNoBreakingChange$$' -count=1 -args -update-baseline
 
 lint:
 	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

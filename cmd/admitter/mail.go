@@ -10,11 +10,19 @@ import (
 	"github.com/waitroom/waitroom/internal/notify"
 )
 
+// tickets signs the ticket of an away fan's place (queue.Store, with
+// auth.ticket_secret: all the sender needs to sign a link).
+type tickets interface {
+	AwayTicket(event, place, to string) (string, error)
+}
+
 // renderer writes the emails of the config in force (cfg): each in its
 // fan's language, with the event's facts as the pages show them, and a
 // your_turn email's link to the place, /e/{event}?t=<ticket>, on the
-// gateway as fans reach it (gateway.public_url).
-func renderer(cfg func() *config.Config, mails *web.Mails) notify.Renderer {
+// gateway as fans reach it (gateway.public_url). The link's ticket is
+// signed here, as the email is written, from the place the message
+// carries: the outbox in Redis never holds it.
+func renderer(cfg func() *config.Config, mails *web.Mails, line tickets) notify.Renderer {
 	return func(event string, m notify.Message) (notify.Mail, error) {
 		c := cfg()
 		ev, ok := c.Event(event)
@@ -25,7 +33,14 @@ func renderer(cfg func() *config.Config, mails *web.Mails) notify.Renderer {
 		if until, err := time.Parse(time.RFC3339, m.Data["until"]); err == nil {
 			d.Until = until.In(web.ZoneOf(ev))
 		}
-		if t := m.Data["ticket"]; t != "" {
+		t := m.Data["ticket"] // queued by an earlier release, which kept the ticket itself
+		if p := m.Data["place"]; p != "" {
+			var err error
+			if t, err = line.AwayTicket(event, p, m.To); err != nil {
+				return notify.Mail{}, fmt.Errorf("the place of %s: %w", m.Key, err)
+			}
+		}
+		if t != "" {
 			d.Link = c.FansURL() + "/e/" + url.PathEscape(event) + "?t=" + url.QueryEscape(t)
 		}
 		if p := m.Data["path"]; p != "" {

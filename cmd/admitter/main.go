@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"time"
 
@@ -17,8 +18,10 @@ import (
 	"github.com/waitroom/waitroom/internal/platform/health"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/platform/service"
+	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/webhook"
 )
 
 func main() { service.Main("admitter", run) }
@@ -32,9 +35,12 @@ func run(ctx context.Context, p service.Process) error {
 		return err
 	}
 	defer redis.Close()
-	line := queue.New(redis, []byte(cfg.Auth.TicketSecret))
-	pre := presale.New(redis, line, []byte(cfg.Auth.TicketSecret), "")
-	o := admission.Options{Line: line, Operators: operators.New(redis), Presale: pre, Config: cfg, ConfigPath: p.ConfigPath, Log: p.Log}
+	// The admitter commits, freezes and draws the lottery and the
+	// selection: it derives their seeds from auth.draw_secret.
+	line := queue.New(redis, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret))
+	pre := presale.New(redis, line, []byte(cfg.Auth.TicketSecret), "").WithDrawSecret([]byte(cfg.Auth.DrawSecret))
+	hooks := webhook.NewStore(redis)
+	o := admission.Options{Line: line, Operators: operators.New(redis), Presale: pre, Webhooks: hooks, Config: cfg, ConfigPath: p.ConfigPath, Log: p.Log}
 	jobs := []service.Job{}
 	// With notify.smtp_url, the away fans let in are emailed: every
 	// replica queues their emails (relayAway), and one at a time sends
@@ -48,6 +54,15 @@ func run(ctx context.Context, p service.Process) error {
 			return err
 		}
 		mailer.Timeout = cfg.Notify.Timeout.D()
+		// The server's certificate is verified against the system's
+		// roots, and notify.ca_file's when set (a private relay's CA).
+		roots, err := notify.RootsWith(cfg.Notify.CAFile)
+		if err != nil {
+			return err
+		}
+		if roots != nil {
+			mailer.TLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		}
 		outbox = notify.NewOutbox(redis)
 		o.Outbox = outbox
 		pre.MailInvitations(outbox)
@@ -61,14 +76,21 @@ func run(ctx context.Context, p service.Process) error {
 		// A sender that dies mid-send hands its lease and its emails over
 		// after two time-outs and a margin.
 		handover := 2*mailer.Timeout + 5*time.Second
-		sender := notify.NewSender(outbox, notify.SenderOptions{Mailer: mailer, Render: renderer(adm.Config, mails),
+		sender := notify.NewSender(outbox, notify.SenderOptions{Mailer: mailer, Render: renderer(adm.Config, mails, line),
 			From: cfg.Notify.From, Events: eventIDs(adm.Config), Lease: handover, Inflight: handover, Log: p.Log})
-		for _, ev := range cfg.Events {
-			notify.Export(ev.ID, notify.KindYourTurn, notify.KindPresaleSelected)
-		}
 		jobs = append(jobs, sender.Run)
 		p.Log.Info("email to away fans", "smtp", mailer.Addr(), "from", cfg.Notify.From, "sender", sender.Owner())
 	}
+
+	// Every replica notices moments at its ticks (admission's announce)
+	// and sends (each delivery claimed by one at a time), to the
+	// receivers of the config in force: a reload's webhooks act at the
+	// next round.
+	webhook.Export()
+	sender := webhook.NewSender(hooks, webhook.SenderOptions{
+		Endpoints: func() []webhook.Endpoint { return policy.Endpoints(adm.Config()) },
+		Events:    eventIDs(adm.Config), Log: p.Log})
+	jobs = append(jobs, sender.Run)
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())

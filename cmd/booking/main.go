@@ -116,10 +116,17 @@ func serve(ctx context.Context, p service.Process) error {
 	mux.Handle("GET /metrics", metrics.Handler())
 	// The health summary the adaptive admitter reads: the API's own
 	// latency and errors, published to Redis every second.
-	health := booking.NewHealth(operators.New(redis), log, nil)
+	health := booking.NewHealth(operators.New(redis), log)
 	// Every pass is checked against the line too, as the gate checks it: a
 	// ticket that left or was revoked takes nothing on this port either.
-	api := booking.NewHandler(svc, booking.PassAuth(verifier), line, store.Ping, log).WithAdminToken(cfg.Auth.AdminToken)
+	api := booking.NewHandler(svc, booking.PassAuth(verifier), line, store.Ping, log)
+	if cfg.Auth.OperatorsOn() {
+		// A wallet is no event's: only a token of every event credits it.
+		api.WithOperators(func(token string) bool {
+			g, ok := cfg.Auth.Bearer(token)
+			return ok && g.Allows(config.ScopeWalletsWrite) && g.Covers("")
+		})
+	}
 	mux.Handle("/", metrics.HTTP("booking", health.Wrap(api)))
 	// The simulator's hosted page: another origin than the gateway's, as a
 	// real provider's (the fan's browser is sent there by paymentUrl, and
@@ -141,7 +148,7 @@ func serve(ctx context.Context, p service.Process) error {
 	reconcile := max(min(cfg.Booking.Payment.ReconcileAfter.D()/4, 30*time.Second), time.Second)
 	return service.Run(ctx, log, listeners,
 		(&booking.Sweeper{Store: store, Batch: 500, Every: 5 * time.Second, Log: log}).Run,
-		inv.Run, health.Run, sim.Run,
+		inv.Run, health.Run, sim.Run, api.Follow,
 		(&booking.Reconciler{Service: svc, Log: log, Every: reconcile}).Run,
 		(&booking.Relay{Store: store, Line: line, Batch: 100, Every: 250 * time.Millisecond, Log: log}).Run)
 }

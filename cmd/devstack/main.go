@@ -18,6 +18,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -78,12 +81,15 @@ func test(ctx context.Context, log *slog.Logger, args []string) (int, error) {
 		return 2, errors.New("test: no command")
 	}
 	// What the tests run besides Go: servers, the cluster tool, the browser
-	// of the end-to-end journey, the alert rule checker, and the sites'
-	// own proxies that forward auth sits behind.
+	// of the end-to-end journey, Node for the SDK's and the pages' scripts
+	// (and npm, for the test-only tools it installs), the alert rule
+	// checker, and the sites' own proxies that forward auth sits behind.
 	for _, need := range [][2]string{
 		{"redis-server", "redis-server"},
 		{"redis-cli", "redis-tools"},
 		{"chromium", "chromium"},
+		{"node", "nodejs"},
+		{"npm", "npm"},
 		{"promtool", "prometheus"},
 		{"nginx", "nginx"},
 		{"caddy", "caddy"},
@@ -160,6 +166,20 @@ func run(ctx context.Context, log *slog.Logger) error {
 	} else if made {
 		log.Info("created a development signing key", "file", keyFile)
 	}
+	// The draw secret, as the signing key: made once and kept in .data, so
+	// a lottery or a selection committed in an earlier run (its Redis kept
+	// in .data too) is drawn with the secret that committed it.
+	if os.Getenv("WAITROOM_DRAW_SECRET") == "" {
+		secretFile := filepath.Join(data, "draw-secret")
+		secret, made, err := ensureDrawSecret(secretFile)
+		if err != nil {
+			return err
+		}
+		if made {
+			log.Info("created a development draw secret", "file", secretFile)
+		}
+		env = append(env, "WAITROOM_DRAW_SECRET="+secret)
+	}
 	// The demo's origin site (origin.go): its key, whose public half the
 	// config trusts (auth.account_keys_file), and the operators' token it
 	// credits points with.
@@ -224,13 +244,13 @@ func run(ctx context.Context, log *slog.Logger) error {
 			go welcomeCredits(originCtx, log, gw, adminToken)
 		}
 		go func() {
-			if err := serveShop(originCtx, log, cfg); err != nil {
+			if err := serveShop(originCtx, log, cfg, gw, adminToken); err != nil {
 				log.Warn("demo shop behind the room not started", "err", err)
 			}
 		}()
 		shop := "(not started: nginx is not installed; sudo apt-get install -y nginx)"
 		if localsvc.Find("nginx", "/usr/sbin") != "" {
-			shop = "http://" + shopAddr + "/drop/"
+			shop = "http://" + shopAddr + "/drop/ and, always on, http://" + shopAddr + "/restock/"
 		}
 		fmt.Printf("\n  waitroom is up: %s/   (Ctrl-C stops everything)\n  demo origin site (log in as a demo account): %s/\n  the demo accounts' inboxes: %s/mail\n  demo shop behind the room (nginx): %s\n\n", gw, originURL, originURL, shop)
 	}
@@ -334,4 +354,32 @@ func createDatabase(ctx context.Context, adminURL, name string) error {
 		_, err = c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	}
 	return err
+}
+
+// ensureDrawSecret reads the draw secret kept in file, making one (32
+// random bytes, base64url: 43 characters) if there is none; made says it
+// did.
+func ensureDrawSecret(file string) (secret string, made bool, err error) {
+	b, err := os.ReadFile(file)
+	switch {
+	case err == nil:
+		if s := strings.TrimSpace(string(b)); len(s) >= config.MinSecretBytes {
+			return s, false, nil
+		}
+		return "", false, fmt.Errorf("devstack: %s holds a draw secret shorter than %d bytes: remove it to make another", file, config.MinSecretBytes)
+	case !errors.Is(err, os.ErrNotExist):
+		return "", false, fmt.Errorf("devstack: draw secret: %w", err)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", false, fmt.Errorf("devstack: draw secret: %w", err)
+	}
+	secret = base64.RawURLEncoding.EncodeToString(raw[:])
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return "", false, fmt.Errorf("devstack: draw secret: %w", err)
+	}
+	if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("devstack: draw secret: %w", err)
+	}
+	return secret, true, nil
 }

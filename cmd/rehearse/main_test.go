@@ -62,6 +62,7 @@ func rehearse(t *testing.T, args ...string) (code int, stdout, stderr string) {
 type fakeRoom struct {
 	lifo   bool // the planted bug: the newest fan is let in first
 	fail   bool // the third fan's first poll gets a 500
+	ranked int  // the rank inversions its report owns up to
 	every  time.Duration
 	mu     sync.Mutex
 	seq    int
@@ -126,7 +127,7 @@ func (r *fakeRoom) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		answer(200, map[string]any{"id": "premiere", "name": "Fake", "state": "open", "waiting": len(r.line), "active": 0,
 			"maxActive": 100, "admitPerSecond": 0.8 * float64(time.Second/r.every), "opensAt": nil, "showtimes": []any{}})
 	case req.Method == http.MethodGet && p == ev+"/report":
-		answer(200, map[string]any{"joined": r.joined, "admitted": r.admits, "fifoInversions": 0,
+		answer(200, map[string]any{"joined": r.joined, "admitted": r.admits, "fifoInversions": 0, "rankInversions": r.ranked,
 			"admittedPerSecond": map[string]any{"mean": 0, "configured": float64(time.Second / r.every)}})
 	case req.Method == http.MethodGet && p == "/api/v1/admin/events":
 		// The operators' list: the rate configured before an adaptive
@@ -326,6 +327,19 @@ func TestRehearseFailsOnA5xx(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "5xx (1 × 500 Internal Server Error)") {
 		t.Errorf("the summary does not name the 500:\n%s", stdout)
+	}
+}
+
+// A room whose own report owns up to rank inversions (pre-queue fans let
+// in out of the draw's order) fails the rehearsal, whatever the fans saw.
+func TestRehearseFailsOnRankInversions(t *testing.T) {
+	t.Parallel()
+	s, stdout := rehearseFails(t, &fakeRoom{every: fakeEvery, ranked: 3})
+	if s.Room == nil || s.Room.RankInversions != 3 || s.OK {
+		t.Errorf("room %+v, ok %v; want its 3 rank inversions and a failed rehearsal", s.Room, s.OK)
+	}
+	if !strings.Contains(stdout, "PROBLEM") || !strings.Contains(stdout, "3 rank inversions") {
+		t.Errorf("the summary does not name the problem:\n%s", stdout)
 	}
 }
 

@@ -44,12 +44,16 @@ type summary struct {
 	} `json:"admittedPerSecond"`
 
 	Seen struct {
-		Joined   int            `json:"joined"`
-		Admitted int            `json:"admitted"`
-		Bought   int            `json:"bought"`
-		Seats    int            `json:"seats"`
-		Outcomes map[string]int `json:"outcomes"`
-		Notes    map[string]int `json:"failures,omitempty"`
+		Joined int `json:"joined"`
+		// StraightThrough of them were let in at their join (an auto
+		// event with room), Queued made to wait.
+		StraightThrough int            `json:"straightThrough"`
+		Queued          int            `json:"queued"`
+		Admitted        int            `json:"admitted"`
+		Bought          int            `json:"bought"`
+		Seats           int            `json:"seats"`
+		Outcomes        map[string]int `json:"outcomes"`
+		Notes           map[string]int `json:"failures,omitempty"`
 	} `json:"seen"` // what the fans saw
 	WaitSeconds     spread `json:"waitSeconds"`     // join answered → first "admitted"
 	ETAErrorSeconds spread `json:"etaErrorSeconds"` // that wait − etaSeconds told at join
@@ -77,6 +81,9 @@ type summary struct {
 	OK       bool         `json:"ok"`
 
 	samples []rehearsal.Sample // for the plot
+	// straight are the joins let straight through, counted at each
+	// sample's instant (for the plot).
+	straight []rehearsal.Sample
 }
 
 type spread struct {
@@ -88,9 +95,11 @@ type spread struct {
 type roomFigures struct {
 	Joined              int64   `json:"joined"`
 	Admitted            int64   `json:"admitted"`
+	StraightThrough     int64   `json:"straightThrough"`
 	AdmittedPerSecond   float64 `json:"admittedPerSecond"`
 	ConfiguredPerSecond float64 `json:"configuredPerSecond"`
 	FIFOInversions      int64   `json:"fifoInversions"`
+	RankInversions      int64   `json:"rankInversions"`
 }
 
 type sampleJSON struct {
@@ -100,6 +109,9 @@ type sampleJSON struct {
 	Active     int64   `json:"active"`
 	Configured float64 `json:"configured"`
 	State      string  `json:"state,omitempty"`
+	// StraightThrough is how many fans had been let in at their join by
+	// then (their join's answer), as the plot draws it.
+	StraightThrough int64 `json:"straightThrough"`
 }
 
 func summarize(o options, ev rehearsal.EventInfo, ended string, start time.Time, elapsed time.Duration, fans []rehearsal.Fan,
@@ -121,6 +133,8 @@ func summarize(o options, ev rehearsal.EventInfo, ended string, start time.Time,
 
 	seen := rehearsal.FansSeen(fans)
 	s.Seen.Joined, s.Seen.Admitted, s.Seen.Bought, s.Seen.Seats = seen.Joined, seen.Admitted, seen.Bought, seen.Seats
+	s.Seen.StraightThrough, s.Seen.Queued = seen.StraightThrough, seen.Queued
+	s.straight = straightAt(fans, samples, start)
 	s.Seen.Outcomes = map[string]int{}
 	for o, n := range seen.Outcomes {
 		if n > 0 {
@@ -148,13 +162,14 @@ func summarize(o options, ev rehearsal.EventInfo, ended string, start time.Time,
 	if haveAfter {
 		s.Room = &roomFigures{
 			Joined: after.Joined - before.Joined, Admitted: after.Admitted - before.Admitted,
+			StraightThrough:   after.StraightThrough - before.StraightThrough,
 			AdmittedPerSecond: after.AdmittedPerSecond.Mean, ConfiguredPerSecond: after.AdmittedPerSecond.Configured,
-			FIFOInversions: after.FIFOInversions,
+			FIFOInversions: after.FIFOInversions, RankInversions: after.RankInversions,
 		}
 	}
-	for _, smp := range samples {
+	for i, smp := range samples {
 		s.Samples = append(s.Samples, sampleJSON{At: round(smp.At.Seconds(), 3), Admitted: smp.Admitted, Waiting: smp.Waiting,
-			Active: smp.Active, Configured: smp.Configured, State: smp.State})
+			Active: smp.Active, Configured: smp.Configured, State: smp.State, StraightThrough: s.straight[i].Admitted})
 	}
 
 	s.Problems = []string{}
@@ -170,8 +185,32 @@ func summarize(o options, ev rehearsal.EventInfo, ended string, start time.Time,
 	if n := s.FIFO.Inversions; n > 0 {
 		s.Problems = append(s.Problems, fmt.Sprintf("%s fans were passed over by a fan who joined after them (FIFO inversions)", count(int64(n))))
 	}
+	if r := s.Room; r != nil && r.RankInversions > 0 {
+		s.Problems = append(s.Problems, fmt.Sprintf("the room let %s fans of the pre-queue in after someone drawn behind them (rank inversions)", count(r.RankInversions)))
+	}
 	s.OK = len(s.Problems) == 0
 	return s
+}
+
+// straightAt counts the fans let straight through by each sample's
+// instant (their join's answer), as samples of a count the plot can rate.
+func straightAt(fans []rehearsal.Fan, samples []rehearsal.Sample, start time.Time) []rehearsal.Sample {
+	var at []time.Duration
+	for _, f := range fans {
+		if f.Straight {
+			at = append(at, f.JoinedAt.Sub(start))
+		}
+	}
+	slices.Sort(at)
+	out := make([]rehearsal.Sample, len(samples))
+	n := 0
+	for i, smp := range samples {
+		for n < len(at) && at[n] <= smp.At {
+			n++
+		}
+		out[i] = rehearsal.Sample{At: smp.At, Admitted: int64(n)}
+	}
+	return out
 }
 
 func spreadOf(sorted []float64) spread {
@@ -210,6 +249,7 @@ func (s *summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\nrehearsal of %s at %s: %s fans, %s arrival, %.1f s (%s)\n", s.Event, s.URL, count(int64(s.Fans)), s.Arrival, s.ElapsedSeconds, s.Ended)
 	p("fans", "joined %s · admitted %s · bought %s (%s seats) · %s", count(int64(s.Seen.Joined)), count(int64(s.Seen.Admitted)),
 		count(int64(s.Seen.Bought)), count(int64(s.Seen.Seats)), s.outcomes())
+	p("joins", "%s let straight through · %s made to wait in line", count(int64(s.Seen.StraightThrough)), count(int64(s.Seen.Queued)))
 	a := s.AdmittedPerSecond
 	if a.Waited {
 		p("admitted/s", "%s while fans waited (%.1f s), configured %s", rate(a.Mean), a.BusySeconds, rate(a.Configured))
@@ -231,14 +271,14 @@ func (s *summary) print(w io.Writer) {
 		count(int64(s.Answers.PerSecond)), count(s.Answers.Status4xx), count(s.Answers.Status5xx), count(s.Answers.TransportErrors), strings.Join(codes, ", "))
 	p("FIFO", "%s inversions seen by the fans (%s fans checked)", count(int64(s.FIFO.Inversions)), count(int64(s.FIFO.Compared)))
 	if r := s.Room; r != nil {
-		p("the room", "its report: %s joined and %s admitted during the rehearsal · %s per second while fans waited (configured %s) · %s FIFO inversions in the whole sale",
-			count(r.Joined), count(r.Admitted), rate(r.AdmittedPerSecond), rate(r.ConfiguredPerSecond), count(r.FIFOInversions))
+		p("the room", "its report: %s joined and %s admitted (%s straight through) during the rehearsal · %s per second while fans waited (configured %s) · %s FIFO inversions and %s rank inversions in the whole sale",
+			count(r.Joined), count(r.Admitted), count(r.StraightThrough), rate(r.AdmittedPerSecond), rate(r.ConfiguredPerSecond), count(r.FIFOInversions), count(r.RankInversions))
 		if more := r.Admitted - int64(s.Seen.Admitted); more > 0 && s.Ended != "every fan was done" {
 			p("", "(%s of them let in as the rehearsal ended, before their fans polled again)", count(more))
 		}
 	}
 	if s.OK {
-		p("result", "OK: no 5xx, no FIFO inversion")
+		p("result", "OK: no 5xx, no FIFO inversion, no rank inversion")
 		return
 	}
 	for _, pr := range s.Problems {
@@ -285,12 +325,23 @@ func (s *summary) drawSVG(w io.Writer) error {
 	for _, r := range rehearsal.RateOver(s.samples, plotWindow) {
 		admitted = append(admitted, plot.Point{X: r.At.Seconds(), Y: r.PerSecond})
 	}
+	var straight []plot.Point
+	if s.Seen.StraightThrough > 0 {
+		for _, r := range rehearsal.RateOver(s.straight, plotWindow) {
+			straight = append(straight, plot.Point{X: r.At.Seconds(), Y: r.PerSecond})
+		}
+	}
+	rates := []plot.Series{
+		{Name: "configured", Points: configured, Color: plot.Red, Dashed: true},
+		{Name: "admitted per second (the room's count, over the last 5 s)", Points: admitted, Color: plot.Blue},
+	}
+	if len(straight) > 0 {
+		// An auto event: how many of them were let in at their join.
+		rates = append(rates, plot.Series{Name: "of them straight through", Points: straight, Color: plot.Green})
+	}
 	title := fmt.Sprintf("%s: admitted per second against the configured rate", s.Event)
 	return plot.SVG(w, 900, 320,
-		plot.Panel{Title: title, XLabel: "seconds since the rehearsal began", YLabel: "fans per second", Lines: []plot.Series{
-			{Name: "configured", Points: configured, Color: plot.Red, Dashed: true},
-			{Name: "admitted per second (the room's count, over the last 5 s)", Points: admitted, Color: plot.Blue},
-		}},
+		plot.Panel{Title: title, XLabel: "seconds since the rehearsal began", YLabel: "fans per second", Lines: rates},
 		plot.Panel{Title: s.Event + ": the line", XLabel: "seconds since the rehearsal began", YLabel: "fans", Lines: []plot.Series{
 			{Name: "waiting", Points: waiting, Color: plot.Green},
 			{Name: "inside (active)", Points: active, Color: plot.Blue, Dashed: true},

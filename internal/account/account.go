@@ -68,15 +68,21 @@ type jwtClaims struct {
 type Verifier struct {
 	keys   []ed25519.PublicKey
 	parser *jwt.Parser
-	now    func() time.Time
+
+	// Now is the verifier's clock (nil = time.Now); set it before use.
+	Now func() time.Time
 }
 
-// NewVerifier trusts keys; now is its clock (nil = time.Now).
-func NewVerifier(keys []ed25519.PublicKey, now func() time.Time) *Verifier {
-	if now == nil {
-		now = time.Now
+func (v *Verifier) now() time.Time {
+	if v.Now == nil {
+		return time.Now()
 	}
-	v := &Verifier{keys: keys, now: now}
+	return v.Now()
+}
+
+// NewVerifier trusts keys.
+func NewVerifier(keys []ed25519.PublicKey) *Verifier {
+	v := &Verifier{keys: keys}
 	v.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
 		jwt.WithAudience(Audience),

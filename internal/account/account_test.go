@@ -27,8 +27,8 @@ func sign(t *testing.T, m jwt.SigningMethod, k any, claims jwt.MapClaims) string
 func TestVerify(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	site, other, rotated := testenv.Ed25519Key(t), testenv.Ed25519Key(t), testenv.Ed25519Key(t)
-	v := account.NewVerifier([]ed25519.PublicKey{site.Public().(ed25519.PublicKey), rotated.Public().(ed25519.PublicKey)},
-		func() time.Time { return now })
+	v := account.NewVerifier([]ed25519.PublicKey{site.Public().(ed25519.PublicKey), rotated.Public().(ed25519.PublicKey)})
+	v.Now = func() time.Time { return now }
 	claims := func(edit func(jwt.MapClaims)) jwt.MapClaims {
 		c := jwt.MapClaims{"sub": "fan-42", "aud": "waitroom", "iat": now.Unix(), "exp": now.Add(10 * time.Minute).Unix()}
 		if edit != nil {

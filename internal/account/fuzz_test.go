@@ -22,7 +22,8 @@ var fuzzKey = ed25519.NewKeyFromSeed([]byte("account-fuzz-key-seed-0123456789"))
 // come, and as headers and claims signed with the site's key.
 func FuzzVerify(f *testing.F) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	v := account.NewVerifier([]ed25519.PublicKey{fuzzKey.Public().(ed25519.PublicKey)}, func() time.Time { return now })
+	v := account.NewVerifier([]ed25519.PublicKey{fuzzKey.Public().(ed25519.PublicKey)})
+	v.Now = func() time.Time { return now }
 	good, err := account.Mint(fuzzKey, "acct-42", "premiere", now, 30*time.Minute)
 	if err != nil {
 		f.Fatal(err)

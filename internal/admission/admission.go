@@ -21,26 +21,28 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/notify"
 	"github.com/waitroom/waitroom/internal/operators"
-	"github.com/waitroom/waitroom/internal/platform/service"
+	"github.com/waitroom/waitroom/internal/platform/periodic"
 	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/presale"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // Line is what the admitter needs of the line.
 type Line interface {
-	PublishSettings(ctx context.Context, event string, set queue.Settings) error
-	Tick(ctx context.Context, event string, set queue.Settings) (queue.TickResult, error)
+	PublishSettings(ctx context.Context, event string, set line.Settings) error
+	Tick(ctx context.Context, event string, set line.Settings) (line.TickResult, error)
 	// Opening is what the event's lottery froze of its times.
-	Opening(ctx context.Context, event string) (queue.Opening, error)
+	Opening(ctx context.Context, event string) (line.Opening, error)
+	// Lottery is the event's lottery as published (lottery.drawn).
+	Lottery(ctx context.Context, event string, set line.Settings) (line.Draw, error)
 	// TickEvery tells the store the tick interval (a sharded event's tick
 	// lease is a few of them).
 	TickEvery(d time.Duration)
 	// AwayAdmitted and AwayNotified: the away fans let in whose email is
-	// due, and forgetting them once it is queued (away.go).
-	AwayAdmitted(ctx context.Context, event string, max int) ([]queue.AwayFan, error)
+	// due, and forgetting them once it is queued.
+	AwayAdmitted(ctx context.Context, event string, max int) ([]line.AwayFan, error)
 	AwayNotified(ctx context.Context, event string, ids []string) error
 }
 
@@ -65,6 +67,8 @@ type Operators interface {
 // freeze and draw the selection, settle the windows that closed).
 type Presale interface {
 	Step(ctx context.Context, event string, p presale.Plan) error
+	// Selection is the selection as published (selection.drawn).
+	Selection(ctx context.Context, event string, p presale.Plan) (line.Draw, error)
 }
 
 // Admitter ticks every configured event.
@@ -73,6 +77,12 @@ type Admitter struct {
 	ops     Operators
 	presale Presale
 	outbox  Outbox // nil: no email (notify.smtp_url empty)
+	hooks   Webhooks
+	// announced: event → the config values this process announced
+	// (hooks.go); drawsSeen: "lottery/<event>", "selection/<event>" once
+	// announced.
+	announced sync.Map
+	drawsSeen sync.Map
 	// stepping: events whose presale step runs now (a draw of a million
 	// registrations takes seconds: it runs beside the ticks, one at a time).
 	stepping sync.Map
@@ -82,7 +92,7 @@ type Admitter struct {
 
 	// layouts: event → the shards its line really has, as the last tick
 	// found (a config asking another layout for a line with state is kept
-	// from it: see queue.Settings.Shards).
+	// from it: see line.Settings.Shards).
 	layouts sync.Map
 	rounds  atomic.Int64
 }
@@ -96,6 +106,8 @@ type Options struct {
 	// Outbox queues the away fans' emails (nil: there is no email, and
 	// nobody can step away).
 	Outbox Outbox
+	// Webhooks is the webhooks' outbox (nil: no moments noticed here).
+	Webhooks Webhooks
 	// ConfigPath is the file Watch follows ("" = no reloads).
 	ConfigPath string
 	Log        *slog.Logger
@@ -104,7 +116,7 @@ type Options struct {
 
 // New returns an admitter serving o.Config.
 func New(o Options) *Admitter {
-	a := &Admitter{line: o.Line, ops: o.Operators, presale: o.Presale, outbox: o.Outbox, log: o.Log, now: o.Now, cfg: config.NewLive(o.ConfigPath, o.Config)}
+	a := &Admitter{line: o.Line, ops: o.Operators, presale: o.Presale, outbox: o.Outbox, hooks: o.Webhooks, log: o.Log, now: o.Now, cfg: config.NewLive(o.ConfigPath, o.Config)}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -123,7 +135,7 @@ func (a *Admitter) Rounds() int64 { return a.rounds.Load() }
 // Run ticks every event until ctx ends. The interval is read from the config
 // in force at each round, so a reloaded admitter.tick acts at once.
 func (a *Admitter) Run(ctx context.Context) {
-	service.Periodic(ctx, func() time.Duration { return nextRound(a.Config(), a.now()) }, a.TickAll)
+	periodic.Run(ctx, func() time.Duration { return nextRound(a.Config(), a.now()) }, a.TickAll)
 }
 
 // nextRound is how long to wait before the next round: one tick, or less
@@ -218,6 +230,7 @@ func (a *Admitter) tick(ctx context.Context, cfg *config.Config, ev config.Event
 	if err != nil {
 		return err
 	}
+	a.announce(ctx, cfg, ev, set)
 	if err := a.relayAway(ctx, ev.ID, set); err != nil {
 		return err
 	}
@@ -262,9 +275,11 @@ const awayBatch = 500
 
 // relayAway queues the email of every away fan the line let in (the tick
 // noted them due, in the same script as their admission), then forgets
-// them. Every replica may do it at once, or again after dying between the
+// them. The message carries the place, not the ticket: its link is signed
+// when the email is written (queue.Store.AwayTicket), so the outbox holds
+// no credential. Every replica may do it at once, or again after dying between the
 // two steps: the outbox queues one message per place, whoever asks.
-func (a *Admitter) relayAway(ctx context.Context, event string, set queue.Settings) error {
+func (a *Admitter) relayAway(ctx context.Context, event string, set line.Settings) error {
 	if a.outbox == nil {
 		return nil
 	}
@@ -274,14 +289,14 @@ func (a *Admitter) relayAway(ctx context.Context, event string, set queue.Settin
 	}
 	within := set.AwayClaimWithin
 	if within <= 0 {
-		within = queue.DefaultAwayClaimWithin
+		within = line.DefaultAwayClaimWithin
 	}
 	done := make([]string, 0, len(due))
 	for _, f := range due {
 		if f.Email != "" { // "": the fan left since; nothing to tell
 			until := f.AdmittedAt.Add(within)
 			m := notify.Message{Kind: notify.KindYourTurn, Key: f.ID, To: f.Email, Lang: f.Lang, NotAfter: until,
-				Data: map[string]string{"ticket": f.Ticket, "until": until.UTC().Format(time.RFC3339)}}
+				Data: map[string]string{"place": f.Place, "until": until.UTC().Format(time.RFC3339)}}
 			if _, err := a.outbox.Enqueue(ctx, event, m); err != nil && !errors.Is(err, notify.ErrInvalid) {
 				return fmt.Errorf("away: %w", err)
 			} else if err != nil {
@@ -297,7 +312,7 @@ func (a *Admitter) relayAway(ctx context.Context, event string, set queue.Settin
 // did: once the entries froze, a reload that moves opens_at or
 // prequeue_opens_at changes nothing of the line (DESIGN.md, "Once drawn,
 // always drawn"). Such a reload is told to the audit as ignored, once.
-func (a *Admitter) pinOpening(ctx context.Context, ev config.Event, set queue.Settings) (queue.Settings, error) {
+func (a *Admitter) pinOpening(ctx context.Context, ev config.Event, set line.Settings) (line.Settings, error) {
 	o, err := a.line.Opening(ctx, ev.ID)
 	if err != nil || !o.Frozen {
 		return set, err
@@ -306,7 +321,7 @@ func (a *Admitter) pinOpening(ctx context.Context, ev config.Event, set queue.Se
 		change := fmt.Sprintf("%s opens_at %s prequeue_opens_at %s ignored: the lottery's entries froze with opens_at %s",
 			ev.ID, timeText(set.OpensAt), timeText(set.PrequeueOpensAt), timeText(o.OpensAt))
 		sum := sha256.Sum256([]byte(change))
-		e := operators.AuditEntry{Event: ev.ID, Change: change, Source: policy.SourceConfig}
+		e := operators.AuditEntry{Event: ev.ID, Change: change, Source: policy.SourceConfig, By: config.ByConfig}
 		if err := a.ops.AuditOnce(ctx, "pinned:"+hex.EncodeToString(sum[:12]), pinnedOnce, e); err != nil {
 			a.log.Warn("audit", "change", change, "err", err)
 		}
@@ -340,6 +355,7 @@ func (a *Admitter) applied(old, cfg *config.Config) {
 	changes := diff(old, cfg)
 	a.log.Info("config reloaded", "path", a.cfg.Path(), "changes", changes)
 	a.auditReload(changes)
+	a.forgetGone(old, cfg)
 	for _, ev := range old.Events {
 		if _, ok := cfg.Event(ev.ID); !ok {
 			forgetEvent(ev.ID)
@@ -364,7 +380,7 @@ func (a *Admitter) auditReload(changes []string) {
 			event = ""
 		}
 		sum := sha256.Sum256([]byte(c))
-		e := operators.AuditEntry{Event: event, Change: c, Source: policy.SourceConfig}
+		e := operators.AuditEntry{Event: event, Change: c, Source: policy.SourceConfig, By: config.ByConfig}
 		if err := a.ops.AuditOnce(ctx, "reload:"+hex.EncodeToString(sum[:12]), reloadOnce, e); err != nil {
 			a.log.Warn("audit", "change", c, "err", err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/policy"
@@ -28,7 +29,7 @@ import (
 
 // yamlConfig is a valid config whose events section is events.
 func yamlConfig(events string) string {
-	return `auth: {ticket_secret: "test-ticket-secret-0123456789abcdef"}
+	return `auth: {ticket_secret: "test-ticket-secret-0123456789abcdef", draw_secret: "test-draw-secret-0123456789abcdef"}
 booking: {payment: {secret: "test-payment-secret-0123456789abcdef"}}
 admitter: {tick: "20ms"}
 events:
@@ -91,8 +92,9 @@ func onEach(t *testing.T, test func(t *testing.T, b backend)) {
 // watch) on a private single redis-server until the test ends.
 func setup(t *testing.T, yaml string) *env { return setupOn(t, backends[0], yaml) }
 
-// setupOn is setup on a private Redis of kind b.
-func setupOn(t *testing.T, b backend, yaml string) *env {
+// setupOn is setup on a private Redis of kind b; opts edit the
+// admitter's options.
+func setupOn(t *testing.T, b backend, yaml string, opts ...func(*env, *admission.Options)) *env {
 	t.Helper()
 	e := &env{dir: t.TempDir(), logs: &syncBuffer{}, hup: make(chan os.Signal, 1)}
 	e.path = filepath.Join(e.dir, "waitroom.yaml")
@@ -104,17 +106,28 @@ func setupOn(t *testing.T, b backend, yaml string) *env {
 		t.Fatal(err)
 	}
 	e.rdb = b.client(t)
-	e.store = queue.NewStore(e.rdb, []byte(cfg.Auth.TicketSecret))
+	e.store = queue.NewStore(e.rdb, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret))
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
 	e.ops = operators.New(rdb.New(e.rdb))
-	e.adm = admission.New(admission.Options{Line: e.store, Operators: e.ops, Config: cfg, ConfigPath: e.path, Log: log})
+	e.adm = e.admitter(t, cfg, log, opts...)
+	return e
+}
+
+// admitter runs an admitter of e's config file and Redis (ticks and
+// watch) until the test ends.
+func (e *env) admitter(t *testing.T, cfg *config.Config, log *slog.Logger, opts ...func(*env, *admission.Options)) *admission.Admitter {
+	o := admission.Options{Line: e.store, Operators: e.ops, Config: cfg, ConfigPath: e.path, Log: log}
+	for _, f := range opts {
+		f(e, &o)
+	}
+	adm := admission.New(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); e.adm.Run(ctx) }()
-	go func() { defer wg.Done(); e.adm.Watch(ctx, e.hup) }()
+	go func() { defer wg.Done(); adm.Run(ctx) }()
+	go func() { defer wg.Done(); adm.Watch(ctx, e.hup) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return e
+	return adm
 }
 
 // replace rewrites the config the way editors and sed -i do: a new file
@@ -146,7 +159,7 @@ func (e *env) oneTickLater(t *testing.T) {
 	waitFor(t, "a tick round", func() bool { return e.adm.Rounds() >= r+2 })
 }
 
-func (e *env) published(t *testing.T, event string) queue.Settings {
+func (e *env) published(t *testing.T, event string) line.Settings {
 	t.Helper()
 	s, err := e.store.Settings(context.Background(), event)
 	if err != nil {
@@ -236,7 +249,7 @@ func TestReloadConfigMapSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, rc := testenv.Redis(t)
-	store := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
+	store := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret))
 	adm := admission.New(admission.Options{Line: store, Operators: operators.New(rdb.New(rc)), Config: cfg, ConfigPath: path, Log: slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

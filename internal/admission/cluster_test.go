@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,7 +43,7 @@ func TestReplicasAcrossShards(t *testing.T) {
 		yaml += fmt.Sprintf("  - id: %q\n    admission: {admit_per_second: %d, max_active: 1000}\n", events[i], rate)
 	}
 	yaml += fmt.Sprintf("  - id: \"capped\"\n    admission: {admit_per_second: 100, max_active: %d}\n", cappedCap)
-	cfg, err := config.Parse([]byte(`auth: {ticket_secret: "test-ticket-secret-0123456789abcdef"}
+	cfg, err := config.Parse([]byte(`auth: {ticket_secret: "test-ticket-secret-0123456789abcdef", draw_secret: "test-draw-secret-0123456789abcdef"}
 booking: {payment: {secret: "test-payment-secret-0123456789abcdef"}}
 admitter: {tick: "50ms"}
 events:
@@ -58,7 +57,7 @@ events:
 		t.Logf("events per master: %v", masters)
 	}
 
-	store := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
+	store := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret))
 	joined := map[string]map[string]bool{}
 	for _, ev := range cfg.Events {
 		set := policy.SettingsFor(ev)
@@ -78,7 +77,7 @@ events:
 	for range 3 {
 		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 		defer client.Close()
-		adm := admission.New(admission.Options{Line: queue.NewStore(client, []byte(cfg.Auth.TicketSecret)),
+		adm := admission.New(admission.Options{Line: queue.NewStore(client, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret)),
 			Operators: operators.New(rdb.New(client)), Config: cfg, Log: slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))})
 		wg.Add(1)
 		go func() { defer wg.Done(); adm.Run(runCtx) }()
@@ -96,35 +95,50 @@ events:
 		}
 	}()
 
-	// The rate per event, by Redis's clock, after a warm-up: each event's
-	// admitted count with the Redis time of the tick that left it (the
-	// bucket's ts), read in one MULTI on the event's slot, so that a sample
-	// read late on a busy machine still pairs a count with its own instant.
-	type point struct {
-		at       float64 // s
-		admitted int64
+	// The rate per event, once each admits: its admissions over five
+	// seconds of Redis's clock against its token bucket's own accounts
+	// (queuetest.RateError), read in one MULTI on the event's slot, so that
+	// a reading late on a busy machine still pairs a count with its own
+	// instant.
+	lines := map[string]queuetest.Line{}
+	for _, ev := range events {
+		lines[ev] = queuetest.Of(t, rc, ev)
 	}
-	sample := func() map[string]point {
-		out := map[string]point{}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		started := 0
 		for _, ev := range events {
-			a, at := queuetest.Of(t, rc, ev).Admitted()
-			out[ev] = point{float64(at.UnixMilli()) / 1000, a}
+			if lines[ev].Admissions().Admitted > 0 {
+				started++
+			}
 		}
-		return out
+		if started == len(events) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events admitting after 30s", started, len(events))
+		}
 	}
-	time.Sleep(time.Second)
-	p0 := sample()
+	watches := map[string]*queuetest.TickWatch{}
+	p0 := map[string]queuetest.Admissions{}
+	for _, ev := range events {
+		watches[ev] = lines[ev].WatchTicks()
+		p0[ev] = lines[ev].Admissions()
+	}
 	time.Sleep(5 * time.Second)
-	p1 := sample()
+	p1 := map[string]queuetest.Admissions{}
+	for _, ev := range events {
+		p1[ev] = lines[ev].Admissions()
+		watches[ev].Stop()
+	}
 	cancel()
 	wg.Wait()
 
 	for _, ev := range events {
-		elapsed := p1[ev].at - p0[ev].at
-		got := float64(p1[ev].admitted-p0[ev].admitted) / elapsed
-		t.Logf("%s: %.2f admissions/s over %.1fs", ev, got, elapsed)
-		if math.Abs(got-rate)/rate > 0.05 {
-			t.Errorf("%s admitted %.2f/s; want %d/s ± 5%%", ev, got, rate)
+		a, b := p0[ev], p1[ev]
+		span := b.At.Sub(a.At).Seconds()
+		t.Logf("%s: %.2f admissions/s over %.1fs", ev, float64(b.Admitted-a.Admitted)/span, span)
+		if err := queuetest.RateError(a, b, rate, watches[ev].Lost(a, b, rate)); err != nil {
+			t.Errorf("%s: %v", ev, err)
 		}
 	}
 	if m := maxCapped.Load(); m > cappedCap {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/line"
 )
 
 func lotteryEventYAML(id string, prequeue, opens time.Time) string {
@@ -26,7 +26,7 @@ func TestOnceDrawnAlwaysDrawn(t *testing.T) {
 	e := setup(t, yamlConfig(lotteryEventYAML("premiere", pre, opens)))
 	e.oneTickLater(t)
 	set := e.published(t, "premiere")
-	var fans []queue.JoinResult
+	var fans []line.JoinResult
 	for range 5 {
 		r, err := e.store.Join(ctx, "premiere", set)
 		if err != nil {
@@ -51,7 +51,7 @@ func TestOnceDrawnAlwaysDrawn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a join after the reload: %v; want a place", err)
 	}
-	if _, err := e.store.TicketDraw(ctx, "premiere", r.Ticket); err != queue.ErrNotInLottery {
+	if _, err := e.store.TicketDraw(ctx, "premiere", r.Ticket); err != line.ErrNotInLottery {
 		t.Errorf("the join's draw: %v; want ErrNotInLottery (FIFO after the draw)", err)
 	}
 	entries, err := e.ops.AuditLog(ctx, 20)

@@ -6,15 +6,15 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/policy"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // overlay reads ev's overrides and puts them in force on set. An override
 // the config file overtook (its key was edited since) is dropped here, by
 // exactly one replica, which tells the audit.
-func (a *Admitter) overlay(ctx context.Context, ev config.Event, set queue.Settings) (queue.Settings, error) {
+func (a *Admitter) overlay(ctx context.Context, ev config.Event, set line.Settings) (line.Settings, error) {
 	ovs, err := a.ops.Overrides(ctx, ev.ID)
 	if err != nil {
 		return set, err
@@ -36,7 +36,8 @@ func (a *Admitter) overlay(ctx context.Context, ev config.Event, set queue.Setti
 }
 
 func (a *Admitter) audit(ctx context.Context, event, change, source string) {
-	if err := a.ops.Audit(ctx, operators.AuditEntry{Event: event, Change: change, Source: source}); err != nil {
+	// Who: a reload (config) or the adaptive admitter, as the source says.
+	if err := a.ops.Audit(ctx, operators.AuditEntry{Event: event, Change: change, Source: source, By: source}); err != nil {
 		a.log.Warn("audit", "event", event, "change", change, "err", err)
 	}
 }
@@ -86,7 +87,7 @@ func (a *Admitter) health(ctx context.Context, th config.Adaptive) signal {
 
 // adapt moves ev's adaptive factor one step on sig and applies it to set's
 // rate; the replica that moved it tells the audit why.
-func (a *Admitter) adapt(ctx context.Context, ev config.Event, set queue.Settings, th config.Adaptive, sig signal) (queue.Settings, error) {
+func (a *Admitter) adapt(ctx context.Context, ev config.Event, set line.Settings, th config.Adaptive, sig signal) (line.Settings, error) {
 	f, was, err := a.ops.Adapt(ctx, ev.ID, sig.struggling, th.Interval.D(), th.Step, th.Floor)
 	if err != nil {
 		return set, err

@@ -25,7 +25,7 @@ func (e *env) runAdmitter(t *testing.T) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := admission.New(admission.Options{Line: queue.NewStore(e.rdb, []byte(cfg.Auth.TicketSecret)), Operators: operators.New(rdb.New(e.rdb)),
+	adm := admission.New(admission.Options{Line: queue.NewStore(e.rdb, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret)), Operators: operators.New(rdb.New(e.rdb)),
 		Config: cfg, ConfigPath: e.path, Log: slog.New(slog.NewJSONHandler(e.logs, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -153,7 +153,7 @@ func sameMap(a, b map[string]string) bool {
 // configured rate once healthy; a stale summary changes nothing; an event
 // without adaptive keeps its rate throughout. Every change is audited.
 func TestAdaptiveRate(t *testing.T) {
-	yaml := `auth: {ticket_secret: "test-ticket-secret-0123456789abcdef"}
+	yaml := `auth: {ticket_secret: "test-ticket-secret-0123456789abcdef", draw_secret: "test-draw-secret-0123456789abcdef"}
 booking: {payment: {secret: "test-payment-secret-0123456789abcdef"}}
 admitter: {tick: "20ms", adaptive: {hold_p99: "300ms", interval: "150ms", step: 0.25, floor: 0.2}}
 events:

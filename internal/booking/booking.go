@@ -14,6 +14,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/payment"
@@ -153,6 +155,16 @@ type HoldRequest struct {
 	Cooldown time.Duration
 }
 
+// GACodes are the blocks ga counts places of, in code order: the one order
+// a hold checks them in (the same request, the same refusal), the store
+// passes and locks them in, and a session describes them in. Never nil:
+// the store sends it as a text[], which must be '{}' and not NULL.
+func GACodes(ga map[string]int) []string {
+	codes := slices.AppendSeq(make([]string, 0, len(ga)), maps.Keys(ga))
+	slices.Sort(codes)
+	return codes
+}
+
 // Places is the number of seats and GA places asked for.
 func (r HoldRequest) Places() int {
 	n := len(r.Seats)
@@ -202,6 +214,17 @@ type PointsPaid struct {
 	Event  string `json:"-"`
 	HoldID string `json:"-"`
 	Fresh  bool   `json:"-"` // false for a repeat of the key
+}
+
+// Answered is what a checkout made with an Idempotency-Key answered, as
+// the store keeps it: the booking it made, for which hold of which event,
+// paid how ("card" or "points"), and the answer's own fields (the payment's
+// for a card, the balance the debit left for points: nil when there was no
+// debit).
+type Answered struct {
+	BookingID, HoldID, Event, Method string
+	Checkout                         Checkout
+	Balance                          *int64
 }
 
 // Wallet is an account's points.
@@ -283,6 +306,7 @@ type OutboxEvent struct {
 	Payload   []byte // JSON
 	Event     string // event id, for completing the fan's ticket
 	Customer  string // the ticket id (JWT sub) whose place the booking completes
+	BookedBy  string // the booking's customer (Pass.Customer: "acct:<id>" for an account's place)
 	CreatedAt time.Time
 }
 
@@ -321,6 +345,9 @@ type Store interface {
 	Settle(ctx context.Context, paymentID string, status payment.Status) (Settlement, error)
 	MarkRefunded(ctx context.Context, paymentID string) error
 	Booking(ctx context.Context, bookingID, customer, event string) (Booking, error)
+	// Answered is what customer's checkout with key answered, read
+	// without a lock or a write; ErrNotFound when the key made none.
+	Answered(ctx context.Context, customer, key string) (Answered, error)
 
 	// The points wallet.
 	CheckoutPoints(ctx context.Context, r PointsCheckout) (PointsPaid, error)

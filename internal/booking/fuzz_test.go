@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/booking"
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/line"
 )
 
 // The booking API's parsers of outside input, fuzzed through the real
@@ -50,8 +50,8 @@ func fuzzSetup(f *testing.F) *fuzzEnv {
 // admitted through the line (the booking core asks it whether the pass's
 // ticket is active).
 func (fe *fuzzEnv) fan(t *testing.T) booking.Pass {
-	r, err := fe.line.JoinWith(context.Background(), "live", admitAtOnce, queue.JoinOptions{})
-	if err != nil || r.State != queue.Admitted {
+	r, err := fe.line.JoinWith(context.Background(), "live", admitAtOnce, line.JoinOptions{})
+	if err != nil || r.State != line.Admitted {
 		t.Fatalf("join live: %+v, %v; want admitted at once", r, err)
 	}
 	return booking.NewPass(r.ID, "", "live")
@@ -102,6 +102,18 @@ func (fe *fuzzEnv) lapse(t *testing.T, holdID string) {
 		if _, err := fe.pool.Exec(context.Background(), q, holdID); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// giveBack ends a hold as lapse does, and gives back the places a checkout
+// of it booked: a booked place counts against its block for good, so
+// without it every points checkout (paid at once) would take one of
+// FLOOR's 250 for the run, and a long run's holds would all be sold_out.
+func (fe *fuzzEnv) giveBack(t *testing.T, holdID string) {
+	fe.lapse(t, holdID)
+	if _, err := fe.pool.Exec(context.Background(),
+		`UPDATE ga_places SET status = 'RELEASED' WHERE hold_id = $1 AND status = 'BOOKED'`, holdID); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -189,7 +201,7 @@ func FuzzCheckout(f *testing.F) {
 		if err != nil {
 			t.Fatalf("hold: %v", err)
 		}
-		defer fe.lapse(t, h.ID)
+		defer fe.giveBack(t, h.ID)
 		code, out := fe.serve(t, p, http.MethodPost, "/api/v1/booking/holds/"+h.ID+"/checkout", body, map[string]string{"Idempotency-Key": key})
 		validKey := len(key) >= 1 && len(key) <= 255
 		for i := 0; i < len(key); i++ {
@@ -207,7 +219,10 @@ func FuzzCheckout(f *testing.F) {
 // FuzzCredit: the operators' POST /admin/wallets/{account}/credits (the
 // gateway forwards /api/v1/admin/wallets/… here), its account and its JSON
 // body ({"points","reference"}). A 201 is a credit of 1… points to a
-// well-formed account.
+// well-formed account, and its balance is the wallet's before it with the
+// points added, or unchanged when the account's reference credited it
+// already ("the same reference credits once": the executions of one run
+// share a database, so a reference comes back, as in the last seed).
 func FuzzCredit(f *testing.F) {
 	fe := fuzzSetup(f)
 	for _, s := range []struct{ account, body string }{
@@ -222,20 +237,55 @@ func FuzzCredit(f *testing.F) {
 		{"acct-42", `{"points":100,"reference":"r7","extra":1}`},
 		{"bad account!", `{"points":1,"reference":"r8"}`},
 		{"acct-42", `null`},
+		{"acct-42", `{"points":900,"reference":"order-1"}`}, // order-1 credited 100 already: 201, balance 100
 	} {
 		f.Add(s.account, []byte(s.body))
 	}
 	admin := map[string]string{"Authorization": "Bearer " + testAdminToken}
 	f.Fuzz(func(t *testing.T, account string, body []byte) {
+		var in booking.CreditInput
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		known := dec.Decode(&in) == nil && in.Points != nil
+		// The wallet before, and whether this reference credited it: the
+		// account the handler reads is the path's segment as sent (serve
+		// leaves the escapes in it); only a reference of printable ASCII
+		// can credit, and only such text is asked of the database.
+		var before int64
+		var seen bool
+		if known = known && printableASCII(in.Reference); known {
+			if err := fe.pool.QueryRow(context.Background(),
+				`SELECT coalesce((SELECT balance FROM wallets WHERE account_id = $1), 0),
+				        EXISTS (SELECT 1 FROM wallet_ledger WHERE account_id = $1 AND kind = 'credit' AND reference = $2)`,
+				url.PathEscape(account), in.Reference).Scan(&before, &seen); err != nil {
+				t.Fatal(err)
+			}
+		}
 		code, out := fe.serve(t, booking.Pass{}, http.MethodPost, "/api/v1/booking/admin/wallets/"+url.PathEscape(account)+"/credits", body, admin)
 		if code != http.StatusCreated {
 			return
 		}
-		var in booking.CreditInput
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if b, ok := out["balance"].(float64); dec.Decode(&in) != nil || in.Points == nil || *in.Points < 1 || !ok || b < float64(*in.Points) {
+		b, ok := out["balance"].(float64)
+		if !known || *in.Points < 1 || !ok {
 			t.Fatalf("credit of %q with %q: 201 %v; want a refusal", account, body, out)
 		}
+		want := before + *in.Points
+		if seen {
+			want = before
+		}
+		if b != float64(want) {
+			t.Fatalf("credit of %q with %q (balance %d before, reference credited already: %v): 201 %v; want balance %d", account, body, before, seen, out, want)
+		}
 	})
+}
+
+// printableASCII is what a reference may be: printable ASCII (its length
+// is the service's to check).
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/operators"
-	"github.com/waitroom/waitroom/internal/platform/service"
+	"github.com/waitroom/waitroom/internal/platform/periodic"
 )
 
 // HealthPublisher is where the booking core publishes its health summary
@@ -39,7 +39,9 @@ type Health struct {
 	line    HealthPublisher
 	log     *slog.Logger
 	replica string
-	now     func() time.Time
+
+	// Now is the health's clock (nil = time.Now); set it before use.
+	Now func() time.Time
 
 	mu    sync.Mutex
 	slots [healthWindow]healthSlot
@@ -51,14 +53,18 @@ type healthSlot struct {
 	requests, errs int64
 }
 
-// NewHealth returns a Health publishing to line; now nil = time.Now.
-func NewHealth(line HealthPublisher, log *slog.Logger, now func() time.Time) *Health {
+// NewHealth returns a Health publishing to line.
+func NewHealth(line HealthPublisher, log *slog.Logger) *Health {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	if now == nil {
-		now = time.Now
+	return &Health{line: line, log: log, replica: hex.EncodeToString(b[:])}
+}
+
+func (h *Health) now() time.Time {
+	if h.Now == nil {
+		return time.Now()
 	}
-	return &Health{line: line, log: log, replica: hex.EncodeToString(b[:]), now: now}
+	return h.Now()
 }
 
 // Wrap measures every answer of next (the booking API's mux, which sets
@@ -119,7 +125,7 @@ func (h *Health) Summary() operators.BookingHealth {
 // Run publishes the summary every second until ctx ends, then withdraws
 // it (a stopped replica says nothing rather than something stale).
 func (h *Health) Run(ctx context.Context) {
-	service.Periodic(ctx, service.Every(time.Second), func(ctx context.Context) {
+	periodic.Run(ctx, periodic.Every(time.Second), func(ctx context.Context) {
 		if err := h.line.PublishBookingHealth(ctx, h.Summary()); err != nil && ctx.Err() == nil {
 			h.log.Warn("publish health summary", "err", err)
 		}

@@ -14,7 +14,8 @@ import (
 // 10 s, nothing older, health checks not counted.
 func TestHealthSummary(t *testing.T) {
 	clock := testenv.NewClock(time.Unix(1_000_000, 0))
-	h := booking.NewHealth(nil, nil, clock.Now)
+	h := booking.NewHealth(nil, nil)
+	h.Now = clock.Now
 	mux := http.NewServeMux()
 	var took time.Duration
 	mux.HandleFunc("POST /api/v1/booking/showtimes/{id}/holds", func(w http.ResponseWriter, r *http.Request) {

@@ -3,7 +3,6 @@ package booking
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,13 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/waitroom/waitroom/internal/gatekeeper"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/breaker"
 	"github.com/waitroom/waitroom/internal/platform/health"
-	"github.com/waitroom/waitroom/internal/platform/metrics"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // Authenticate verifies an access JWT and returns who it admits. Any error
@@ -40,11 +37,12 @@ func PassAuth(v *pass.Verifier) Authenticate {
 }
 
 // ActiveLine is the waiting room's line as the booking core asks it of
-// every pass (*queue.Store): whether ticket still holds its active place in
-// event (it has not left, been revoked, had its window end or its place
-// completed).
+// every pass: whether ticket still holds its active place in event (it has
+// not left, been revoked, had its window end or its place completed), and
+// which places ended early (followed while Redis answers, to keep refusing
+// their passes while it does not: package gatekeeper).
 type ActiveLine interface {
-	Active(ctx context.Context, event, ticket string) (bool, error)
+	gatekeeper.Line
 	// Ping reports whether the line answers (the breaker's probe).
 	Ping(ctx context.Context) error
 }
@@ -93,49 +91,118 @@ var errorTable = []struct {
 type Handler struct {
 	svc  *Service
 	auth Authenticate
-	line ActiveLine
-	// redis guards the check of the line: a Redis that does not answer
-	// holds a request at most a second, and none again while it stays
-	// silent; meanwhile passes are honoured alone (admitted).
-	redis    *breaker.Breaker
-	degraded prometheus.Counter // waitroom_gate_degraded_total{service="booking"}
-	log      *slog.Logger
-	mux      *http.ServeMux
-	// adminToken guards the operators' routes of the booking core (the
-	// wallet credits the gateway's operators' API forwards); "" = off.
-	adminToken string
+	// keeper checks a pass against the line, as the gate does (the same
+	// gatekeeper.Gatekeeper): through the process's breaker of Redis, and
+	// while the breaker has given up on it, by the pass alone unless its
+	// place's end was heard (admitted).
+	keeper *gatekeeper.Gatekeeper
+	log    *slog.Logger
+	mux    *http.ServeMux
+	// operator guards the operators' routes of the booking core (the
+	// wallet credits the gateway's operators' API forwards): whether a
+	// bearer token may credit wallets; nil = off.
+	operator func(token string) bool
 }
 
-// NewHandler builds the API. line says whether a pass's ticket is still
+// NewHandler builds the API. active says whether a pass's ticket is still
 // active; ready reports whether PostgreSQL is reachable.
-func NewHandler(svc *Service, auth Authenticate, line ActiveLine, ready func(context.Context) error, log *slog.Logger) *Handler {
-	h := &Handler{svc: svc, auth: auth, line: line, log: log, mux: http.NewServeMux(),
-		degraded: metrics.GateDegraded("booking")}
+func NewHandler(svc *Service, auth Authenticate, active ActiveLine, ready func(context.Context) error, log *slog.Logger) *Handler {
+	h := &Handler{svc: svc, auth: auth, log: log, mux: http.NewServeMux()}
 	// One breaker for the process's Redis: a request that found it silent
 	// checking the pass does not wait for it again telling the inventory.
+	var redis *breaker.Breaker
 	if svc.inv != nil {
-		h.redis = svc.inv.redis
+		redis = svc.inv.redis
 	} else {
-		h.redis = queue.NewBreaker(line.Ping, log)
+		redis = gatekeeper.NewBreaker(active.Ping, log)
 	}
-	const p = "/api/v1/booking"
-	route := func(pattern string, f http.HandlerFunc) { h.mux.HandleFunc(pattern, bounded(f)) }
-	route("GET "+p+"/showtimes/{id}/seats", h.withPass(h.seatMap))
-	route("POST "+p+"/showtimes/{id}/holds", h.withPass(h.hold))
-	route("DELETE "+p+"/holds/{holdId}", h.withPass(h.release))
-	route("POST "+p+"/holds/{holdId}/checkout", h.withPass(h.checkout))
-	route("POST "+p+"/payments/callback", h.callback)
-	route("GET "+p+"/payments/{paymentId}", h.withPass(h.paymentPage))
-	// The gate's one exception: a fan whose booking completed (and freed
-	// its place) can still read it.
-	route("GET "+p+"/bookings/{id}", h.withValidPass(h.booking))
-	route("GET "+p+"/wallet", h.withPass(h.wallet))
-	route("POST "+p+"/admin/wallets/{account}/credits", h.withAdmin(h.credit))
+	h.keeper = gatekeeper.New(gatekeeper.Options{
+		Line: active, Redis: redis, Sells: svc.cat.HasEvent, Service: "booking", Log: log,
+		Events: func() []string {
+			evs := svc.cat.Events()
+			ids := make([]string, len(evs))
+			for i := range evs {
+				ids[i] = evs[i].ID
+			}
+			return ids
+		},
+	})
+	for _, rt := range h.routes() {
+		h.mux.HandleFunc(rt.Method+" "+Prefix+rt.Path, bounded(rt.handle))
+	}
 	health.Routes(h.mux, health.Check{Name: "postgres", Ping: ready})
-	h.mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
+	h.mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Message: "no such route"})
 	})
 	return h
+}
+
+// Prefix is where the booking API lives (the gateway passes it on under the
+// same path).
+const Prefix = "/api/v1/booking"
+
+// Route is one route of the booking API: its method, its path under Prefix
+// (net/http's pattern: {name} a parameter), and who may call it.
+type Route struct {
+	Method, Path string
+	Access       Access
+}
+
+// Access is who may call a route.
+type Access string
+
+// The kinds of access.
+const (
+	// AccessActivePass: a pass whose ticket holds its active place.
+	AccessActivePass Access = "active pass"
+	// AccessValidPass: a valid pass, active or not (the gate's exceptions).
+	AccessValidPass Access = "valid pass"
+	// AccessSigned: the payment provider, by the body's signature.
+	AccessSigned Access = "signed"
+	// AccessOperator: an operators' token of scope wallets:write; the
+	// gateway's own operators' API forwards here, the gate never does.
+	AccessOperator Access = "operator"
+)
+
+// route is a Route with its handler.
+type route struct {
+	Route
+	handle http.HandlerFunc
+}
+
+// routes is the booking API, every route of it: NewHandler registers
+// these, Routes lists them (the OpenAPI document's test reads that list).
+func (h *Handler) routes() []route {
+	r := func(method, path string, a Access, f http.HandlerFunc) route {
+		return route{Route{method, path, a}, f}
+	}
+	return []route{
+		r(http.MethodGet, "/showtimes/{id}/seats", AccessActivePass, h.withPass(h.seatMap)),
+		// A hold checks its pass in its own call to the line, with its
+		// reservation (hold).
+		r(http.MethodPost, "/showtimes/{id}/holds", AccessActivePass, h.withValidPass(h.hold)),
+		r(http.MethodDelete, "/holds/{holdId}", AccessActivePass, h.withPass(h.release)),
+		// A checkout needs an active place, but for the replay of one made
+		// already (checkout says how).
+		r(http.MethodPost, "/holds/{holdId}/checkout", AccessActivePass, h.withValidPass(h.checkout)),
+		r(http.MethodPost, "/payments/callback", AccessSigned, h.callback),
+		r(http.MethodGet, "/payments/{paymentId}", AccessActivePass, h.withPass(h.paymentPage)),
+		// The gate's exceptions, given here too (DESIGN.md, "The booking
+		// core's own port gives what the gate gives"): a fan whose booking
+		// completed (and freed its place) can still read it, and its wallet.
+		r(http.MethodGet, "/bookings/{id}", AccessValidPass, h.withValidPass(h.booking)),
+		r(http.MethodGet, "/wallet", AccessValidPass, h.withValidPass(h.wallet)),
+		r(http.MethodPost, "/admin/wallets/{account}/credits", AccessOperator, h.withAdmin(h.credit)),
+	}
+}
+
+// Routes lists the booking API's routes, as NewHandler registers them.
+func Routes() []Route {
+	var out []Route
+	for _, rt := range (&Handler{}).routes() {
+		out = append(out, rt.Route)
+	}
+	return out
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
@@ -157,28 +224,26 @@ func callerGone(r *http.Request) bool {
 	return r.Context().Err() != nil && !errors.Is(context.Cause(r.Context()), errBudgetSpent)
 }
 
-// WithAdminToken turns on the operators' routes, guarded by token
-// (auth.admin_token), and returns h.
-func (h *Handler) WithAdminToken(token string) *Handler {
-	h.adminToken = token
+// WithOperators turns on the operators' routes, each request's bearer
+// token judged by may (auth.admin_token, or a named token of scope
+// wallets:write for every event: cmd/booking asks the config), and
+// returns h.
+func (h *Handler) WithOperators(may func(token string) bool) *Handler {
+	h.operator = may
 	return h
 }
 
-// withAdmin runs next for a request bearing the operators' token (compared
-// in constant time); off (404) while there is none, 401 for a wrong or
-// missing one.
+// withAdmin runs next for a request bearing a token the operators' check
+// allows; off (404) while there is no check, 401 for a token it refuses
+// or none.
 func (h *Handler) withAdmin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if h.adminToken == "" {
+		if h.operator == nil {
 			h.fail(w, r, ErrNotFound)
 			return
 		}
-		authz := r.Header.Get("Authorization")
-		tok := ""
-		if len(authz) > 7 && strings.EqualFold(authz[:7], "bearer ") {
-			tok = strings.TrimSpace(authz[7:])
-		}
-		if subtle.ConstantTimeCompare([]byte(tok), []byte(h.adminToken)) != 1 {
+		tok, _ := pass.Bearer(r.Header.Get("Authorization"))
+		if !h.operator(tok) {
 			h.fail(w, r, ErrAdminRequired)
 			return
 		}
@@ -204,16 +269,12 @@ func (h *Handler) withValidPass(next passHandler) http.HandlerFunc { return h.pa
 
 func (h *Handler) pass(active bool, next passHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		authz := r.Header.Get("Authorization")
-		tok, ok := "", len(authz) > 7 && strings.EqualFold(authz[:7], "bearer ")
-		if ok {
-			tok = strings.TrimSpace(authz[7:])
-		}
-		if !ok || tok == "" {
+		tok, ok := pass.Bearer(r.Header.Get("Authorization"))
+		if !ok {
 			h.fail(w, r, ErrAdmissionRequired)
 			return
 		}
-		p, err := h.auth(r.Context(), strings.TrimSpace(tok))
+		p, err := h.auth(r.Context(), tok)
 		if err != nil || p.Customer == "" {
 			h.fail(w, r, ErrAdmissionRequired)
 			return
@@ -230,31 +291,41 @@ func (h *Handler) pass(active bool, next passHandler) http.HandlerFunc {
 	}
 }
 
+// Follow follows the line's ends for the check of every pass until ctx
+// ends (gatekeeper.Gatekeeper.Follow): run it beside the handler, with the
+// process's jobs.
+func (h *Handler) Follow(ctx context.Context) { h.keeper.Follow(ctx) }
+
 // admitted is nil if p's ticket holds its active place in p's event now,
-// or, while the line does not answer, if p names an event sold here: the
-// pass verified already (signature, audience, exp), and a fan in the middle
-// of paying goes on (DESIGN.md, "When parts fail"; a revocation waits for
-// Redis).
-func (h *Handler) admitted(ctx context.Context, p Pass) error {
+// or, while the breaker has given up on Redis, if p names an event sold
+// here and its place's end was not heard: the pass verified already
+// (signature, audience, exp), and a fan in the middle of paying goes on
+// (DESIGN.md, "When parts fail" and "Fans cannot open the gate"). A check
+// that got no answer while the breaker has not given up is a 503.
+func (h *Handler) admitted(ctx context.Context, p Pass) error { return h.check(ctx, p, nil) }
+
+// check is admitted with the line asked by active (gatekeeper.CheckBy: a
+// call that answers the check and does more), or by the plain check (nil).
+func (h *Handler) check(ctx context.Context, p Pass, active func(context.Context) (bool, error)) error {
 	ticket := p.Ticket
 	if ticket == "" {
 		ticket = p.Customer // a pass made without NewPass: its sub
 	}
-	var ok bool
-	err := h.redis.Do(ctx, func(ctx context.Context) (err error) {
-		ok, err = h.line.Active(ctx, p.Event, ticket)
-		return err
-	})
+	var (
+		v   gatekeeper.Verdict
+		err error
+	)
+	if active == nil {
+		v, err = h.keeper.Check(ctx, p.Event, ticket)
+	} else {
+		v, err = h.keeper.CheckBy(ctx, p.Event, ticket, active)
+	}
 	switch {
-	case errors.Is(err, queue.ErrUnavailable):
-		if !h.svc.cat.HasEvent(p.Event) {
-			return ErrAdmissionRequired
-		}
-		h.degraded.Inc()
-		return nil
+	case errors.Is(err, line.ErrUnavailable):
+		return fmt.Errorf("%w: the line: %w", ErrUnavailable, err)
 	case err != nil:
 		return fmt.Errorf("active: %w", err)
-	case !ok:
+	case v == gatekeeper.PassRefused:
 		return ErrAdmissionRequired
 	}
 	return nil
@@ -273,21 +344,42 @@ func (h *Handler) seatMap(w http.ResponseWriter, r *http.Request, p Pass) error 
 	return nil
 }
 
+// hold: a pass whose ticket holds its active place takes a hold. The pass
+// is checked against the line in the hold's one call to it, which also
+// counts the hold's places out (Service.HoldAdmitted): one round trip to
+// Redis, not two. A request refused before it got that far asks the line
+// first all the same, so a pass whose place is gone is 401 whatever it
+// asked, as on every route that needs an active place.
 func (h *Handler) hold(w http.ResponseWriter, r *http.Request, p Pass) error {
+	asked := false
+	admit := func(ctx context.Context, active func(context.Context) (bool, error)) error {
+		asked = true
+		return h.check(ctx, p, active)
+	}
+	hold, err := h.holdOf(w, r, p, admit)
+	if err != nil {
+		if !asked {
+			if aerr := h.admitted(r.Context(), p); aerr != nil {
+				return aerr
+			}
+		}
+		return err
+	}
+	w.Header().Set(line.HoldExpiresHeader, hold.ExpiresAt.UTC().Format(time.RFC3339Nano))
+	writeJSON(w, http.StatusCreated, hold)
+	return nil
+}
+
+func (h *Handler) holdOf(w http.ResponseWriter, r *http.Request, p Pass, admit Admission) (Hold, error) {
 	id, err := pathInt(r, "id")
 	if err != nil {
-		return err
+		return Hold{}, err
 	}
 	var in HoldInput
 	if err := decode(w, r, &in); err != nil {
-		return err
+		return Hold{}, err
 	}
-	hold, err := h.svc.Hold(r.Context(), p, id, in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, hold)
-	return nil
+	return h.svc.HoldAdmitted(r.Context(), p, id, in, admit)
 }
 
 func (h *Handler) release(w http.ResponseWriter, r *http.Request, p Pass) error {
@@ -304,20 +396,29 @@ type checkoutInput struct {
 	Method string `json:"method"`
 }
 
+// checkout: a pass whose ticket holds its active place checks out (opens
+// the payment, or pays with points); a valid pass whose place is gone gets
+// only the answer of a checkout it made already, replayed by its
+// Idempotency-Key (Service.Replay): its booking confirmed and freed the
+// place, and the first answer was lost on the way.
 func (h *Handler) checkout(w http.ResponseWriter, r *http.Request, p Pass) error {
-	var in checkoutInput
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		return fmt.Errorf("body too large or unreadable: %w", ErrInvalidRequest)
-	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		// (A card checkout has always been sent with no body.)
-		if err := decodeBytes(body, &in); err != nil {
+	in, bad := checkoutBody(w, r)
+	if err := h.admitted(r.Context(), p); err != nil {
+		if !errors.Is(err, ErrAdmissionRequired) || bad != nil {
 			return err
 		}
+		out, err := h.svc.Replay(r.Context(), p, r.PathValue("holdId"), r.Header.Get("Idempotency-Key"), in.Method)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusCreated, out)
+		return nil
+	}
+	if bad != nil {
+		return bad
 	}
 	switch in.Method {
-	case "", "card":
+	case "card":
 	case "points":
 		paid, err := h.svc.CheckoutPoints(r.Context(), p, r.PathValue("holdId"), r.Header.Get("Idempotency-Key"))
 		if err != nil {
@@ -325,8 +426,6 @@ func (h *Handler) checkout(w http.ResponseWriter, r *http.Request, p Pass) error
 		}
 		writeJSON(w, http.StatusCreated, paid)
 		return nil
-	default:
-		return fmt.Errorf("checkout: method must be card or points, not %q: %w", in.Method, ErrInvalidRequest)
 	}
 	c, err := h.svc.Checkout(r.Context(), p, r.PathValue("holdId"), r.Header.Get("Idempotency-Key"))
 	if err != nil {
@@ -334,6 +433,29 @@ func (h *Handler) checkout(w http.ResponseWriter, r *http.Request, p Pass) error
 	}
 	writeJSON(w, http.StatusCreated, c)
 	return nil
+}
+
+// checkoutBody reads a checkout's optional body: its method, "card" when
+// none is named (a card checkout has always been sent with no body).
+func checkoutBody(w http.ResponseWriter, r *http.Request) (checkoutInput, error) {
+	var in checkoutInput
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return in, fmt.Errorf("body too large or unreadable: %w", ErrInvalidRequest)
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := decodeBytes(body, &in); err != nil {
+			return in, err
+		}
+	}
+	switch in.Method {
+	case "", "card":
+		in.Method = "card"
+	case "points":
+	default:
+		return in, fmt.Errorf("checkout: method must be card or points, not %q: %w", in.Method, ErrInvalidRequest)
+	}
+	return in, nil
 }
 
 func (h *Handler) booking(w http.ResponseWriter, r *http.Request, p Pass) error {
@@ -414,10 +536,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		if !errors.Is(err, e.err) {
 			continue
 		}
-		if e.err == ErrUnavailable {
-			if callerGone(r) {
-				return
-			}
+		switch {
+		case e.err != ErrUnavailable:
+		case callerGone(r):
+			return
+		case errors.Is(err, line.ErrUnavailable):
+			h.log.Warn("booking request failed: the line (Redis) did not answer its check", "method", r.Method, "route", r.Pattern, "err", err)
+		default:
 			dbErrorsTotal.WithLabelValues("api").Inc()
 			h.log.Warn("booking request failed: database unavailable", "method", r.Method, "route", r.Pattern, "err", err)
 		}
@@ -481,7 +606,9 @@ func decodeBytes(body []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("body: %v: %w", err, ErrInvalidRequest)
 	}
-	if dec.More() {
+	// Only JSON's whitespace may follow (dec.More is false before a '}' or
+	// a ']' too: {"seats":["A2"]}} passed for one object).
+	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 {
 		return fmt.Errorf("trailing data after the JSON object: %w", ErrInvalidRequest)
 	}
 	return nil

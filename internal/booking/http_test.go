@@ -62,6 +62,8 @@ func TestContractErrors(t *testing.T) {
 		{"not JSON", other, "POST", holds, `seats`, nil, 400, "invalid_request"},
 		{"unknown field", other, "POST", holds, `{"seats":["A2"],"vip":true}`, nil, 400, "invalid_request"},
 		{"trailing data", other, "POST", holds, `{"seats":["A2"]}{}`, nil, 400, "invalid_request"},
+		{"trailing brace", other, "POST", holds, `{"seats":["A2"]}}`, nil, 400, "invalid_request"},
+		{"trailing bracket", other, "POST", holds, `{"seats":["A2"]} ]`, nil, 400, "invalid_request"},
 		{"too large", other, "POST", holds, `{"seats":["` + strings.Repeat("A", 70<<10) + `"]}`, nil, 400, "invalid_request"},
 		{"empty", other, "POST", holds, `{}`, nil, 400, "invalid_request"},
 		{"empty lists", other, "POST", holds, `{"seats":[],"generalAdmission":{}}`, nil, 400, "invalid_request"},
@@ -202,7 +204,7 @@ func TestDatabaseDownIs503(t *testing.T) {
 // counts as a hold.
 func TestRoutesSeenAround(t *testing.T) {
 	e := setup(t)
-	h := booking.NewHealth(nil, e.log, nil)
+	h := booking.NewHealth(nil, e.log)
 	var route string
 	api := e.srv.Config.Handler
 	srv := httptest.NewServer(h.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,22 +7,26 @@ import (
 	"sync"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/queue"
-
+	"github.com/waitroom/waitroom/internal/gatekeeper"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/platform/breaker"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 )
 
-// InventoryLine is the waiting room's copy of what is left, per event
-// (*queue.Store): the line reads it to admit nobody to nothing.
+// InventoryLine is the waiting room's copy of what is left, per event: the
+// line reads it to admit nobody to nothing.
 type InventoryLine interface {
 	Reserve(ctx context.Context, event, holdID, ticket string, places int) (bool, error)
+	// ReserveActive is Reserve only if ticket holds its active place in
+	// event now (active false: nothing reserved), in one call: a hold's
+	// check of its pass and its reservation are one round trip.
+	ReserveActive(ctx context.Context, event, holdID, ticket string, places int) (active, known bool, err error)
 	Release(ctx context.Context, event, holdID string) error
 	Booked(ctx context.Context, event, holdID string) error
 	PaymentOpened(ctx context.Context, event, paymentID string) error
 	PaymentSettled(ctx context.Context, event, paymentID string) error
 	SyncMark(ctx context.Context) (int64, error)
-	SyncInventory(ctx context.Context, event string, mark int64, snap queue.Snapshot) error
+	SyncInventory(ctx context.Context, event string, mark int64, snap line.Snapshot) error
 	Ping(ctx context.Context) error
 }
 
@@ -32,7 +36,7 @@ type InventorySnapshot struct {
 	Free     int64 // seats and general-admission places AVAILABLE, or held but lapsed
 	Holds    []LiveHold
 	Payments []string // PENDING payment ids
-	Booked   []string // holds confirmed lately (see queue.Snapshot)
+	Booked   []string // holds confirmed lately (see line.Snapshot)
 }
 
 // LiveHold is a hold that counts now.
@@ -87,9 +91,9 @@ const (
 )
 
 // NewInventory publishes the inventory of events (every event of the
-// catalog) through line.
-func NewInventory(line InventoryLine, store Store, events []string, log *slog.Logger) *Inventory {
-	return &Inventory{line: line, redis: queue.NewBreaker(line.Ping, log), store: store, events: events, log: log, dirty: make(chan struct{}, 1)}
+// catalog) through to.
+func NewInventory(to InventoryLine, store Store, events []string, log *slog.Logger) *Inventory {
+	return &Inventory{line: to, redis: gatekeeper.NewBreaker(to.Ping, log), store: store, events: events, log: log, dirty: make(chan struct{}, 1)}
 }
 
 // reserve counts a hold's places out before the hold is decided.
@@ -105,6 +109,31 @@ func (i *Inventory) reserve(ctx context.Context, event, holdID, customer string,
 	case !known:
 		i.resync() // Redis lost the inventory: rebuild it now
 	}
+}
+
+// reserveActive is reserve for a hold whose pass is checked in the same
+// call, asked by admit (the handler's gatekeeper, Admission): the places
+// are counted out only if the pass's place is active. While Redis does not
+// answer nothing is reserved (counted, as a failed reserve; the next sync
+// repairs it) and admit decides alone.
+func (i *Inventory) reserveActive(ctx context.Context, admit Admission, event, holdID, ticket string, places int) error {
+	asked := false
+	var known bool
+	err := admit(ctx, func(ctx context.Context) (bool, error) {
+		asked = true
+		active, k, err := i.line.ReserveActive(ctx, event, holdID, ticket, places)
+		known = k
+		return active, err
+	})
+	switch {
+	case err != nil:
+		return err
+	case !asked:
+		i.failed("reserve", event, breaker.ErrOpen) // degraded: Redis away
+	case !known:
+		i.resync()
+	}
+	return nil
 }
 
 // released gives a refused, released or lapsed hold's places back.
@@ -159,14 +188,14 @@ func (i *Inventory) SyncOnce(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		snap, err := i.store.InventorySnapshot(ctx, ev, queue.RecentlyBooked)
+		snap, err := i.store.InventorySnapshot(ctx, ev, line.RecentlyBooked)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		q := queue.Snapshot{Free: snap.Free, Payments: snap.Payments, Booked: snap.Booked, Holds: make([]queue.LiveHold, len(snap.Holds))}
+		q := line.Snapshot{Free: snap.Free, Payments: snap.Payments, Booked: snap.Booked, Holds: make([]line.LiveHold, len(snap.Holds))}
 		for j, h := range snap.Holds {
-			q.Holds[j] = queue.LiveHold{HoldID: h.ID, Ticket: h.Customer, Places: h.Places}
+			q.Holds[j] = line.LiveHold{HoldID: h.ID, Ticket: h.Customer, Places: h.Places}
 		}
 		if err := i.line.SyncInventory(ctx, ev, mark, q); err != nil {
 			errs = append(errs, err)

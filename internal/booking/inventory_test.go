@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,9 +15,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/payment"
-	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 var tiny = booking.Pass{Event: "tiny"}
@@ -29,13 +32,11 @@ type invEnv struct {
 
 func setupInventory(t *testing.T, opts ...option) *invEnv {
 	t.Helper()
-	e := setup(t, opts...)
-	inv := booking.NewInventory(e.line, e.store, []string{"premiere", "live", "tiny"}, e.log)
-	e.svc.WithInventory(inv)
-	if err := inv.SyncOnce(e.ctx()); err != nil {
+	e := setup(t, append(opts, func(o *options) { o.inventory = true })...)
+	if err := e.inv.SyncOnce(e.ctx()); err != nil {
 		t.Fatal(err)
 	}
-	return &invEnv{env: e, inv: inv}
+	return &invEnv{env: e, inv: e.inv}
 }
 
 // truth is an event's inventory counted in PostgreSQL.
@@ -52,7 +53,7 @@ SELECT (SELECT count(*) FROM seats s JOIN showtimes st ON st.id = s.showtime_id
 	return
 }
 
-func (e *invEnv) published(event string) queue.Inventory {
+func (e *invEnv) published(event string) line.Inventory {
 	e.t.Helper()
 	i, err := e.line.InventoryOf(e.ctx(), event)
 	if err != nil {
@@ -198,9 +199,9 @@ func TestNobodyIsAdmittedToNothing(t *testing.T) {
 	e := setupInventory(t, withSettings(func(s *booking.Settings) { s.HoldsPerMinute, s.HoldAttemptsPerMinute = 100, 100 }))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	set := queue.Settings{Mode: "queue", AdmitPerSecond: 10000, MaxActive: 1000, AccessTTL: time.Minute, AbandonAfter: time.Minute}
+	set := line.Settings{Mode: "queue", AdmitPerSecond: 10000, MaxActive: 1000, AccessTTL: time.Minute, AbandonAfter: time.Minute}
 	const fans = 60
-	tickets := make([]queue.JoinResult, fans)
+	tickets := make([]line.JoinResult, fans)
 	for i := range tickets {
 		r, err := e.line.Join(ctx, "tiny", set)
 		if err != nil {
@@ -237,10 +238,10 @@ func TestNobodyIsAdmittedToNothing(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if st.State == queue.SoldOut || ctx.Err() != nil {
+				if st.State == line.SoldOut || ctx.Err() != nil {
 					return
 				}
-				if st.State == queue.Admitted {
+				if st.State == line.Admitted {
 					break
 				}
 				time.Sleep(2 * time.Millisecond)
@@ -375,4 +376,53 @@ func freePlaces(e *env, p booking.Pass) []string {
 		}
 	}
 	return free
+}
+
+// A hold asks the line once: its pass's check and its reservation are one
+// function call (reserve, with the ticket's active place checked in it),
+// where they were two (the gate's check, then the reservation). The
+// booking core answers the hold's expiry in a header for the gate
+// (line.HoldExpiresHeader), the body's expiresAt. A pass whose place is
+// gone gets 401 and reserves nothing, also when its request was bad.
+func TestAHoldAsksTheLineOnce(t *testing.T) {
+	e := setupInventory(t)
+	p, _ := e.admit("premiere", "")
+	fcalls := func() (stop func() int) {
+		return testenv.Monitor(t, e.redis.Addr, e.rdb, func(l string) bool {
+			return strings.Contains(strings.ToUpper(l), `"FCALL"`) && strings.Contains(l, `"`+p.Ticket+`"`)
+		})
+	}
+	stop := fcalls()
+	code, h, hdr := e.call(p, http.MethodPost, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": []string{"A1"}}, nil)
+	if code != http.StatusCreated {
+		t.Fatalf("hold: %d %v", code, h)
+	}
+	if n := stop(); n != 1 {
+		t.Errorf("the hold called Redis functions %d times with its ticket; want 1 (check and reserve in one)", n)
+	}
+	if got, want := hdr.Get(line.HoldExpiresHeader), h["expiresAt"]; got == "" || !sameInstant(t, got, want.(string)) {
+		t.Errorf("%s = %q; want the hold's expiresAt %v", line.HoldExpiresHeader, got, want)
+	}
+	if _, held, _ := e.truth("premiere"); e.published("premiere").Held != held {
+		t.Errorf("held %d in Redis, %d in PostgreSQL", e.published("premiere").Held, held)
+	}
+
+	e.endWindow(p)
+	before := e.redisState("premiere")
+	for _, body := range []any{map[string]any{"seats": []string{"A2"}}, map[string]any{"seats": []string{"Z999"}}, "{"} {
+		code, out, _ := e.call(p, http.MethodPost, "/api/v1/booking/showtimes/42/holds", body, nil)
+		if code != http.StatusUnauthorized || out["error"] != "admission_required" {
+			t.Errorf("hold %v after the window: %d %v; want 401 admission_required", body, code, out)
+		}
+	}
+	if e.redisState("premiere") != before {
+		t.Error("a refused hold changed the line's keys in Redis")
+	}
+}
+
+func sameInstant(t *testing.T, a, b string) bool {
+	t.Helper()
+	ta, err1 := time.Parse(time.RFC3339Nano, a)
+	tb, err2 := time.Parse(time.RFC3339Nano, b)
+	return err1 == nil && err2 == nil && ta.Equal(tb)
 }

@@ -3,20 +3,21 @@ package booking
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/payment"
-	"github.com/waitroom/waitroom/internal/platform/service"
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/platform/periodic"
 )
 
 // Line is the waiting room's side of a confirmed booking: the Redis stream
-// booking-events, and the fan's active place, freed at once. *queue.Store
-// satisfies it.
+// booking-events, and the fan's active place, freed at once (with its
+// account's invitation noted used).
 type Line interface {
-	PublishBookings(ctx context.Context, events []queue.BookingEvent) error
-	Complete(ctx context.Context, event, ticketID string) error
+	PublishBookings(ctx context.Context, events []line.BookingEvent) error
+	CompleteFor(ctx context.Context, event, ticketID, account string) error
 }
 
 // passBudget bounds one pass of a background job: a statement on a
@@ -30,7 +31,7 @@ const passBudget = 2 * RequestBudget
 // runEvery runs one pass of a job at once and then every interval until ctx
 // ends, each within passBudget. Tests call the *Once methods directly.
 func runEvery(ctx context.Context, every time.Duration, log *slog.Logger, name string, once func(context.Context) error) {
-	service.Periodic(ctx, service.Every(every), func(ctx context.Context) {
+	periodic.Run(ctx, periodic.Every(every), func(ctx context.Context) {
 		if err := withinBudget(ctx, once); err != nil && ctx.Err() == nil {
 			log.Error(name+" pass failed", "err", err)
 		}
@@ -155,9 +156,11 @@ func (r *Reconciler) Run(ctx context.Context) {
 }
 
 // Relay publishes outbox rows to the Redis stream booking-events, at least
-// once and in outbox order, then frees each fan's place in the waiting room.
-// Rows are marked published only after both, in the transaction that read
-// them: a relay that dies mid-batch publishes the batch again.
+// once and in outbox order, then frees each fan's place in the waiting room
+// and notes its account's invitation used (an invitation buys once). Rows
+// are marked published only after both, in the transaction that read them:
+// a relay that dies mid-batch, or whose line fails a completion, publishes
+// the batch again.
 type Relay struct {
 	Store Store
 	Line  Line
@@ -181,21 +184,22 @@ func (r *Relay) RelayOnce(ctx context.Context) error {
 }
 
 func (r *Relay) publish(ctx context.Context, events []OutboxEvent) error {
-	out := make([]queue.BookingEvent, len(events))
+	out := make([]line.BookingEvent, len(events))
 	for i, e := range events {
-		out[i] = queue.BookingEvent{BookingID: e.BookingID, Type: e.Type, OutboxID: e.ID, Payload: e.Payload}
+		out[i] = line.BookingEvent{BookingID: e.BookingID, Type: e.Type, OutboxID: e.ID, Payload: e.Payload}
 	}
 	if err := r.Line.PublishBookings(ctx, out); err != nil {
 		return err
 	}
 	for _, e := range events {
-		// The ticket's active entry lapses by itself anyway: a failure here
-		// costs the fan's place a few minutes, not a lost event.
-		if err := r.Line.Complete(ctx, e.Event, e.Customer); err != nil {
+		// A completion lost would let the account's invitation buy again
+		// (the place itself would lapse by itself): the batch fails, and is
+		// published and completed again (both are safe to repeat).
+		if err := r.Line.CompleteFor(ctx, e.Event, e.Customer, accountOf(e.BookedBy)); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			r.Log.Warn("relay: complete ticket", "event", e.Event, "bookingId", e.BookingID, "err", err)
+			return fmt.Errorf("relay: complete booking %s: %w", e.BookingID, err)
 		}
 	}
 	return nil

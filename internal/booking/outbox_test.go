@@ -54,13 +54,13 @@ type crashingLine struct {
 	cancel context.CancelFunc
 }
 
-func (c *crashingLine) Complete(ctx context.Context, event, ticket string) error {
+func (c *crashingLine) CompleteFor(ctx context.Context, event, ticket, account string) error {
 	if c.n == 0 {
 		c.cancel()
 		return ctx.Err()
 	}
 	c.n--
-	return c.Store.Complete(ctx, event, ticket)
+	return c.Store.CompleteFor(ctx, event, ticket, account)
 }
 
 func TestOutboxRelayKilledMidBatchLosesNoEvent(t *testing.T) {

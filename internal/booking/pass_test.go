@@ -135,12 +135,17 @@ func (e *env) endWindow(p booking.Pass) {
 // refuses. The pass of a fan who left, whose ticket an operator revoked,
 // whose window ended, or whose place its booking completed (its signature,
 // event and exp all still good) is refused 401 admission_required on every
-// route that needs a pass, and nothing changes; its own booking can still
-// be read (the gate's one exception). A live ticket's pass does it all.
+// route that needs an active place, and nothing changes. What the gate gives
+// a valid pass alone, this port gives too (DESIGN.md, "The booking core's
+// own port gives what the gate gives"): the fan's own booking and wallet,
+// and the answer of a checkout it made already, replayed with its
+// Idempotency-Key, the same bytes and nothing written. A live ticket's pass
+// does it all.
 func TestAPassCountsOnlyWhileItsTicketIsActive(t *testing.T) {
 	type state struct {
 		p                                  booking.Pass
 		ticket, held, paying, booking, pay string
+		payURL, payExpires                 string
 	}
 	// start admits a fan with an account and points, and has it take a hold
 	// and start paying for another while its ticket is active.
@@ -153,6 +158,7 @@ func TestAPassCountsOnlyWhileItsTicketIsActive(t *testing.T) {
 			e.t.Fatalf("checkout while active: %d %v", code, c)
 		}
 		s.booking, s.pay = c["bookingId"].(string), c["paymentId"].(string)
+		s.payURL, s.payExpires = c["paymentUrl"].(string), c["expiresAt"].(string)
 		return s
 	}
 	type route struct {
@@ -166,10 +172,15 @@ func TestAPassCountsOnlyWhileItsTicketIsActive(t *testing.T) {
 		return []route{
 			{"seat map", http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, nil, http.StatusOK},
 			{"hold", http.MethodPost, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": []string{"B1"}}, nil, http.StatusCreated},
-			{"wallet", http.MethodGet, "/api/v1/booking/wallet", nil, nil, http.StatusOK},
 			{"payment", http.MethodGet, "/api/v1/booking/payments/" + s.pay, nil, nil, http.StatusOK},
 			{"card checkout", http.MethodPost, holds + s.held + "/checkout", nil, idempotencyKey("k1"), http.StatusCreated},
-			{"card checkout again", http.MethodPost, holds + s.paying + "/checkout", nil, idempotencyKey("card-1"), http.StatusCreated},
+			// A fresh key on the hold already being paid: a new checkout,
+			// whatever it would find.
+			{"card checkout of the paid hold, a fresh key", http.MethodPost, holds + s.paying + "/checkout", nil, idempotencyKey("k4"), http.StatusCreated},
+			// The key of the checkout made, on another hold, or as
+			// points: not a replay of it.
+			{"the checkout's key on another hold", http.MethodPost, holds + s.held + "/checkout", nil, idempotencyKey("card-1"), http.StatusUnprocessableEntity},
+			{"the checkout's key as points", http.MethodPost, holds + s.paying + "/checkout", map[string]any{"method": "points"}, idempotencyKey("card-1"), http.StatusUnprocessableEntity},
 			{"points checkout", http.MethodPost, holds + s.held + "/checkout", map[string]any{"method": "points"}, idempotencyKey("k2"), http.StatusConflict},
 			{"release", http.MethodDelete, holds + s.paying, nil, nil, http.StatusNoContent},
 		}
@@ -205,6 +216,16 @@ func TestAPassCountsOnlyWhileItsTicketIsActive(t *testing.T) {
 			}
 			if code, b, _ := e.call(s.p, http.MethodGet, "/api/v1/booking/bookings/"+s.booking, nil, nil); code != http.StatusOK || b["status"] != "PENDING" {
 				t.Errorf("the fan's own booking: %d %v; want 200 PENDING (a valid pass is enough)", code, b)
+			}
+			if code, w, _ := e.call(s.p, http.MethodGet, "/api/v1/booking/wallet", nil, nil); code != http.StatusOK || w["balance"] != float64(100_000) {
+				t.Errorf("the fan's own wallet: %d %v; want 200 with its balance (a valid pass is enough)", code, w)
+			}
+			code, c, _ := e.call(s.p, http.MethodPost, "/api/v1/booking/holds/"+s.paying+"/checkout", nil, idempotencyKey("card-1"))
+			if code != http.StatusCreated || c["bookingId"] != s.booking || c["paymentId"] != s.pay || c["paymentUrl"] != s.payURL || c["expiresAt"] != s.payExpires {
+				t.Errorf("the checkout made, replayed with its key: %d %v; want 201 and its answer again", code, c)
+			}
+			if e.snapshot() != db {
+				t.Error("reading the booking, the wallet or a checkout's answer changed the database")
 			}
 		})
 	}
@@ -277,6 +298,94 @@ func TestAdmittedFanKeepsGoingWhileTheLineIsAway(t *testing.T) {
 	}
 	if free, _, _ := e.truth("premiere"); e.published("premiere").Available > free {
 		t.Errorf("after the outage Redis says %v; PostgreSQL has %d free: more places than there are", e.published("premiere"), free)
+	}
+}
+
+// Fans cannot open the gate, on the booking core's own port either
+// (DESIGN.md, "Fair play, third round"). Places that ended while Redis
+// answered (a fan who left, one an operator revoked, one whose booking the
+// relay completed) are heard by the booking core itself, which follows the
+// line's ends. Then Redis stops answering: the first request waits for it
+// and for the ping that confirms it, and the booking core falls back to the
+// pass's signature: the live fan goes on (counted degraded), each ended
+// pass is still 401 admission_required (not counted degraded), and nothing
+// it asked changed PostgreSQL. Once Redis is back the line decides again.
+func TestEndedPassesStayRefusedWhileTheLineIsAway(t *testing.T) {
+	e := setup(t)
+	live, _ := e.admit("premiere", "")
+	left, leftTicket := e.admit("premiere", "")
+	revoked, _ := e.admit("premiere", "")
+	completed, _ := e.admit("premiere", "")
+	if err := e.line.Leave(e.ctx(), "premiere", leftTicket); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.line.Revoke(e.ctx(), "premiere", revoked.Ticket); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.line.Complete(e.ctx(), "premiere", completed.Ticket); err != nil {
+		t.Fatal(err)
+	}
+	ended := map[string]booking.Pass{"left": left, "revoked": revoked, "completed": completed}
+	deadline := time.Now().Add(10 * time.Second)
+	for name, p := range ended {
+		for !e.api.EndHeard("premiere", p.Ticket) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the booking core did not hear that %s's place ended within 10s", name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	degraded := metrics.GateDegraded("booking")
+	before := testutil.ToFloat64(degraded)
+	seats := "/api/v1/booking/showtimes/42/seats"
+
+	resume := testenv.PauseRedis(t, e.redis)
+	if code, out, _ := e.call(live, http.MethodGet, seats, nil, nil); code != http.StatusOK {
+		t.Fatalf("the live fan with the line stopped: %d %v; want 200", code, out)
+	}
+	for name, p := range ended {
+		for _, r := range []struct{ method, path string }{
+			{http.MethodGet, seats},
+			{http.MethodPost, "/api/v1/booking/showtimes/42/holds"},
+		} {
+			var body any
+			if r.method == http.MethodPost {
+				body = map[string]any{"seats": []string{"C1"}}
+			}
+			if code, out, _ := e.call(p, r.method, r.path, body, nil); code != http.StatusUnauthorized || out["error"] != "admission_required" {
+				t.Errorf("%s before the outage, %s %s during it: %d %v; want 401 admission_required", name, r.method, r.path, code, out["error"])
+			}
+		}
+	}
+	if code, out, _ := e.call(live, http.MethodPost, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": []string{"C2"}}, nil); code != http.StatusCreated {
+		t.Errorf("the live fan's hold with the line stopped: %d %v; want 201", code, out)
+	}
+	if got := testutil.ToFloat64(degraded) - before; got != 2 {
+		t.Errorf("waitroom_gate_degraded_total{service=booking} went up by %v; want 2 (the live fan's two requests)", got)
+	}
+	var ours int
+	e.q(&ours, `SELECT count(*) FROM holds WHERE customer_id <> $1`, live.Customer)
+	if ours != 0 {
+		t.Errorf("ended passes took %d holds during the outage", ours)
+	}
+
+	resume()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		after := testutil.ToFloat64(degraded)
+		code, _, _ := e.call(live, http.MethodGet, seats, nil, nil)
+		if code == http.StatusOK && testutil.ToFloat64(degraded) == after {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after Redis was back the booking core still falls back (%d)", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for name, p := range ended {
+		if code, _, _ := e.call(p, http.MethodGet, seats, nil, nil); code != http.StatusUnauthorized {
+			t.Errorf("%s with the line back: %d; want 401", name, code)
+		}
 	}
 }
 
@@ -396,4 +505,57 @@ func TestRevocationStopsTheFanAtOnce(t *testing.T) {
 		t.Errorf("PostgreSQL has %d holds and bookings; the fan was answered 201 for %d before the revocation", len(made), created)
 	}
 	t.Logf("%d holds and checkouts answered 201 before the revocation returned, %d requests sent after it", created, after)
+}
+
+// A checkout replayed after it completed gets its answer (DESIGN.md, "Fair
+// play, third round"). A fan pays a hold with points; the booking confirms
+// and the relay frees the fan's place, as it does every confirmed booking's
+// (the pass still verifies, its ticket is no longer active). The answer was
+// lost on the way: the fan sends the checkout again with its
+// Idempotency-Key, on the booking core's own port, and gets that answer,
+// 201 with the same bookingId, status and balance, and nothing is written.
+// Nothing else opens: a fresh key (on the fan's other hold), the key on the
+// other hold, or the key as a card checkout is 401 admission_required and
+// changes nothing (a new checkout still needs an active place).
+func TestACheckoutReplayedAfterItCompletedGetsItsAnswer(t *testing.T) {
+	e := setup(t)
+	p, _ := e.admit("premiere", "fan-r")
+	e.credit("fan-r", 100_000, "top-up")
+	paid, other := e.holdAs(p, "A1"), e.holdAs(p, "A2")
+	points := map[string]any{"method": "points"}
+	holds := "/api/v1/booking/holds/"
+	code, first, _ := e.call(p, http.MethodPost, holds+paid+"/checkout", points, idempotencyKey("pts-1"))
+	if code != http.StatusCreated || first["status"] != "CONFIRMED" {
+		t.Fatalf("points checkout: %d %v; want 201 CONFIRMED", code, first)
+	}
+	relay := &booking.Relay{Store: e.store, Line: e.line, Batch: 10, Log: e.log}
+	if err := relay.RelayOnce(e.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.line.Active(e.ctx(), p.Event, p.Ticket); ok || err != nil {
+		t.Fatalf("the line says active %v, %v after the booking confirmed; want the place freed", ok, err)
+	}
+
+	db, line := e.snapshot(), e.redisState("premiere")
+	code, again, _ := e.call(p, http.MethodPost, holds+paid+"/checkout", points, idempotencyKey("pts-1"))
+	if code != http.StatusCreated || !maps.Equal(again, first) {
+		t.Errorf("the checkout replayed with its key after it completed: %d %v; want 201 %v", code, again, first)
+	}
+	for _, tc := range []struct {
+		name, hold, key string
+		body            any
+	}{
+		{"a fresh key", other, "pts-2", points},
+		{"the key on the other hold", other, "pts-1", points},
+		{"the key as a card checkout", paid, "pts-1", nil},
+		{"a fresh card checkout", other, "card-1", nil},
+	} {
+		if code, out, _ := e.call(p, http.MethodPost, holds+tc.hold+"/checkout", tc.body, idempotencyKey(tc.key)); code != http.StatusUnauthorized || out["error"] != "admission_required" {
+			t.Errorf("%s with the place freed: %d %v; want 401 admission_required", tc.name, code, out)
+		}
+	}
+	if e.snapshot() != db || e.redisState("premiere") != line {
+		t.Error("the replay or the refusals changed the database or the line")
+	}
+	e.checkBalance("fan-r", 100_000-1500)
 }

@@ -32,6 +32,15 @@ type Pass struct {
 // kinds of customers apart: a ticket id never contains ':'.
 const accountCustomer = "acct:"
 
+// accountOf is the account a customer is, or "" for a ticket's.
+func accountOf(customer string) string {
+	account, _ := strings.CutPrefix(customer, accountCustomer)
+	if account == customer {
+		return ""
+	}
+	return account
+}
+
 // NewPass is the pass of ticket (of account, "" = none) for event.
 func NewPass(ticket, account, event string) Pass {
 	p := Pass{Customer: ticket, Ticket: ticket, Account: account, Event: event}
@@ -134,9 +143,16 @@ type HoldInput struct {
 
 // Hold validates and takes a hold for the pass's customer.
 func (s *Service) Hold(ctx context.Context, p Pass, showtimeID int64, in HoldInput) (Hold, error) {
+	return s.holdCounted(ctx, p, showtimeID, in, nil)
+}
+
+// holdCounted is a hold, counted in the hold metrics.
+func (s *Service) holdCounted(ctx context.Context, p Pass, showtimeID int64, in HoldInput, admit Admission) (Hold, error) {
 	start := time.Now()
-	h, err := s.hold(ctx, p, showtimeID, in)
+	h, err := s.hold(ctx, p, showtimeID, in, admit)
 	switch {
+	case errors.Is(err, ErrAdmissionRequired):
+		// the pass's place is gone (HoldAdmitted): no hold was asked
 	case err == nil:
 		holdsTotal.WithLabelValues("ok").Inc()
 		holdDuration.Observe(time.Since(start).Seconds())
@@ -149,7 +165,22 @@ func (s *Service) Hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 	return h, err
 }
 
-func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInput) (Hold, error) {
+// Admission checks a hold's pass against the line (the handler's
+// gatekeeper): nil if its place is active, or its fan goes on while Redis
+// is away; ErrAdmissionRequired, or the line's error, if not. active is
+// the line's call that answers: it asks whether the place is active and,
+// in the same call, counts the hold's places out (Inventory.reserveActive);
+// nil asks the line whether it is active alone.
+type Admission func(ctx context.Context, active func(context.Context) (bool, error)) error
+
+// HoldAdmitted is Hold for a pass that admit checks in the hold's one call
+// to the line, with its reservation, once the request was found sound (a
+// request refused before does not ask: the handler asks the line then).
+func (s *Service) HoldAdmitted(ctx context.Context, p Pass, showtimeID int64, in HoldInput, admit Admission) (Hold, error) {
+	return s.holdCounted(ctx, p, showtimeID, in, admit)
+}
+
+func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInput, admit Admission) (Hold, error) {
 	st, err := s.showtime(p, showtimeID)
 	if err != nil {
 		return Hold{}, err
@@ -172,13 +203,8 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 	// Each count is checked on its own before anything is summed (a sum of
 	// huge counts must never wrap), block by block in code order, so the
 	// same request always gets the same refusal.
-	codes := make([]string, 0, len(in.GeneralAdmission))
-	for code := range in.GeneralAdmission {
-		codes = append(codes, code)
-	}
-	sort.Strings(codes)
 	places := len(seats)
-	for _, code := range codes {
+	for _, code := range GACodes(in.GeneralAdmission) {
 		n := in.GeneralAdmission[code]
 		blk, ok := st.Block(code)
 		if !ok {
@@ -205,7 +231,16 @@ func (s *Service) hold(ctx context.Context, p Pass, showtimeID int64, in HoldInp
 	if ticket == "" {
 		ticket = p.Customer // a pass made without NewPass
 	}
-	if s.inv != nil {
+	switch {
+	case admit != nil && s.inv != nil:
+		if err := s.inv.reserveActive(ctx, admit, p.Event, id, ticket, places); err != nil {
+			return Hold{}, err
+		}
+	case admit != nil:
+		if err := admit(ctx, nil); err != nil {
+			return Hold{}, err
+		}
+	case s.inv != nil:
 		s.inv.reserve(ctx, p.Event, id, ticket, places)
 	}
 	hctx := ctx
@@ -322,6 +357,35 @@ func (s *Service) CheckoutPoints(ctx context.Context, p Pass, holdID, key string
 	return out, nil
 }
 
+// Replay is the answer of the checkout the pass's customer made already of
+// holdID with key, paid by method ("card" or "points"), read and written
+// nowhere: what a fan whose place was freed (its booking confirmed, or its
+// ticket gone) gets for a checkout it sends again (DESIGN.md, "A checkout
+// replayed after it completed gets its answer"). Anything that is not such
+// a replay (no such key, the key's booking of another hold, event or way of
+// paying, a malformed hold or key) is ErrAdmissionRequired: a new checkout
+// needs an active place, and the refusal says no more than the gate's.
+func (s *Service) Replay(ctx context.Context, p Pass, holdID, key, method string) (any, error) {
+	if !uuidPattern.MatchString(holdID) || !validKey(key) {
+		return nil, ErrAdmissionRequired
+	}
+	a, err := s.store.Answered(ctx, p.Customer, key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, ErrAdmissionRequired
+	case err != nil:
+		return nil, s.dbErr("replay", err)
+	case a.HoldID != holdID || a.Event != p.Event || a.Method != method:
+		return nil, ErrAdmissionRequired
+	case method == "points":
+		if a.Balance == nil || p.Account == "" {
+			return nil, ErrAdmissionRequired
+		}
+		return PointsPaid{BookingID: a.BookingID, Status: StatusConfirmed, Balance: *a.Balance}, nil
+	}
+	return a.Checkout, nil
+}
+
 // Wallet is the pass's account's wallet.
 func (s *Service) Wallet(ctx context.Context, p Pass) (Wallet, error) {
 	if p.Account == "" {
@@ -387,12 +451,7 @@ func (s *Service) ReturnURL(event, bookingID string) string {
 // and the places ("Premiere 19:00: C5, C6, FLOOR × 1").
 func (s *Service) describe(f SessionFor) string {
 	what := append([]string{}, f.Seats...)
-	codes := make([]string, 0, len(f.GeneralAdmission))
-	for c := range f.GeneralAdmission {
-		codes = append(codes, c)
-	}
-	sort.Strings(codes)
-	for _, c := range codes {
+	for _, c := range GACodes(f.GeneralAdmission) {
 		what = append(what, fmt.Sprintf("%s × %d", c, f.GeneralAdmission[c]))
 	}
 	title := ""

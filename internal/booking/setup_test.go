@@ -17,6 +17,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/booking/postgres"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -80,6 +81,7 @@ type env struct {
 	sim    *payment.Simulator
 	svc    *booking.Service
 	srv    *httptest.Server
+	api    *booking.Handler
 	signer *pass.Signer
 	log    *slog.Logger
 	// The waiting room's line on a private Redis: the booking core asks it
@@ -87,6 +89,7 @@ type env struct {
 	redis *localsvc.Redis
 	rdb   *redis.Client
 	line  *queue.Store
+	inv   *booking.Inventory // with the inventory option (setupInventory)
 }
 
 // options are what a test may change before setup builds its env.
@@ -96,6 +99,10 @@ type options struct {
 	// provider, when set, stands between the service and the simulator
 	// (e.g. a provider that keeps answering PENDING).
 	provider func(*payment.Simulator) payment.Provider
+	// inventory, when set, has the service tell the line what is left
+	// (setupInventory), through the handler's own breaker of Redis, as
+	// `booking serve` builds them.
+	inventory bool
 }
 
 type option func(*options)
@@ -148,8 +155,18 @@ func setup(t testing.TB, opts ...option) *env {
 		provider = o.provider(e.sim)
 	}
 	e.svc = booking.NewService(store, provider, cat, set, log)
+	if o.inventory {
+		e.inv = booking.NewInventory(e.line, store, []string{"premiere", "live", "tiny"}, log)
+		e.svc.WithInventory(e.inv)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/", booking.NewHandler(e.svc, booking.PassAuth(verifier), e.line, store.Ping, log).WithAdminToken(testAdminToken))
+	e.api = booking.NewHandler(e.svc, booking.PassAuth(verifier), e.line, store.Ping, log).WithOperators(func(tok string) bool { return tok == testAdminToken })
+	// The handler follows the line's ends beside it, as `booking serve`
+	// runs it.
+	following := make(chan struct{})
+	go func() { defer close(following); e.api.Follow(ctx) }()
+	t.Cleanup(func() { cancel(); <-following })
+	mux.Handle("/", e.api)
 	mux.Handle("/pay/", e.sim.Handler())
 	handler = mux
 	return e
@@ -174,15 +191,15 @@ func (e *env) ctx() context.Context { return context.Background() }
 // signed ticket (to leave with).
 func (e *env) admit(event, account string) (booking.Pass, string) {
 	e.t.Helper()
-	r, err := e.line.JoinWith(e.ctx(), event, admitAtOnce, queue.JoinOptions{Account: account})
-	if err != nil || r.State != queue.Admitted {
+	r, err := e.line.JoinWith(e.ctx(), event, admitAtOnce, line.JoinOptions{Account: account})
+	if err != nil || r.State != line.Admitted {
 		e.t.Fatalf("join %s: %+v, %v; want admitted at once", event, r, err)
 	}
 	return booking.NewPass(r.ID, account, event), r.Ticket
 }
 
 // admitAtOnce are the settings of the events the tests admit fans to.
-var admitAtOnce = queue.Settings{Mode: queue.ModePassthrough, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
+var admitAtOnce = line.Settings{Mode: line.ModePassthrough, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
 
 // q reads one value from the database.
 func (e *env) q(dst any, sql string, args ...any) {

@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"fmt"
 	"net"
-	"net/mail"
 	"net/netip"
 	"net/url"
 	"os"
@@ -29,6 +28,7 @@ const DefaultPath = "configs/waitroom.yaml"
 // Modes an event can be in.
 const (
 	ModeQueue       = "queue"
+	ModeAuto        = "auto" // straight through while nobody waits and there is room (DESIGN.md, "Always on")
 	ModePassthrough = "passthrough"
 	ModePaused      = "paused"
 	ModeClosed      = "closed"
@@ -44,6 +44,8 @@ type Config struct {
 	Notify   Notify   `yaml:"notify"`
 	Booking  Booking  `yaml:"booking"`
 	Events   []Event  `yaml:"events"`
+	// Webhooks receive the room's notifications (integrations.go).
+	Webhooks []Webhook `yaml:"webhooks"`
 }
 
 type Redis struct {
@@ -69,6 +71,14 @@ type Auth struct {
 	// AccountKeysFile is the origin site's Ed25519 public key(s), PEM
 	// ("PUBLIC KEY" blocks), that sign account tokens; "" = no accounts.
 	AccountKeysFile string `yaml:"account_keys_file"`
+	// DrawSecret keys the seeds of the lottery's and the selection's draws
+	// (package draw): Redis keeps only a nonce and the commitment, so one
+	// who reads it before a draw cannot compute the seed. Needed by a
+	// config with a pre-queue or a presale.
+	DrawSecret string `yaml:"draw_secret"`
+	// Tokens are the operators' named tokens, each with its scopes and
+	// events (integrations.go).
+	Tokens []Token `yaml:"tokens"`
 }
 
 type Gateway struct {
@@ -130,11 +140,17 @@ type Adaptive struct {
 // Notify is the email to fans who stepped away from the page (DESIGN.md,
 // "Away from the page"). The admitter sends it.
 type Notify struct {
-	// SMTPURL is smtp://[user:pass@]host[:port] (STARTTLS when the server
-	// offers it, required for AUTH off loopback) or smtps://… (TLS from the
-	// first byte, port 465 by default); "" = no email (the away route is
-	// then 404).
+	// SMTPURL is smtp://[user:pass@]host[:port] (STARTTLS, and no mail
+	// without it except to a loopback host), smtps://… (TLS from the first
+	// byte, port 465 by default) or smtp+insecure://host[:port] (in clear:
+	// the one explicit way; a password only to a loopback host); "" = no
+	// email (the away route is then 404). DESIGN.md, "Mail goes over TLS".
 	SMTPURL string `yaml:"smtp_url"`
+	// CAFile (beyond the contract) is a PEM file of CA certificates
+	// trusted for the SMTP server's certificate besides the system's
+	// roots (a private relay's CA); "" = the system's alone. Read by the
+	// admitter at start.
+	CAFile string `yaml:"ca_file"`
 	// From is the From header of every email, "name <address>" or an
 	// address.
 	From string `yaml:"from"`
@@ -220,6 +236,23 @@ type Event struct {
 	// Protect lists the paths of other sites this event guards, behind
 	// their own reverse proxy (forward auth, protect.go).
 	Protect []Protect `yaml:"protect"`
+	// Bypass lets some requests to the guarded paths through forward auth
+	// with no pass (protect.go).
+	Bypass Bypass `yaml:"bypass"`
+	// Page is the site's own look of the event's pages (DESIGN.md, "The
+	// site's own look"); unset, the built-in pages.
+	Page Page `yaml:"page"`
+}
+
+// Page is an event's page folder (docs/PAGES.md): its own room.html and
+// register.html, messages.<lang>.yaml and assets/. Only the gateway reads
+// the folder, at start and at each reload; Validate checks the key alone,
+// never the disk, since the admitter and the booking core load the same
+// file on machines that may not have the folder.
+type Page struct {
+	// Dir is the folder, absolute or relative to the working directory as
+	// every path of the file ("" = the built-in pages).
+	Dir string `yaml:"dir"`
 }
 
 // Presale is an event's presale: accounts register between the two times,
@@ -271,7 +304,7 @@ type Admission struct {
 	Capacity  Capacity `yaml:"capacity"`
 	// Shards spreads the event's line over that many Redis hash tags (on a
 	// Cluster, that many masters); 0 and 1 are one. Fixed once the event's
-	// line has state (queue.Settings.Shards).
+	// line has state (line.Settings.Shards).
 	Shards       int      `yaml:"shards"`
 	AccessTTL    Duration `yaml:"access_ttl"`
 	AbandonAfter Duration `yaml:"abandon_after"`
@@ -293,7 +326,21 @@ type Admission struct {
 	// waits for its fan to open the emailed link (default 10m); past it
 	// the place is given up and counted as abandoned.
 	AwayClaimWithin Duration `yaml:"away_claim_within"`
+	// Session is SessionFixed (the default) or SessionSliding: how long an
+	// admitted place lasts (DESIGN.md, "Sessions that last while they are
+	// used"). Fixed: access_ttl from its claim (a hold may stretch it).
+	// Sliding: access_ttl from its pass's last use, renewed as it is used.
+	Session string `yaml:"session"`
 }
+
+// Values of admission.session.
+const (
+	SessionFixed   = "fixed"
+	SessionSliding = "sliding"
+)
+
+// Sliding reports whether each use of the event's passes renews its place.
+func (a Admission) Sliding() bool { return a.Session == SessionSliding }
 
 // Values of admission.codes.
 const (
@@ -376,6 +423,7 @@ var envOverrides = []struct {
 	{"WAITROOM_TICKET_SECRET", func(c *Config, v string) { c.Auth.TicketSecret = v }},
 	{"WAITROOM_SIGNING_KEY_FILE", func(c *Config, v string) { c.Auth.SigningKeyFile = v }},
 	{"WAITROOM_ADMIN_TOKEN", func(c *Config, v string) { c.Auth.AdminToken = v }},
+	{"WAITROOM_DRAW_SECRET", func(c *Config, v string) { c.Auth.DrawSecret = v }},
 	{"WAITROOM_PAYMENT_SECRET", func(c *Config, v string) { c.Booking.Payment.Secret = v }},
 }
 
@@ -507,6 +555,7 @@ func (c *Config) setDefaults() {
 		def(&a.AccessTTL, Duration(10*time.Minute))
 		def(&a.AbandonAfter, Duration(60*time.Second))
 		def(&a.AwayClaimWithin, Duration(10*time.Minute))
+		def(&a.Session, SessionFixed)
 	}
 }
 
@@ -551,256 +600,6 @@ const MinSecretBytes = 32
 
 // MinAdminTokenBytes is the shortest auth.admin_token (when set).
 const MinAdminTokenBytes = 24
-
-// Validate reports every problem of c at once, each as "key: problem".
-func (c *Config) Validate() error {
-	var errs []string
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
-	}
-	if c.Redis.WaitReplicas < 0 || c.Redis.WaitReplicas > 5 {
-		bad("redis.wait_replicas", "must be between 0 (off) and 5, not %d", c.Redis.WaitReplicas)
-	}
-	// The secrets are checked by length only, and never written out.
-	if n := len(c.Auth.TicketSecret); n == 0 {
-		bad("auth.ticket_secret", "must be set (or WAITROOM_TICKET_SECRET)")
-	} else if n < MinSecretBytes {
-		bad("auth.ticket_secret", "must be at least %d bytes, not %d (in the file or WAITROOM_TICKET_SECRET)", MinSecretBytes, n)
-	}
-	if n := len(c.Auth.AdminToken); n > 0 && n < MinAdminTokenBytes {
-		bad("auth.admin_token", "must be at least %d bytes, not %d (in the file or WAITROOM_ADMIN_TOKEN), or empty to turn the operators' API off", MinAdminTokenBytes, n)
-	}
-	if n := len(c.Booking.Payment.Secret); n == 0 {
-		bad("booking.payment.secret", "must be set (or WAITROOM_PAYMENT_SECRET)")
-	} else if n < MinSecretBytes {
-		bad("booking.payment.secret", "must be at least %d bytes, not %d (in the file or WAITROOM_PAYMENT_SECRET)", MinSecretBytes, n)
-	}
-	if v := *c.Gateway.JoinsPerIPPerMinute; v < 0 {
-		bad("gateway.joins_per_ip_per_minute", "must be >= 0")
-	}
-	if v := *c.Gateway.IPv6Prefix; v < 1 || v > 128 {
-		bad("gateway.ipv6_prefix", "must be between 1 and 128, not %d", v)
-	}
-	if u := c.Gateway.PublicURL; u != "" {
-		if msg := badBaseURL(u); msg != "" {
-			bad("gateway.public_url", "%q %s", u, msg)
-		}
-	}
-	if c.Gateway.ProxyTimeout < 0 {
-		bad("gateway.proxy_timeout", "must be > 0")
-	}
-	if c.Admitter.Tick.D() < 10*time.Millisecond {
-		bad("admitter.tick", "must be >= 10ms")
-	}
-	if ad := c.Admitter.Adaptive; ad.HoldP99.D() < time.Millisecond {
-		bad("admitter.adaptive.hold_p99", "must be >= 1ms")
-	}
-	if ad := c.Admitter.Adaptive; !(ad.ErrorShare > 0 && ad.ErrorShare < 1) {
-		bad("admitter.adaptive.error_share", "must be between 0 and 1 (a share of the answers), not %g", ad.ErrorShare)
-	}
-	if ad := c.Admitter.Adaptive; !(ad.Step > 0 && ad.Step <= 1) {
-		bad("admitter.adaptive.step", "must be > 0 and <= 1 (a share of the configured rate), not %g", ad.Step)
-	}
-	if ad := c.Admitter.Adaptive; ad.Interval.D() < 10*time.Millisecond {
-		bad("admitter.adaptive.interval", "must be >= 10ms")
-	}
-	if ad := c.Admitter.Adaptive; !(ad.Floor > 0 && ad.Floor <= 1) {
-		bad("admitter.adaptive.floor", "must be > 0 and <= 1 (a share of the configured rate), not %g", ad.Floor)
-	}
-	if u := c.Notify.SMTPURL; u != "" {
-		if msg := badSMTPURL(u); msg != "" {
-			bad("notify.smtp_url", "%s", msg)
-		}
-	}
-	if _, err := mail.ParseAddress(c.Notify.From); err != nil {
-		bad("notify.from", "%q is not an address such as \"waitroom <noreply@example.com>\"", c.Notify.From)
-	}
-	if c.Notify.Timeout.D() < 100*time.Millisecond {
-		bad("notify.timeout", "must be >= 100ms")
-	}
-	if c.Notify.PerAccountPerHour < 1 {
-		bad("notify.per_account_per_hour", "must be >= 1, not %d", c.Notify.PerAccountPerHour)
-	}
-	if c.Booking.HoldTTL.D() < time.Second {
-		bad("booking.hold_ttl", "must be >= 1s")
-	}
-	if c.Booking.MaxSeatsPerHold < 1 || c.Booking.MaxSeatsPerHold > 100 {
-		bad("booking.max_seats_per_hold", "must be between 1 and 100")
-	}
-	if c.Booking.HoldsPerMinute < 1 {
-		bad("booking.holds_per_minute", "must be >= 1")
-	}
-	if c.Booking.HoldAttemptsPerMinute < 1 {
-		bad("booking.hold_attempts_per_minute", "must be >= 1")
-	}
-	if *c.Booking.ReholdCooldown < 0 {
-		bad("booking.rehold_cooldown", "must be >= 0 (0 = off)")
-	}
-	for i, p := range c.Gateway.TrustedProxies {
-		if _, err := ParsePrefix(p); err != nil {
-			bad(fmt.Sprintf("gateway.trusted_proxies[%d]", i), "%q is not a CIDR or an IP address", p)
-		}
-	}
-	if !currencyPattern.MatchString(c.Booking.Currency) {
-		bad("booking.currency", "%q must be an ISO 4217 code such as USD, EUR or JPY", c.Booking.Currency)
-	}
-	p := c.Booking.Payment
-	if p.SessionTTL.D() <= 0 {
-		bad("booking.payment.session_ttl", "must be > 0")
-	} else if p.SessionTTL >= c.Booking.HoldTTL {
-		bad("booking.payment.session_ttl", "must be shorter than booking.hold_ttl (%s >= %s)", p.SessionTTL, c.Booking.HoldTTL)
-	}
-	if p.ReconcileAfter.D() <= 0 {
-		bad("booking.payment.reconcile_after", "must be > 0")
-	}
-	if p.Simulator.Outcome != "succeed" && p.Simulator.Outcome != "fail" {
-		bad("booking.payment.simulator.outcome", "must be succeed or fail, not %q", p.Simulator.Outcome)
-	}
-	if p.Simulator.Delay < 0 {
-		bad("booking.payment.simulator.delay", "must be >= 0")
-	}
-	if msg := badBaseURL(p.ReturnBaseURL); msg != "" {
-		bad("booking.payment.return_base_url", "%q %s", p.ReturnBaseURL, msg)
-	}
-	if a := p.Simulator.Addr; a != "" {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			bad("booking.payment.simulator.addr", "%q must be host:port or :port", a)
-		} else if a == c.Booking.Addr {
-			bad("booking.payment.simulator.addr", "%q is booking.addr already (leave it empty to serve the page there)", a)
-		}
-	}
-	if msg := badBaseURL(p.Simulator.PageURL); msg != "" {
-		bad("booking.payment.simulator.page_url", "%q %s", p.Simulator.PageURL, msg)
-	}
-
-	eventIDs := map[string]int{}
-	showtimeIDs := map[int64]string{}
-	guarded := map[Protect]string{} // each rule's key, to name a duplicate
-	for i, e := range c.Events {
-		k := fmt.Sprintf("events[%d]", i)
-		if !eventIDPattern.MatchString(e.ID) {
-			bad(fmt.Sprintf("%s.id %q", k, e.ID), "must match [a-z0-9-]{1,64}")
-		} else if j, dup := eventIDs[e.ID]; dup {
-			bad(k+".id", "%q duplicates events[%d].id", e.ID, j)
-		} else {
-			eventIDs[e.ID] = i
-		}
-		switch e.Mode {
-		case ModeQueue, ModePassthrough, ModePaused, ModeClosed:
-		default:
-			bad(k+".mode", "must be queue, passthrough, paused or closed, not %q", e.Mode)
-		}
-		if e.PrequeueOpensAt != nil && e.OpensAt == nil {
-			bad(k+".prequeue_opens_at", "needs opens_at")
-		}
-		if e.PrequeueOpensAt != nil && e.OpensAt != nil && e.OpensAt.Before(*e.PrequeueOpensAt) {
-			bad(k+".opens_at", "must not be before prequeue_opens_at")
-		}
-		if e.ClosesAt != nil && e.OpensAt != nil && !e.ClosesAt.After(*e.OpensAt) {
-			bad(k+".closes_at", "must be after opens_at")
-		}
-		a := e.Admission
-		if a.AdmitPerSecond != nil && !(*a.AdmitPerSecond > 0) {
-			bad(k+".admission.admit_per_second", "must be > 0")
-		}
-		if a.AdmitPerSecond != nil && *a.AdmitPerSecond > 1e6 {
-			bad(k+".admission.admit_per_second", "must be <= 1000000")
-		}
-		if a.MaxActive != nil && *a.MaxActive < 1 {
-			bad(k+".admission.max_active", "must be >= 1")
-		}
-		if a.Capacity.BackendTPS < 0 {
-			bad(k+".admission.capacity.backend_tps", "must be > 0")
-		}
-		if a.Capacity.CallsPerUser < 0 {
-			bad(k+".admission.capacity.calls_per_user", "must be > 0")
-		}
-		if a.Capacity.RetryFactor < 1 && a.Capacity.RetryFactor != 0 {
-			bad(k+".admission.capacity.retry_factor", "must be >= 1")
-		}
-		if a.Capacity.SessionSeconds < 0 {
-			bad(k+".admission.capacity.session_seconds", "must be > 0")
-		}
-		if a.AccessTTL.D() < time.Second {
-			bad(k+".admission.access_ttl", "must be >= 1s")
-		}
-		if a.Shards < 0 || a.Shards > MaxShards {
-			bad(k+".admission.shards", "must be between 1 and %d, not %d", MaxShards, a.Shards)
-		}
-		if a.AbandonAfter.D() < time.Second {
-			bad(k+".admission.abandon_after", "must be >= 1s")
-		}
-		if a.AwayClaimWithin.D() < time.Second {
-			bad(k+".admission.away_claim_within", "must be >= 1s")
-		}
-		if a.JoinProofBits < 0 || a.JoinProofBits > MaxJoinProofBits {
-			bad(k+".admission.join_proof_bits", "must be between 0 (off) and %d, not %d", MaxJoinProofBits, a.JoinProofBits)
-		}
-		switch a.Accounts {
-		case "", AccountsOptional:
-		case AccountsRequired:
-			if c.Auth.AccountKeysFile == "" {
-				bad(k+".admission.accounts", "required needs auth.account_keys_file")
-			}
-		default:
-			bad(k+".admission.accounts", "must be optional or required, not %q", a.Accounts)
-		}
-		c.validateProtect(k, e.Protect, guarded, bad)
-		switch a.Codes {
-		case "", CodesOff, CodesRequired:
-		default:
-			bad(k+".admission.codes", "must be off or required, not %q", a.Codes)
-		}
-		if p := e.Presale; p != nil {
-			c.validatePresale(k+".presale", e, bad)
-		}
-		for j, s := range e.Showtimes {
-			sk := fmt.Sprintf("%s.showtimes[%d]", k, j)
-			if s.ID < 1 {
-				bad(sk+".id", "must be >= 1")
-			} else if other, dup := showtimeIDs[s.ID]; dup {
-				bad(sk+".id", "%d duplicates %s", s.ID, other)
-			} else {
-				showtimeIDs[s.ID] = sk + ".id"
-			}
-			if s.Rows < 0 || s.Rows > MaxRows {
-				bad(sk+".rows", "must be between 0 and %d", MaxRows)
-			}
-			if s.SeatsPerRow < 0 || s.SeatsPerRow > 999 {
-				bad(sk+".seats_per_row", "must be between 0 and 999")
-			}
-			if (s.Rows == 0) != (s.SeatsPerRow == 0) {
-				bad(sk+".rows", "rows and seats_per_row must both be set or both be 0")
-			}
-			if s.Rows == 0 && len(s.GeneralAdmission) == 0 {
-				bad(sk, "has no seats and no general_admission")
-			}
-			if s.PriceCents < 0 {
-				bad(sk+".price_cents", "must be >= 0")
-			}
-			codes := map[string]bool{}
-			for g, b := range s.GeneralAdmission {
-				gk := fmt.Sprintf("%s.general_admission[%d]", sk, g)
-				if !gaCodePattern.MatchString(b.Code) {
-					bad(gk+".code", "%q must match [A-Z0-9-]{1,32}", b.Code)
-				} else if codes[b.Code] {
-					bad(gk+".code", "%q is duplicated", b.Code)
-				}
-				codes[b.Code] = true
-				if b.Capacity < 1 {
-					bad(gk+".capacity", "must be >= 1")
-				}
-				if b.PriceCents < 0 {
-					bad(gk+".price_cents", "must be >= 0")
-				}
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return &Error{Problems: errs}
-	}
-	return nil
-}
 
 // Error lists every problem found in a config.
 type Error struct{ Problems []string }
@@ -872,40 +671,11 @@ func badBaseURL(v string) string {
 	return ""
 }
 
-// validatePresale checks an event's presale (k names it in the problems).
-func (c *Config) validatePresale(k string, e Event, bad func(key, format string, args ...any)) {
-	p := e.Presale
-	if c.Auth.AccountKeysFile == "" {
-		bad(k, "needs auth.account_keys_file (registration is by account)")
-	}
-	if e.PrequeueOpensAt != nil {
-		bad(k, "and prequeue_opens_at cannot both be set (the presale's selection is the draw)")
-	}
-	if e.OpensAt == nil {
-		bad(k, "needs opens_at (the first window opens then)")
-	}
-	switch {
-	case p.RegistrationOpensAt == nil:
-		bad(k+".registration_opens_at", "is required")
-	case p.RegistrationClosesAt == nil:
-		bad(k+".registration_closes_at", "is required")
-	case !p.RegistrationClosesAt.After(*p.RegistrationOpensAt):
-		bad(k+".registration_closes_at", "must be after registration_opens_at")
-	case e.OpensAt != nil && p.RegistrationClosesAt.After(*e.OpensAt):
-		bad(k+".registration_closes_at", "must not be after opens_at")
-	}
-	if p.Selected < 1 || p.Selected > MaxPresaleSelected {
-		bad(k+".selected", "must be between 1 and %d, not %d", MaxPresaleSelected, p.Selected)
-	}
-	if p.GroupSize < 1 {
-		bad(k+".group_size", "must be >= 1")
-	}
-	if p.Window.D() < time.Second {
-		bad(k+".window", "must be >= 1s")
-	}
-	if g := p.GeneralSaleAt.At; g != nil && e.OpensAt != nil && g.Before(*e.OpensAt) {
-		bad(k+".general_sale_at", "must not be before opens_at")
-	}
+// loopbackHost: localhost or a loopback address (notify.LoopbackHost's
+// rule, which config cannot import).
+func loopbackHost(h string) bool {
+	ip := net.ParseIP(h)
+	return h == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 // MaxPresaleSelected bounds presale.selected.
@@ -916,8 +686,12 @@ const MaxPresaleSelected = 10_000_000
 func badSMTPURL(v string) string {
 	u, err := url.Parse(v)
 	switch {
-	case err != nil || u.Host == "" || (u.Scheme != "smtp" && u.Scheme != "smtps"):
-		return "must be smtp://[user:pass@]host[:port] or smtps://… (empty = no email)"
+	case err != nil || u.Host == "" || u.Hostname() == "":
+		return "must be smtp://[user:pass@]host[:port], smtps://… or smtp+insecure://… (empty = no email)"
+	case u.Scheme != "smtp" && u.Scheme != "smtps" && u.Scheme != "smtp+insecure":
+		return fmt.Sprintf("scheme %q is none of smtp (STARTTLS), smtps (TLS) or smtp+insecure (in clear)", u.Scheme)
+	case u.Scheme == "smtp+insecure" && u.User != nil && !loopbackHost(u.Hostname()):
+		return "smtp+insecure:// would send its password in clear off loopback: use smtp:// (STARTTLS) or smtps://"
 	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
 		return "must have no path, query or fragment"
 	}

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,6 +65,7 @@ func TestValidConfigAndDefaults(t *testing.T) {
 		{"events[0].name defaults to id", c.Events[0].Name, "premiere"},
 		{"events[0].admission.access_ttl", c.Events[0].Admission.AccessTTL.D(), 10 * time.Minute},
 		{"events[0].admission.abandon_after", c.Events[0].Admission.AbandonAfter.D(), 60 * time.Second},
+		{"events[0].admission.session defaults to fixed", c.Events[0].Admission.Session, "fixed"},
 		{"events[0].admission.join_proof_bits defaults to off", c.Events[0].Admission.JoinProofBits, 0},
 		{"events[0] admit_per_second", *c.Events[0].Admission.AdmitPerSecond, 50.0},
 		{"events[0] max_active", *c.Events[0].Admission.MaxActive, 500},
@@ -134,7 +136,7 @@ func TestBadConfigs(t *testing.T) {
 		{"empty event id", `id: "premiere"`, `id: ""`, `events[0].id "": must match`},
 		{"duplicate event id", `id: "live"`, `id: "premiere"`, `events[1].id: "premiere" duplicates events[0].id`},
 		{"duplicate showtime id", "id: 43", "id: 42", "events[1].showtimes[0].id: 42 duplicates events[0].showtimes[0].id"},
-		{"bad mode", `id: "premiere"`, "id: \"premiere\"\n    mode: \"open\"", `events[0].mode: must be queue, passthrough, paused or closed, not "open"`},
+		{"bad mode", `id: "premiere"`, "id: \"premiere\"\n    mode: \"open\"", `events[0].mode: must be queue, auto, passthrough, paused or closed, not "open"`},
 		{"opens before prequeue", `id: "premiere"`, "id: \"premiere\"\n    prequeue_opens_at: \"2026-12-01T10:00:00Z\"\n    opens_at: \"2026-12-01T09:00:00Z\"", "events[0].opens_at: must not be before prequeue_opens_at"},
 		{"prequeue without opens_at", `id: "premiere"`, "id: \"premiere\"\n    prequeue_opens_at: \"2026-12-01T10:00:00Z\"", "events[0].prequeue_opens_at: needs opens_at"},
 		{"closes before opens", `id: "premiere"`, "id: \"premiere\"\n    opens_at: \"2026-12-01T10:00:00Z\"\n    closes_at: \"2026-12-01T09:00:00Z\"", "events[0].closes_at: must be after opens_at"},
@@ -183,6 +185,10 @@ func TestBadConfigs(t *testing.T) {
 		{"negative proof", "admit_per_second: 50", "admit_per_second: 50, join_proof_bits: -1", "events[0].admission.join_proof_bits: must be between 0 (off) and 28, not -1"},
 		{"accounts required without keys", "admit_per_second: 50", "admit_per_second: 50, accounts: required", "events[0].admission.accounts: required needs auth.account_keys_file"},
 		{"accounts unknown", "admit_per_second: 50", "admit_per_second: 50, accounts: always", `events[0].admission.accounts: must be optional or required, not "always"`},
+		{"session unknown", "admit_per_second: 50", "admit_per_second: 50, session: rolling", `events[0].admission.session: must be fixed or sliding, not "rolling"`},
+		{"page dir with spaces around", `id: "premiere"`, "id: \"premiere\"\n    page: {dir: \" pages/shop\"}", `events[0].page.dir: " pages/shop" must be a folder's path`},
+		{"page dir a pattern", `id: "premiere"`, "id: \"premiere\"\n    page: {dir: \"pages/*\"}", `events[0].page.dir: "pages/*" must be one folder`},
+		{"page key unknown", `id: "premiere"`, "id: \"premiere\"\n    page: {folder: \"pages\"}", "field folder not found"},
 		{"not yaml", "events:", "events: [", "config:"},
 		{"string for number", "max_active: 500", "max_active: lots", "cannot unmarshal"},
 	}
@@ -386,5 +392,99 @@ func TestAdaptiveDefaults(t *testing.T) {
 	want := config.Adaptive{HoldP99: config.Duration(500 * time.Millisecond), ErrorShare: 0.05, Step: 0.1, Interval: config.Duration(5 * time.Second), Floor: 0.05}
 	if ad != want {
 		t.Errorf("admitter.adaptive = %+v; want %+v", ad, want)
+	}
+}
+
+// A draw's seed is keyed by auth.draw_secret (DESIGN.md, Fair play, third
+// round): a config with a pre-queue or a presale and no draw secret, or one
+// shorter than 32 bytes, stops the process at start, named by its key,
+// from the file or the environment; a config with neither needs none.
+func TestDrawSecretForADraw(t *testing.T) {
+	const (
+		ticket   = `auth: {ticket_secret: "0123456789abcdef0123456789abcdef"}`
+		live     = `  - id: "live"`
+		prequeue = `  - id: "live"
+    prequeue_opens_at: "2026-12-01T09:00:00Z"
+    opens_at: "2026-12-01T10:00:00Z"`
+		presale = `  - id: "live"
+    opens_at: "2026-12-01T10:00:00Z"
+    presale: {registration_opens_at: "2026-11-20T00:00:00Z", registration_closes_at: "2026-11-27T00:00:00Z", selected: 10, group_size: 5, window: "30m"}`
+		drawSecret = `, draw_secret: "draw-secret-of-thirty-two-bytes!"`
+		keys       = `, account_keys_file: "keys.pem"`
+	)
+	tests := []struct {
+		name       string
+		auth, live string
+		env        map[string]string
+		want       string // "" = accepted
+	}{
+		{"no draw, no secret", ticket, live, nil, ""},
+		{"a pre-queue, no secret", ticket, prequeue, nil, `auth.draw_secret: must be set (or WAITROOM_DRAW_SECRET): events[1] ("live") has a pre-queue`},
+		{"a presale, no secret", strings.Replace(ticket, "}", keys+"}", 1), presale, nil, `auth.draw_secret: must be set (or WAITROOM_DRAW_SECRET): events[1] ("live") has a presale`},
+		{"a pre-queue, a secret", strings.Replace(ticket, "}", drawSecret+"}", 1), prequeue, nil, ""},
+		{"a presale, a secret", strings.Replace(ticket, "}", keys+drawSecret+"}", 1), presale, nil, ""},
+		{"a pre-queue, the secret from the environment", ticket, prequeue, map[string]string{"WAITROOM_DRAW_SECRET": strings.Repeat("d", 32)}, ""},
+		{"a secret of 31 bytes", strings.Replace(ticket, "}", `, draw_secret: "draw-secret-of-thirty-one-bytes"}`, 1), live, nil, "auth.draw_secret: must be at least 32 bytes, not 31"},
+		{"a short WAITROOM_DRAW_SECRET", ticket, prequeue, map[string]string{"WAITROOM_DRAW_SECRET": "short"}, "auth.draw_secret: must be at least 32 bytes, not 5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := strings.Replace(strings.Replace(valid, ticket, tt.auth, 1), live, tt.live, 1)
+			c, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Parse: %v; want it accepted", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Parse: %v; want an error containing %q", err, tt.want)
+			case tt.want == "" && tt.env["WAITROOM_DRAW_SECRET"] != "" && c.Auth.DrawSecret != tt.env["WAITROOM_DRAW_SECRET"]:
+				t.Fatalf("auth.draw_secret %q; want the environment's", c.Auth.DrawSecret)
+			}
+		})
+	}
+}
+
+// notify.smtp_url (DESIGN.md, Mail goes over TLS): the three schemes load,
+// any other is named; smtp+insecure:// with a password is refused off
+// loopback (it would cross the network in clear); the message never
+// quotes a password.
+func TestSMTPURLs(t *testing.T) {
+	load := func(u string) error {
+		src := strings.Replace(valid, "booking:", fmt.Sprintf("notify: {smtp_url: %q}\nbooking:", u), 1)
+		_, err := config.Parse([]byte(src), noEnv)
+		return err
+	}
+	for _, u := range []string{"smtp://mail.example.com:587", "smtp://user:pw@mail.example.com", "smtps://user:pw@mail.example.com",
+		"smtp+insecure://relay.internal:25", "smtp+insecure://user:pw@127.0.0.1:2525", "smtp+insecure://user:pw@localhost", "smtp://127.0.0.1:2525"} {
+		if err := load(u); err != nil {
+			t.Errorf("%s: %v; want accepted", u, err)
+		}
+	}
+	for u, want := range map[string]string{
+		"http://mail.example.com":                  `notify.smtp_url: scheme "http" is none of smtp (STARTTLS), smtps (TLS) or smtp+insecure (in clear)`,
+		"smtp+tls://user:pw-1@mail.example.com":    `notify.smtp_url: scheme "smtp+tls" is none of`,
+		"smtp+insecure://user:pw-1@relay.internal": "notify.smtp_url: smtp+insecure:// would send its password in clear off loopback",
+		"smtp://":                   "notify.smtp_url: must be smtp://",
+		"smtp://mail.example.com/x": "notify.smtp_url: must have no path",
+	} {
+		err := load(u)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want %q", u, err, want)
+		} else if strings.Contains(err.Error(), "pw-1") {
+			t.Errorf("%s: the error quotes the password: %v", u, err)
+		}
+	}
+}
+
+// admission.session takes fixed and sliding.
+func TestSessionModes(t *testing.T) {
+	for _, mode := range []string{"fixed", "sliding"} {
+		src := strings.Replace(valid, "admit_per_second: 50", "admit_per_second: 50, session: "+mode, 1)
+		c, err := config.Parse([]byte(src), noEnv)
+		if err != nil {
+			t.Fatalf("session %s: %v", mode, err)
+		}
+		if got := c.Events[0].Admission.Sliding(); got != (mode == "sliding") {
+			t.Errorf("session %s: Sliding() = %v", mode, got)
+		}
 	}
 }

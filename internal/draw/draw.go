@@ -2,67 +2,62 @@
 // pre-queue's lottery (package queue) and the presale's selection (package
 // presale): DESIGN.md "Transparency" and "Presale", docs/QUEUE.md.
 //
-//   - Before any entry exists, a 32-byte seed is drawn (crypto/rand) and
-//     its SHA-256 published: the commitment (NewSeed).
+//   - Before any entry exists, a 32-byte seed is fixed and its SHA-256
+//     published: the commitment. The seed is HMAC-SHA256 of the draw
+//     secret (auth.draw_secret) over the event, the kind and a random
+//     nonce; Redis keeps only the nonce and the commitment until the draw
+//     (Secret.Commit, secret.go), so no reader of Redis knows the seed
+//     before it is published.
 //   - The entries freeze at a time fixed in advance. Their digest is SHA-256
 //     of their ids sorted bytewise, each followed by "\n" (Digest).
 //   - The draw's key is SHA-256(seed ‖ digest) (Key): it depends on every
 //     entry, so one who knew the seed before the freeze still cannot tell
 //     which of its entries will draw well.
 //   - An entry's draw is HMAC-SHA256(key, id) (Of); entries are ranked by
-//     the draw's first 52 bits, lowest first, ties by id bytewise (Rank):
-//     the order a Redis sorted set keeps for Score, so the lottery's line
-//     and its published ranks agree. Two entries of a million share 52 bits
-//     about once in ten thousand draws; the tie rule makes even that exact.
-//   - Once drawn, the seed, the digest and every id in rank order are
-//     published, so anyone can recompute all of it.
+//     their draws compared whole, all 32 bytes, lowest first, and entries
+//     whose draws are equal by id bytewise (Rank): what DESIGN.md says and
+//     what anyone checking computes. The lottery's line follows the ranks
+//     (Score is a rank's place in a Redis sorted set), so its order is the
+//     published one even for two draws that share their first 52 bits.
+//   - Once drawn, the seed, the nonce, the digest and every id in rank
+//     order are published, so anyone can recompute all of it.
+//
+// The lifecycle in Redis is written here once for both kinds (lua.go,
+// lifecycle.go): the commitment and the freeze in Lua (draw_step, which
+// each kind's step script calls with its own times and entries), the draw
+// itself under a lease and its publication in Go (Run, with what the kind
+// writes besides as Apply), and the readers (Read, WriteEntries). Keys come
+// from rdb.DrawKeys; scripts run through rdb.Client.
 package draw
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/waitroom/waitroom/internal/line"
 )
 
-// Published is what a committed draw shows anyone: the commitment from the
-// start; the seed, the entries' count and digest once drawn, never before.
-type Published struct {
-	Commitment  string // hex SHA-256 of the seed
-	CommittedAt time.Time
-	DrawAt      time.Time // when the entries freeze (zero: unknown)
-	// Seed, EntriesDigest and Entries are shown once drawn, never before.
-	Seed          string // hex
-	EntriesDigest string // hex SHA-256 of the entries' ids, sorted, each followed by "\n"
-	Entries       int64
-	Drawn         bool
-	DrawnAt       time.Time
-}
-
-// NewSeed draws a seed and its commitment, both hex.
-func NewSeed() (seedHex, commitmentHex string, err error) {
-	var seed [32]byte
-	if _, err := rand.Read(seed[:]); err != nil {
-		return "", "", fmt.Errorf("draw: seed: %w", err)
-	}
-	sum := sha256.Sum256(seed[:])
-	return hex.EncodeToString(seed[:]), hex.EncodeToString(sum[:]), nil
-}
+// Published is what a committed draw shows anyone: the line's word
+// (line.Draw), the lottery's route and the presale's selection answer it.
+type Published = line.Draw
 
 // Digest is SHA-256 of ids sorted bytewise, each followed by "\n". ids is
 // left as it was.
 func Digest(ids []string) []byte {
+	if slices.IsSorted(ids) {
+		return digestSorted(ids) // the selection's registrations come sorted
+	}
 	sorted := slices.Clone(ids)
 	slices.Sort(sorted)
 	return digestSorted(sorted)
@@ -105,27 +100,32 @@ func Of(key []byte, id string) []byte {
 	return m.Sum(nil)
 }
 
-// Score is the order of a draw as one integer: its first 52 bits, less
-// 2^53, so in [-2^53, -2^52-1]: exact in a float64 (a sorted set's score),
-// in the draw's order, and below every other score the line gives (a
-// pre-queue place's before the draw is in [-2^52, -1], a place after
-// opening's from 1 up: docs/QUEUE.md).
-func Score(draw []byte) int64 {
-	return int64(binary.BigEndian.Uint64(draw[:8])>>12) - 1<<53
-}
+// Score is the lottery line's score of rank (1 = first): rank − 2^53, so
+// in [−2^53+1, −2^53+2^32]: exact in a float64 (a sorted set's score), in
+// rank order, and below every other score the line gives (a pre-queue
+// place's before the draw is in [−2^52, −1], a place after opening's from
+// 1 up: docs/QUEUE.md). By rank rather than by the draw's leading bits: a
+// float64 holds 53 bits of a 256-bit draw, and two draws that share them
+// would be ordered by id in the line.
+func Score(rank int64) int64 { return rank - 1<<53 }
 
-// ScoreOf is the Score of the entry id under key.
-func ScoreOf(key []byte, id string) int64 { return Score(Of(key, id)) }
+// RankOfScore is the rank a drawn score stands for, or 0 for any other.
+func RankOfScore(score int64) int64 {
+	if score <= -1<<53 || score > Score(1<<32) {
+		return 0
+	}
+	return score + 1<<53
+}
 
 // Entry is one entry as the draw ranks it.
 type Entry struct {
-	Score int64
-	ID    string
-	Index int // its place in the ids Rank was given
+	Prefix uint64 // the draw's first 8 bytes, big-endian: its order, but for ties
+	ID     string
+	Index  int // its place in the ids Rank was given
 }
 
 // Rank computes every entry's draw under key (on every core) and sorts
-// them: lowest Score first, ties by id bytewise.
+// them: lowest draw first, the 32 bytes compared whole, then by id.
 func Rank(key []byte, ids []string) []Entry {
 	out := make([]Entry, len(ids))
 	workers := runtime.GOMAXPROCS(0)
@@ -138,31 +138,37 @@ func Rank(key []byte, ids []string) []Entry {
 			m := hmac.New(sha256.New, key)
 			var sum [sha256.Size]byte
 			for i, id := range part {
-				into[i] = Entry{Score: scoreWith(m, id, &sum), ID: id, Index: base + i}
+				m.Reset()
+				m.Write([]byte(id))
+				into[i] = Entry{Prefix: binary.BigEndian.Uint64(m.Sum(sum[:0])), ID: id, Index: base + i}
 			}
 		}(ids[from:min(from+per, len(ids))], out[from:], from)
 	}
 	wg.Wait()
-	order(out)
+	order(out, key)
 	return out
 }
 
-// order sorts entries lowest Score first, ties by id bytewise.
-func order(es []Entry) {
+// order sorts entries by their draws under key, lowest first, and equal
+// draws by id. The first 8 bytes decide but for a tie (two entries of a
+// million share them about once in 2^25 draws): then the whole draws are
+// computed again and compared.
+func order(es []Entry, key []byte) {
 	slices.SortFunc(es, func(a, b Entry) int {
-		if c := cmp.Compare(a.Score, b.Score); c != 0 {
+		if c := cmp.Compare(a.Prefix, b.Prefix); c != 0 {
 			return c
 		}
-		return strings.Compare(a.ID, b.ID)
+		return Compare(Of(key, a.ID), Of(key, b.ID), a.ID, b.ID)
 	})
 }
 
-// scoreWith is ScoreOf with a keyed HMAC state used again (Reset restores
-// the key's pads without hashing them again).
-func scoreWith(m hash.Hash, id string, sum *[sha256.Size]byte) int64 {
-	m.Reset()
-	m.Write([]byte(id))
-	return Score(m.Sum(sum[:0]))
+// Compare is the draw's order of two entries, from their draws (HMACs)
+// and ids: the draws bytewise, all 32 bytes, then the ids bytewise.
+func Compare(drawA, drawB []byte, idA, idB string) int {
+	if c := bytes.Compare(drawA, drawB); c != 0 {
+		return c
+	}
+	return strings.Compare(idA, idB)
 }
 
 // Ranks is the rank table of entries (in rank order) as the scripts read

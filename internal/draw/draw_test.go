@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -15,14 +16,25 @@ import (
 // The recipe docs/QUEUE.md gives, spelled out with the standard library
 // alone: what anyone checking a draw computes.
 func TestRecipe(t *testing.T) {
-	seed, commitment, err := NewSeed()
+	secret := Secret("a draw secret of thirty-two bytes")
+	nonceHex, commitment, err := secret.Commit("premiere", Lottery)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := hex.DecodeString(seed)
+	nonce, _ := hex.DecodeString(nonceHex)
+	if len(nonce) != NonceSize {
+		t.Fatalf("nonce %s: want %d bytes", nonceHex, NonceSize)
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write(append([]byte("waitroom draw\npremiere\nlottery\n"), nonce...))
+	raw := m.Sum(nil)
+	if got, err := secret.SeedOf("premiere", Lottery, Step{Nonce: nonce, Commitment: commitment}); err != nil || !bytes.Equal(got, raw) {
+		t.Fatalf("seed %x (%v); want HMAC-SHA256(secret, \"waitroom draw\\npremiere\\nlottery\\n\" ‖ nonce) %x", got, err, raw)
+	}
 	if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != commitment {
 		t.Fatalf("commitment %s is not SHA-256 of the seed", commitment)
 	}
+	seed := hex.EncodeToString(raw)
 	ids := []string{"3.c", "1.a", "2.b", "10.z"}
 	digest := Digest(ids)
 	if want := sha256.Sum256([]byte("1.a\n10.z\n2.b\n3.c\n")); !bytes.Equal(digest, want[:]) {
@@ -43,12 +55,44 @@ func TestRecipe(t *testing.T) {
 		m := hmac.New(sha256.New, key)
 		m.Write([]byte(e.ID))
 		d := m.Sum(nil)
-		if e.Score != int64(binary.BigEndian.Uint64(d[:8])>>12)-1<<53 {
-			t.Fatalf("%s: score %d is not the HMAC's first 52 bits", e.ID, e.Score)
+		if e.Prefix != binary.BigEndian.Uint64(d[:8]) {
+			t.Fatalf("%s: prefix %x is not the HMAC's first 8 bytes", e.ID, e.Prefix)
 		}
 		if i > 0 && bytes.Compare(Of(key, ranked[i-1].ID), d) >= 0 {
 			t.Fatalf("rank %d (%s) does not draw above rank %d", i+1, e.ID, i)
 		}
+	}
+}
+
+// A seed is its event's and its kind's: the same nonce under another event
+// or kind, or another secret, gives another seed, which its commitment
+// refuses; no secret, no seed.
+func TestSeedOfChecksTheCommitment(t *testing.T) {
+	secret := Secret("a draw secret of thirty-two bytes")
+	nonceHex, commitment, err := secret.Commit("tour", Selection)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, _ := hex.DecodeString(nonceHex)
+	st := Step{Nonce: nonce, Commitment: commitment}
+	if _, err := secret.SeedOf("tour", Selection, st); err != nil {
+		t.Fatalf("its own seed: %v", err)
+	}
+	for name, try := range map[string]func() error{
+		"another event": func() error { _, err := secret.SeedOf("tour2", Selection, st); return err },
+		"another kind":  func() error { _, err := secret.SeedOf("tour", Lottery, st); return err },
+		"another secret": func() error {
+			_, err := Secret("another secret of thirty-two bytes").SeedOf("tour", Selection, st)
+			return err
+		},
+		"no nonce": func() error { _, err := secret.SeedOf("tour", Selection, Step{Commitment: commitment}); return err },
+	} {
+		if try() == nil {
+			t.Errorf("%s: a seed that does not match the commitment was taken", name)
+		}
+	}
+	if _, _, err := Secret(nil).Commit("tour", Selection); !errors.Is(err, ErrNoSecret) {
+		t.Errorf("commit without a secret: %v; want ErrNoSecret", err)
 	}
 }
 
@@ -61,12 +105,32 @@ func TestKeyHexRefusesBadInput(t *testing.T) {
 	}
 }
 
-// Ties in 52 bits sort by id, as a sorted set sorts equal scores.
-func TestOrderTiesById(t *testing.T) {
-	es := []Entry{{Score: 5, ID: "b"}, {Score: 5, ID: "a"}, {Score: -3, ID: "z"}}
-	order(es)
-	if fmt.Sprint(es) != "[{-3 z 0} {5 a 0} {5 b 0}]" {
-		t.Fatalf("got %v", es)
+// Equal draws (never seen: it takes two ids of one HMAC) sort by id; the
+// line's score is the rank's, in rank order, below every other score.
+func TestCompareAndScore(t *testing.T) {
+	d := []byte{1, 2, 3}
+	for _, c := range []struct {
+		a, b   []byte
+		ia, ib string
+		want   int
+	}{
+		{d, d, "a", "b", -1}, {d, d, "b", "a", 1}, {d, d, "a", "a", 0},
+		{[]byte{1, 2, 2}, d, "z", "a", -1}, {[]byte{1, 2, 4}, d, "a", "z", 1},
+	} {
+		if got := Compare(c.a, c.b, c.ia, c.ib); got != c.want {
+			t.Errorf("Compare(%x, %x, %s, %s) = %d; want %d", c.a, c.b, c.ia, c.ib, got, c.want)
+		}
+	}
+	for _, rank := range []int64{1, 2, 1_000_000, 1 << 32} {
+		s := Score(rank)
+		if s >= -1<<52 || float64(s) != float64(s+1)-1 || RankOfScore(s) != rank || Score(rank-1) >= s {
+			t.Errorf("Score(%d) = %d: not below the pre-queue's scores, not exact, or not in rank order", rank, s)
+		}
+	}
+	for _, s := range []int64{-1 << 53, -1 << 52, -1, 0, 1, Score(1<<32) + 1} {
+		if r := RankOfScore(s); r != 0 {
+			t.Errorf("RankOfScore(%d) = %d; want 0 (no drawn score)", s, r)
+		}
 	}
 }
 
@@ -119,5 +183,24 @@ func TestDedupe(t *testing.T) {
 	}
 	if !bytes.Equal(DigestSorted(got), Digest([]string{"c", "b", "a"})) {
 		t.Fatal("DigestSorted differs from Digest")
+	}
+}
+
+// Ties are broken as written (DESIGN.md, Fair play, third round): two
+// entries whose draws share their first 52 bits (planted here: a real pair
+// needs some 2^26 draws to find) are ordered by their full 32-byte draws,
+// and only entries whose draws are equal by their ids.
+func TestTiesAreBrokenByTheFullHMAC(t *testing.T) {
+	key := []byte("a key")
+	// Two ids whose id order is the opposite of their draws' order.
+	a, b := "1.a", "1.b"
+	for i := 0; bytes.Compare(Of(key, a), Of(key, b)) < 0; i++ {
+		b = fmt.Sprintf("1.b%d", i)
+	}
+	es := []Entry{{Prefix: 5, ID: a}, {Prefix: 5, ID: b}, {Prefix: 4, ID: "1.z"}}
+	order(es, key)
+	es = es[1:]
+	if es[0].ID != b {
+		t.Fatalf("a tie in the first 52 bits ordered %s, %s; want %s first: its HMAC is lower (%x < %x)", es[0].ID, es[1].ID, b, Of(key, b), Of(key, a))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,8 +29,8 @@ var (
 )
 
 // axeSource returns axe.min.js: from $WAITROOM_AXE (a file) when set, else
-// from the user cache (…/waitroom/axe-core-<version>), installing it there
-// with npm on first use.
+// from the user cache, installing it there with npm on first use
+// (localsvc.NPMPackage).
 func axeSource(t *testing.T) string {
 	t.Helper()
 	axeOnce.Do(func() {
@@ -40,31 +39,12 @@ func axeSource(t *testing.T) string {
 			axeJS, axeErr = string(b), err
 			return
 		}
-		cache, err := os.UserCacheDir()
+		dir, err := localsvc.NPMPackage("axe-core", axeVersion)
 		if err != nil {
-			cache = os.TempDir()
+			axeErr = err
+			return
 		}
-		dir := filepath.Join(cache, "waitroom", "axe-core-"+axeVersion)
 		file := filepath.Join(dir, "node_modules", "axe-core", "axe.min.js")
-		if _, err := os.Stat(file); err != nil {
-			npm, err := localsvc.Ensure("npm", "npm")
-			if err != nil {
-				axeErr = err
-				return
-			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				axeErr = err
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, npm, "install", "--prefix", dir, "--no-save", "--no-audit", "--no-fund",
-				"--no-package-lock", "axe-core@"+axeVersion)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				axeErr = fmt.Errorf("npm install axe-core@%s: %v\n%s", axeVersion, err, out)
-				return
-			}
-		}
 		b, err := os.ReadFile(file)
 		axeJS, axeErr = string(b), err
 	})
@@ -85,6 +65,19 @@ type axeViolation struct {
 // serious or critical violation; lesser ones are logged. skip names rules
 // not to run, each for a reason its caller states.
 func checkA11y(t *testing.T, ctx context.Context, what string, skip ...string) {
+	t.Helper()
+	axeCheck(t, ctx, what, false, skip...)
+}
+
+// checkA11yAll is checkA11y failing on every violation, minor ones too.
+func checkA11yAll(t *testing.T, ctx context.Context, what string, skip ...string) {
+	t.Helper()
+	axeCheck(t, ctx, what, true, skip...)
+}
+
+// axeCheck runs axe-core on the page and fails the test on a serious or
+// critical violation, or on any when all.
+func axeCheck(t *testing.T, ctx context.Context, what string, all bool, skip ...string) {
 	t.Helper()
 	src := axeSource(t)
 	rules := map[string]map[string]bool{}
@@ -112,13 +105,13 @@ func checkA11y(t *testing.T, ctx context.Context, what string, skip ...string) {
 	var bad []string
 	for _, v := range vs {
 		line := fmt.Sprintf("%s (%s): %s at %s", v.ID, v.Impact, v.Help, strings.Join(v.Nodes, ", "))
-		if v.Impact == "serious" || v.Impact == "critical" {
+		if all || v.Impact == "serious" || v.Impact == "critical" {
 			bad = append(bad, line)
 		} else {
 			t.Logf("axe on %s, minor: %s", what, line)
 		}
 	}
 	if len(bad) > 0 {
-		t.Errorf("axe on %s: %d serious or critical violation(s):\n  %s", what, len(bad), strings.Join(bad, "\n  "))
+		t.Errorf("axe on %s: %d violation(s):\n  %s", what, len(bad), strings.Join(bad, "\n  "))
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/rdb"
@@ -187,7 +188,7 @@ func TestCheating(t *testing.T) {
     admission: {admit_per_second: 4, max_active: 6, access_ttl: %q, abandon_after: "4s"}
     showtimes:
       - {id: %d, title: "Fair 19:00", starts_at: "2026-12-01T19:00:00Z", rows: 3, seats_per_row: 10, price_cents: 1000}
-`, fairEvent, fairAccess.String(), fairShowtime) + drawEventYAML,
+`, fairEvent, fairAccess.String(), fairShowtime) + drawEventYAML + guessEventYAML + insiderEventYAML,
 		Booking: fmt.Sprintf(`  hold_ttl: %q
   max_seats_per_hold: 2
   holds_per_minute: 20
@@ -464,6 +465,8 @@ SELECT count(*) FROM payments p JOIN bookings b ON b.id = p.booking_id
 	t.Logf("answers: %s", tl.summary())
 
 	t.Run("second round", func(t *testing.T) { secondRound(t, s, hc) })
+	t.Run("third round: code guessing", func(t *testing.T) { codeGuessing(t, s, hc) })               // cheating_codes_test.go
+	t.Run("third round: an insider reads Redis", func(t *testing.T) { insiderReadsRedis(t, s, hc) }) // cheating_draw_test.go
 }
 
 // honestJourney waits as told, holds one free seat (trying up to three),
@@ -546,8 +549,8 @@ func ticketID(t *testing.T, s *stack.Stack, ticket string) string {
 
 // The second round of TestCheating (DESIGN.md, "Fair play, second round"
 // and the lottery bullets of "Transparency"), on the same stack: a sale
-// with a pre-queue where an insider reads the seed from Redis during the
-// pre-queue and grinds tickets, and a bot that leaves and rejoins after an
+// with a pre-queue where an insider who knows the seed during the
+// pre-queue grinds tickets, and a bot that leaves and rejoins after an
 // operator postpones opens_at past the draw. docs/RELIABILITY.md, section
 // 7, has the rows.
 
@@ -600,13 +603,14 @@ func secondRound(t *testing.T, s *stack.Stack, hc *http.Client) {
 	}
 
 	honest := joinAll("10.20", 150)
-	// The insider reads the seed from Redis (or its AOF, or a backup) while
-	// the pre-queue runs, joins 300 times, keeps the 30 tickets whose HMAC
-	// under the seed is lowest (the draw of the first round) and lets the
-	// rest go.
-	seed := queuetest.Of(t, s.RDB, drawEvent).Seed()
-	if len(seed) != 32 {
-		t.Fatalf("the insider reads the seed: %x", seed)
+	// The insider knows the seed while the pre-queue runs (since the third
+	// round that takes more than reading Redis: the nonce there and the
+	// draw secret of the config), joins 300 times, keeps the 30 tickets
+	// whose HMAC under the seed is lowest (the draw of the first round) and
+	// lets the rest go.
+	seed, err := draw.Secret(stack.DrawSecret).Seed(drawEvent, draw.Lottery, queuetest.Of(t, s.RDB, drawEvent).Nonce())
+	if err != nil || len(seed) != 32 {
+		t.Fatalf("the insider derives the seed: %x, %v", seed, err)
 	}
 	ground := joinAll("10.30", 300)
 	hm := func(key []byte, id string) []byte {

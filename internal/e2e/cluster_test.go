@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
@@ -210,19 +211,20 @@ func TestClusterSale(t *testing.T) {
 		}()
 	}
 
-	// The rate while fans leave (the cap not binding), by Redis's clock:
-	// each count with the time of the tick that left it, read together.
-	sample := func() (float64, int64) {
-		a, at := queuetest.Of(t, s.RDB, clusterEvent).Admitted()
-		return float64(at.UnixMicro()) / 1e6, a
-	}
-	time.Sleep(3 * time.Second)
-	r0, a0 := sample()
+	// The rate while fans leave (the cap not binding), once half of them
+	// wait: the admissions over ten seconds of Redis's clock against the
+	// token bucket's own accounts (queuetest.RateError).
+	books := queuetest.Of(t, s.RDB, clusterEvent).Spread(3)
+	mustWait(t, "half the fans in line", time.Minute, func() bool { return books.WaitingCount() >= clusterFans/2 })
+	watch := books.WatchTicks()
+	a := books.Admissions()
 	time.Sleep(10 * time.Second)
-	r1, a1 := sample()
+	b := books.Admissions()
+	watch.Stop()
 	leaving.Store(false)
-	// Fans stop leaving: the cap fills at 20/s in well under 4 s, then binds.
-	time.Sleep(5 * time.Second)
+	// Fans stop leaving: the cap fills, then binds.
+	live := liveActive(s.RDB, clusterEvent, 0)
+	mustWait(t, "the cap filled", time.Minute, func() bool { n, err := live(ctx); return err == nil && n == clusterCap })
 	stopFans()
 	wg.Wait()
 	t.Logf("phases done after %v; joins per gateway: %d %d %d", time.Since(t0).Round(10*time.Millisecond),
@@ -236,14 +238,18 @@ func TestClusterSale(t *testing.T) {
 		}
 	}
 
-	rate := float64(a1-a0) / (r1 - r0)
-	t.Logf("admission rate %.2f/s over %.1fs while fans left (max active %d of %d); max active overall %d",
-		rate, r1-r0, active.maxWhile.Load(), clusterCap, active.max.Load())
-	if math.Abs(rate-clusterRate)/clusterRate > 0.05 {
-		t.Errorf("admission rate %.2f/s; want %d/s ± 5%%", rate, clusterRate)
-	}
+	span := b.At.Sub(a.At).Seconds()
+	t.Logf("admission rate %.2f/s over %.1fs while fans left (the bucket held %.2f then %.2f tokens; max active %d of %d); max active overall %d",
+		float64(b.Admitted-a.Admitted)/span, span, a.Tokens, b.Tokens, active.maxWhile.Load(), clusterCap, active.max.Load())
+	// Tokens a binding cap keeps waiting may overflow the bucket: then only
+	// the upper bound holds (fans slow to leave, on a loaded machine).
+	lost := watch.Lost(a, b, clusterRate)
 	if m := active.maxWhile.Load(); m >= clusterCap {
-		t.Errorf("the cap bound (%d active) while the rate was measured; the rate check is void", m)
+		t.Logf("the cap bound (%d active) while the rate was measured: only its upper bound is checked", m)
+		lost = math.Inf(1)
+	}
+	if err := queuetest.RateError(a, b, clusterRate, lost); err != nil {
+		t.Error(err)
 	}
 	if m := active.max.Load(); m > clusterCap {
 		t.Errorf("max active sampled %d; want ≤ %d", m, clusterCap)
@@ -320,13 +326,13 @@ func TestClusterSale(t *testing.T) {
 
 // lineBooks is what the line's books say after a sale: its lifetime
 // counters and how many wait and are active now.
-func lineBooks(ctx context.Context, t *testing.T, line *queue.Store, event string) (queue.Stats, queue.Counts) {
+func lineBooks(ctx context.Context, t *testing.T, store *queue.Store, event string) (line.Stats, line.Counts) {
 	t.Helper()
-	st, err := line.Stats(ctx, event)
+	st, err := store.Stats(ctx, event)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := line.Counts(ctx, event)
+	c, err := store.Counts(ctx, event)
 	if err != nil {
 		t.Fatal(err)
 	}

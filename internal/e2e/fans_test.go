@@ -9,10 +9,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
@@ -24,7 +26,8 @@ import (
 // fanEvents are the browser scenarios' events: a line that hardly moves (the
 // waiting room stays a waiting room), a walk-in sale (admitted at once, to
 // reach the booking page in every language), a line for the fan without
-// JavaScript, and a sale of two seats that sells out.
+// JavaScript, and a sale of two seats that sells out. TestBrowserFanPages
+// adds one in the demo shop's own look (shopEvent).
 const fanEvents = `  - id: "slow"
     name: "Premiere night"
     venue: "Shinjuku Hall 3"
@@ -132,12 +135,93 @@ func waitEval(t *testing.T, ctx context.Context, timeout time.Duration, what, ex
 // checkA11yNoJS runs axe-core on a page loaded with JavaScript off: axe
 // needs timers, so scripts are allowed for the check alone. The page's own
 // scripts were skipped when it loaded and do not run now, and its
-// <noscript> content stays what the fan sees.
+// <noscript> content stays what the fan sees. A page that refreshes itself
+// (the waiting room's <noscript> meta refresh, every second or two) would
+// load again meanwhile, with scripts on: axe would judge, or lose, another
+// page, and the fan be left on the scripted one. So the tab's page loads
+// are held while scripts are on, and let go once they are off again.
 func checkA11yNoJS(t *testing.T, ctx context.Context, what string, skip ...string) {
 	t.Helper()
+	axeNoJS(t, ctx, what, false, skip...)
+}
+
+// checkA11yAllNoJS is checkA11yNoJS failing on every violation, minor
+// ones too.
+func checkA11yAllNoJS(t *testing.T, ctx context.Context, what string, skip ...string) {
+	t.Helper()
+	axeNoJS(t, ctx, what, true, skip...)
+}
+
+func axeNoJS(t *testing.T, ctx context.Context, what string, all bool, skip ...string) {
+	t.Helper()
+	release := holdPageLoads(t, ctx)
 	run(t, ctx, 5*time.Second, "allow scripts for axe", emulation.SetScriptExecutionDisabled(false))
-	checkA11y(t, ctx, what, skip...)
+	axeCheck(t, ctx, what, all, skip...)
 	run(t, ctx, 5*time.Second, "JavaScript off again", emulation.SetScriptExecutionDisabled(true))
+	release()
+}
+
+// holdPageLoads holds every document the tab asks for (a navigation, a
+// refresh) until release, which lets them go on.
+func holdPageLoads(t *testing.T, ctx context.Context) (release func()) {
+	t.Helper()
+	var mu sync.Mutex
+	holding, held := true, []fetch.RequestID{}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		e, ok := ev.(*fetch.EventRequestPaused)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if holding {
+			held = append(held, e.RequestID)
+			return
+		}
+		// Asked as the hold ends: let it go (not from the listener itself).
+		go func() { _ = chromedp.Run(ctx, fetch.ContinueRequest(e.RequestID)) }()
+	})
+	run(t, ctx, 5*time.Second, "hold the page loads", fetch.Enable().WithPatterns([]*fetch.RequestPattern{
+		{URLPattern: "*", ResourceType: network.ResourceTypeDocument, RequestStage: fetch.RequestStageRequest},
+	}))
+	return func() {
+		t.Helper()
+		mu.Lock()
+		holding = false
+		ids := held
+		mu.Unlock()
+		for _, id := range ids {
+			run(t, ctx, 5*time.Second, "let a page load go", fetch.ContinueRequest(id))
+		}
+		run(t, ctx, 5*time.Second, "stop holding the page loads", fetch.Disable())
+	}
+}
+
+// clickUntil clicks sel until cond (a JavaScript expression, read as
+// waitEval does) holds: on a page that refreshes itself a click may land
+// on a page on its way out, and is then made again on the new one.
+func clickUntil(t *testing.T, ctx context.Context, limit time.Duration, what, sel, cond string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := chromedp.Run(c, chromedp.Click(sel, chromedp.ByQuery))
+		cancel()
+		if err == nil {
+			var ok bool
+			for until := time.Now().Add(3 * time.Second); time.Now().Before(until) && !ok; time.Sleep(100 * time.Millisecond) {
+				c, cancel := context.WithTimeout(ctx, 2*time.Second)
+				_ = chromedp.Run(c, chromedp.Evaluate(`!!(`+cond+`)`, &ok))
+				cancel()
+			}
+			if ok {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not so after %v (last click: %v)", what, limit, err)
+		}
+	}
 }
 
 // pageText is the text of the selector's element.
@@ -150,14 +234,15 @@ func pageText(t *testing.T, ctx context.Context, sel string) string {
 // phone and desktop sizes, on one stack: each language through the waiting
 // room and the booking page to a confirmation (screenshots under
 // $WAITROOM_SCREENSHOTS), the place taken over on a second device, leaving
-// after being asked, and the waiting room without JavaScript until it is the
-// fan's turn; axe-core on every page in every language.
+// after being asked, the waiting room without JavaScript until it is the
+// fan's turn, a sale selling out, and the demo shop's own look (with
+// JavaScript and without); axe-core on every page in every language.
 func TestBrowserFanPages(t *testing.T) {
 	if err := localsvc.EnsureFonts([]string{"ja", "ko"}, "fonts-ipafont-gothic", "fonts-nanum"); err != nil {
 		t.Logf("screenshots may show boxes for Japanese and Korean: %v", err)
 	}
 	axeSource(t) // install before the clock of any page starts
-	s := stack.Start(t, stack.Options{Events: fanEvents, Tick: "200ms"})
+	s := stack.Start(t, stack.Options{Events: fanEvents + shopEvents(t), Tick: "200ms"})
 	shots := &shooter{t: t, dir: screenshotDir(t)}
 	t.Logf("screenshots in %s", shots.dir)
 	for i := 0; i < 5; i++ { // fans ahead on the slow line, and two on the no-JS one
@@ -381,8 +466,13 @@ func TestBrowserFanPages(t *testing.T) {
 		)
 		var moved string
 		run(t, second, 5*time.Second, "the ticket there", chromedp.Evaluate(`JSON.parse(localStorage.getItem('waitroom:ticket:slow')).ticket`, &moved))
-		if moved != ticket || pageText(t, second, "#position") != place {
-			t.Fatalf("second device: place %s (first %s), same ticket %v; want the same place", pageText(t, second, "#position"), place, moved == ticket)
+		// The same place: the same ticket, never further back. This line lets
+		// one fan in every 100 s, and on a busy machine its first admission
+		// can fall between the two looks (the place then one nearer).
+		there, _ := strconv.Atoi(pageText(t, second, "#position"))
+		was, _ := strconv.Atoi(place)
+		if moved != ticket || there < 1 || there > was || there < was-1 {
+			t.Fatalf("second device: place %d (first %d), same ticket %v; want the same place", there, was, moved == ticket)
 		}
 
 		// Leaving asks once; "Stay in line" keeps the place.
@@ -440,8 +530,8 @@ func TestBrowserFanPages(t *testing.T) {
 		// whatever the delay: the page offers to stop it instead ("turn
 		// off", which 2.2.1 allows), and that page is checked in full.
 		checkA11yNoJS(t, fan, "the waiting room without JavaScript", "meta-refresh")
-		run(t, fan, 10*time.Second, "stop the refresh", chromedp.Click(`#stop-refresh`, chromedp.ByQuery))
-		waitEval(t, fan, 10*time.Second, "a page that stays", `document.querySelector('meta[http-equiv="refresh"]') === null && document.querySelector('#update-now') !== null`)
+		clickUntil(t, fan, 30*time.Second, "stop the refresh: a page that stays", `#stop-refresh`,
+			`document.querySelector('meta[http-equiv="refresh"]') === null && document.querySelector('#update-now') !== null`)
 		checkA11yNoJS(t, fan, "the waiting room without JavaScript, not refreshing")
 		shots.shot(fan, "nojs-still")
 		run(t, fan, 10*time.Second, "refresh again", chromedp.Click(`#update-now`, chromedp.ByQuery))
@@ -504,5 +594,10 @@ func TestBrowserFanPages(t *testing.T) {
 		if res.StatusCode != http.StatusConflict {
 			t.Fatalf("a join once sold out: %d; want 409 sold_out", res.StatusCode)
 		}
+	})
+
+	t.Run("the shop's own look", func(t *testing.T) {
+		shots.t = t
+		theShopsOwnLook(t, s, shots)
 	})
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/waitroom/waitroom/internal/testsupport/apicheck"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -28,9 +29,11 @@ import (
 // join limit sees it apart from the fans on 127.0.0.1.
 func hostileClient() *http.Client {
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	// Its answers are validated against the OpenAPI document too
+	// (apicheck): every hostile answer is one the document lists.
+	return &http.Client{Timeout: 10 * time.Second, Transport: apicheck.Transport(&http.Transport{
 		DialContext: dialer.DialContext, MaxIdleConns: 64, MaxIdleConnsPerHost: 64,
-	}}
+	})}
 }
 
 // attack is one class of hostile request, repeated n times by a few

@@ -16,67 +16,67 @@ import (
 	"github.com/waitroom/waitroom/internal/gateway/web"
 )
 
-// lineHarness drives the waiting room's state machine (/static/line.js) on
-// its own, in a blank page: a fake API answers each request from the
-// case's script (a request with nothing scripted never gets an answer, so
-// the line waits there for ever), a fake store keeps the ticket, a fake
+// lineHarness drives the room's SDK (/sdk/waitroom.js, the waiting room's
+// line) on its own, in a blank page: a fake fetch answers each request from
+// the case's script (a request with nothing scripted never gets an answer,
+// so the line waits there for ever), a fake storage keeps the ticket, a fake
 // waiter does not wait and records how long it was asked to, and the proof
 // is "worked out" at once as <challenge>:42. drive(c) resolves once the
 // line published c.until (or after 2 s) and a moment more, with every
 // change as "change status next.action [notice]".
 const lineHarness = `window.drive = async (c) => {
-  const { Line } = await import('/static/line.js');
-  const { NetworkError } = await import('/static/api.js');
+  const { Waitroom } = await import('/sdk/waitroom.js');
   const now = Date.parse('2030-01-01T00:00:00Z');
   const info = c.info || { req: 'GET /api/v1/events/ev', status: 200, data: { name: 'Ev', state: 'open' } };
   const queues = {};
   for (const a of [info, ...(c.answers || [])]) (queues[a.req] ||= []).push(a);
   const requests = [];
-  const api = async (method, path, { headers = {} } = {}) => {
+  const fetch = async (path, { method, headers = {} }) => {
     const req = method + ' ' + path;
-    requests.push(Object.keys(headers).length ? req + ' ' + JSON.stringify(headers) : req);
+    const ours = Object.fromEntries(Object.entries(headers).filter(([k]) => k.startsWith('X-Waitroom-')));
+    requests.push(Object.keys(ours).length ? req + ' ' + JSON.stringify(ours) : req);
     const a = (queues[req] || []).shift();
     if (!a) return new Promise(() => {});
-    if (a.offline) throw new NetworkError('offline');
+    if (a.offline) throw new TypeError('Failed to fetch');
     if (a.data && a.data.opensInMs) a.data.opensAt = new Date(now + a.data.opensInMs).toISOString();
-    return { status: a.status, ok: a.status >= 200 && a.status < 300, data: a.data || {}, headers: new Headers(a.headers || {}) };
+    return new Response(a.status === 204 ? null : JSON.stringify(a.data || {}), { status: a.status, headers: a.headers || {} });
   };
   const kept = new Map();
-  const slot = (kind) => ({
-    get: (e) => kept.get(kind + ':' + e) ?? null,
-    set: (e, v) => kept.set(kind + ':' + e, v),
-    clear: (e) => kept.delete(kind + ':' + e),
-  });
-  const store = { ticket: slot('ticket'), access: slot('access') };
-  if (c.kept) store.ticket.set('ev', c.kept);
+  const storage = { getItem: (k) => kept.get(k) ?? null, setItem: (k, v) => kept.set(k, v), removeItem: (k) => kept.delete(k) };
+  if (c.kept) kept.set('waitroom:ticket:ev', JSON.stringify(c.kept));
   const sleeps = [];
   const waiter = {
     sleep: async (ms) => {
       sleeps.push(ms);
-      if (c.goneWhileAsleep) store.ticket.clear('ev');
+      if (c.goneWhileAsleep) kept.delete('waitroom:ticket:ev');
     },
     wake() {},
   };
-  const proof = { canSolve: () => !c.noWorker, solve: async (challenge) => ({ header: challenge + ':42' }) };
-  const line = new Line({ event: 'ev', api, store, waiter, proof, now: () => now, later: (fn) => setTimeout(fn, 0) });
+  const solve = c.noWorker ? null : async () => '42';
+  const room = new Waitroom({ event: 'ev', account: c.account, storage, fetch, solve, waiter, now: () => now });
   const trace = [];
   const unfrozen = [];
   const done = new Promise((resolve) => {
-    line.subscribe((s, prev) => {
-      for (const [name, v] of Object.entries({ snapshot: s, place: s.place, info: s.info, next: s.next })) {
+    room.on('change', (s, prev) => {
+      for (const [name, v] of Object.entries({ snapshot: s, place: s.place, info: s.info, next: s.next, pass: s.pass })) {
         if (v && !Object.isFrozen(v)) unfrozen.push(s.change + ': ' + name);
       }
       if (prev.seq + 1 !== s.seq) unfrozen.push(s.change + ': seq ' + prev.seq + ' then ' + s.seq);
       trace.push([s.change, s.status, s.next && s.next.action, s.notice].filter(Boolean).join(' '));
-      if (s.change === c.leaveOn) line.leave();
+      if (s.change === c.leaveOn) room.leave();
+      if (s.change === c.awayOn && trace.filter((x) => x.startsWith(c.awayOn)).length === 1) room.away();
       if (s.change === c.until) resolve();
     });
   });
-  line.start({ status: c.page || 'none', from: NaN, moved: Boolean(c.moved) });
+  if (c.moved) room.forget();
+  if (c.resume) room.resume(c.resume);
+  else room.join();
   await Promise.race([done, new Promise((r) => setTimeout(r, 2000))]);
   await new Promise((r) => setTimeout(r, 50));
-  const last = line.snapshot;
-  return { trace, requests, sleeps, kept: Object.fromEntries(kept), unfrozen, infoState: last.info ? last.info.state : '', place: last.place };
+  const last = room.snapshot;
+  const ticketKept = {};
+  for (const [k, v] of kept) ticketKept[k.replace('waitroom:', '')] = JSON.parse(v);
+  return { trace, requests, sleeps, kept: ticketKept, unfrozen, infoState: last.info ? last.info.state : '', place: last.place, pass: last.pass };
 };`
 
 // lineAnswer is one scripted answer of the fake API: to Req ("METHOD path"),
@@ -89,15 +89,18 @@ type lineAnswer struct {
 	Offline bool              `json:"offline,omitempty"`
 }
 
-// lineCase is what drive() takes: the page's #status and data-moved, the
-// ticket kept before, the answers, and when to stop watching.
+// lineCase is what drive() takes: the ticket kept before (and whether the
+// page forgets it, as after a move, or resumes another), the account token,
+// the answers, when to leave or step away, and when to stop watching.
 type lineCase struct {
-	Page            string         `json:"page,omitempty"`
 	Moved           bool           `json:"moved,omitempty"`
+	Resume          string         `json:"resume,omitempty"`
 	Kept            map[string]any `json:"kept,omitempty"`
+	Account         string         `json:"account,omitempty"`
 	NoWorker        bool           `json:"noWorker,omitempty"`
 	GoneWhileAsleep bool           `json:"goneWhileAsleep,omitempty"`
 	LeaveOn         string         `json:"leaveOn,omitempty"`
+	AwayOn          string         `json:"awayOn,omitempty"`
 	Until           string         `json:"until"`
 	Info            *lineAnswer    `json:"info,omitempty"`
 	Answers         []lineAnswer   `json:"answers"`
@@ -111,6 +114,7 @@ type lineRun struct {
 	Unfrozen  []string       `json:"unfrozen"`
 	InfoState string         `json:"infoState"`
 	Place     map[string]any `json:"place"`
+	Pass      map[string]any `json:"pass"`
 }
 
 const (
@@ -129,11 +133,12 @@ func joinAnswer(status int, data map[string]any) lineAnswer {
 	return lineAnswer{Req: lineJoin, Status: status, Data: data}
 }
 
-// TestBrowserLine is a unit test of the waiting room's state machine
-// (line.js), with no server: each case scripts the gateway's answers and
-// checks every change the line published (its status and what it does
-// next), the requests it made, how long it waited, and what it kept. Every
-// snapshot must be frozen and numbered in order.
+// TestBrowserLine is a unit test of the line of the room's SDK
+// (/sdk/waitroom.js, which the waiting room runs), with no server: each case
+// scripts the gateway's answers and checks every change the line published
+// (its status and what it does next), the requests it made, how long it
+// waited, what it kept and the pass. Every snapshot must be frozen and
+// numbered in order.
 func TestBrowserLine(t *testing.T) {
 	srv := httptest.NewServer(lineSite())
 	t.Cleanup(srv.Close)
@@ -142,7 +147,7 @@ func TestBrowserLine(t *testing.T) {
 
 	joined := waitingAt(lineJoin, 201, 5, 1500)
 	keptT1 := map[string]any{"ticket:ev": map[string]any{"ticket": "T1", "start": 5.0}}
-	// joining: the changes of a page with no place, up to its first join.
+	// joining: the changes of a join, up to its first request.
 	joining := func(more ...string) []string {
 		return append([]string{"joining joining", "info joining", "trying joining join"}, more...)
 	}
@@ -153,14 +158,15 @@ func TestBrowserLine(t *testing.T) {
 		requests []string
 		sleeps   [][2]float64 // each wait's bounds, in ms (jitter)
 		kept     map[string]any
+		pass     map[string]any
 	}
 	// joinsAfter: the first join is refused (the line changes by step and
 	// waits within wait), the second gets a place.
 	joinsAfter := func(name string, refusal lineAnswer, step string, wait [2]float64) lineTest {
 		return lineTest{
 			name:     name,
-			c:        lineCase{Until: "place", Answers: []lineAnswer{refusal, joined}},
-			trace:    joining(step, "place waiting poll"),
+			c:        lineCase{Until: "waiting", Answers: []lineAnswer{refusal, joined}},
+			trace:    joining(step, "waiting waiting poll"),
 			requests: []string{lineInfo, lineJoin, lineJoin, linePoll},
 			sleeps:   [][2]float64{wait, {1500, 1500}},
 			kept:     keptT1,
@@ -177,61 +183,63 @@ func TestBrowserLine(t *testing.T) {
 		return lineTest{
 			name:     name,
 			c:        lineCase{Until: until, Answers: []lineAnswer{joined, answer}},
-			trace:    joining("place waiting poll", until+" "+until+" stop"),
+			trace:    joining("waiting waiting poll", until+" "+until+" stop"),
 			requests: []string{lineInfo, lineJoin, linePoll},
 			sleeps:   [][2]float64{{1500, 1500}},
 			kept:     kept,
 		}
 	}
+	unavailable := lineAnswer{Req: linePoll, Status: 503, Data: map[string]any{"error": "unavailable"}, Headers: map[string]string{"Retry-After": "2"}}
 	tests := []lineTest{
 		{
-			name: "a proof, a place, next, the turn, on to booking",
-			c: lineCase{Until: "book", Answers: []lineAnswer{
+			name: "a proof, a place, next, the turn",
+			c: lineCase{Account: "ACC", Until: "admitted", Answers: []lineAnswer{
 				joinAnswer(428, map[string]any{"error": "proof_required", "challenge": "c1", "bits": 4}),
 				joined,
 				waitingAt(linePoll, 200, 1, 100),
 				{Req: linePoll, Status: 200, Data: map[string]any{"status": "admitted", "accessToken": "A", "expiresAt": "2030-01-01T00:05:00Z"}},
 			}},
 			trace: joining("checking checking prove", "proved checking join",
-				"place waiting poll", "place next poll", "admitted admitted book", "book admitted stop"),
-			requests: []string{lineInfo, lineJoin, lineJoin + ` {"X-Waitroom-Proof":"c1:42"}`, linePoll, linePoll},
+				"waiting waiting poll", "waiting next poll", "admitted admitted stop"),
+			requests: []string{lineInfo, lineJoin + ` {"X-Waitroom-Account":"ACC"}`, lineJoin + ` {"X-Waitroom-Account":"ACC","X-Waitroom-Proof":"c1:42"}`, linePoll, linePoll},
 			sleeps:   [][2]float64{{1500, 1500}, {500, 500}}, // pollAfterMs, then 100 raised to the floor
-			kept: map[string]any{
-				"ticket:ev": map[string]any{"ticket": "T1", "start": 5.0},
-				"access:ev": map[string]any{"token": "A", "expiresAt": "2030-01-01T00:05:00Z"},
-			},
+			kept:     keptT1,
+			pass:     map[string]any{"accessToken": "A", "expiresAt": "2030-01-01T00:05:00Z", "returnUrl": nil},
 		},
 		{
-			name: "a page with a place resumes it with the kept ticket",
-			c: lineCase{Page: "waiting", Kept: map[string]any{"ticket": "T1", "start": 40}, Until: "place", Answers: []lineAnswer{
+			name: "a kept ticket is resumed",
+			c: lineCase{Kept: map[string]any{"ticket": "T1", "start": 40}, Until: "waiting", Answers: []lineAnswer{
 				waitingAt(lineJoin, 200, 30, 2000),
 			}},
-			trace:    []string{"info waiting", "trying waiting join", "place waiting poll"},
+			trace:    joining("waiting waiting poll"),
 			requests: []string{lineInfo, lineJoin + ` {"X-Waitroom-Ticket":"T1"}`, linePoll},
 			sleeps:   [][2]float64{{2000, 2000}},
 			kept:     map[string]any{"ticket:ev": map[string]any{"ticket": "T1", "start": 40.0}},
 		},
 		{
-			name: "a move of this site drops the kept ticket",
-			c: lineCase{Page: "waiting", Moved: true, Kept: map[string]any{"ticket": "T0", "start": 9}, Until: "place", Answers: []lineAnswer{
+			name: "a ticket from elsewhere is resumed",
+			c: lineCase{Kept: map[string]any{"ticket": "T0", "start": 9}, Resume: "T1", Until: "waiting", Answers: []lineAnswer{
 				waitingAt(lineJoin, 200, 3, 2000),
 			}},
-			trace:    []string{"info waiting", "trying waiting join", "place waiting poll"},
+			trace:    joining("waiting waiting poll"),
+			requests: []string{lineInfo, lineJoin + ` {"X-Waitroom-Ticket":"T1"}`, linePoll},
+			sleeps:   [][2]float64{{2000, 2000}},
+			kept:     map[string]any{"ticket:ev": map[string]any{"ticket": "T1", "start": 3.0}},
+		},
+		{
+			name: "a move of this site drops the kept ticket",
+			c: lineCase{Moved: true, Kept: map[string]any{"ticket": "T0", "start": 9}, Until: "waiting", Answers: []lineAnswer{
+				waitingAt(lineJoin, 200, 3, 2000),
+			}},
+			trace:    joining("waiting waiting poll"),
 			requests: []string{lineInfo, lineJoin, linePoll},
 			sleeps:   [][2]float64{{2000, 2000}},
 			kept:     map[string]any{"ticket:ev": map[string]any{"ticket": "T1", "start": 3.0}},
 		},
 		{
-			name:     "a page left without JavaScript stays left",
-			c:        lineCase{Page: "left", Until: "left"},
-			trace:    []string{"left left stop"},
-			kept:     map[string]any{},
-			requests: []string{},
-		},
-		{
 			name:     "an unknown event",
-			c:        lineCase{Until: "fatal", Info: &lineAnswer{Req: lineInfo, Status: 404}},
-			trace:    []string{"joining joining", "info joining", "fatal unknown-event stop"},
+			c:        lineCase{Until: "error", Info: &lineAnswer{Req: lineInfo, Status: 404}},
+			trace:    []string{"joining joining", "info joining", "error unknown-event stop"},
 			requests: []string{lineInfo},
 			kept:     map[string]any{},
 		},
@@ -240,7 +248,7 @@ func TestBrowserLine(t *testing.T) {
 			"not-open not-open join", [2]float64{10000, 13000}),
 		joinsAfter("busy: it waits Retry-After, then joins",
 			lineAnswer{Req: lineJoin, Status: 429, Data: map[string]any{"error": "rate_limited"}, Headers: map[string]string{"Retry-After": "2"}},
-			"notice joining join busyJoin", [2]float64{2000, 2400}),
+			"busy joining join rate_limited", [2]float64{2000, 2400}),
 		endsAtJoin("sold out at the join",
 			lineCase{Until: "soldout", Answers: []lineAnswer{joinAnswer(409, map[string]any{"error": "sold_out"})}},
 			"soldout soldout stop"),
@@ -248,18 +256,18 @@ func TestBrowserLine(t *testing.T) {
 			lineCase{Until: "closed", Answers: []lineAnswer{joinAnswer(409, map[string]any{"error": "event_closed"})}},
 			"closed closed stop"),
 		endsAtJoin("an account is needed: nothing to retry",
-			lineCase{Until: "notice", Answers: []lineAnswer{joinAnswer(401, map[string]any{"error": "invalid_account"})}},
-			"notice joining stop invalid_account"),
-		endsAtJoin("a browser without workers cannot pay the proof",
+			lineCase{Until: "refused", Answers: []lineAnswer{joinAnswer(401, map[string]any{"error": "invalid_account"})}},
+			"refused joining stop invalid_account"),
+		endsAtJoin("nothing here can pay the proof",
 			lineCase{NoWorker: true, Until: "no-worker", Answers: []lineAnswer{joinAnswer(428, map[string]any{"challenge": "c1", "bits": 4})}},
 			"no-worker no-worker stop"),
 		{
 			name: "a kept ticket the gateway refuses is forgotten",
-			c: lineCase{Kept: map[string]any{"ticket": "bad", "start": 2}, Until: "place", Answers: []lineAnswer{
+			c: lineCase{Kept: map[string]any{"ticket": "bad", "start": 2}, Until: "waiting", Answers: []lineAnswer{
 				joinAnswer(400, map[string]any{"error": "invalid_ticket"}),
 				joined,
 			}},
-			trace:    joining("forget joining join", "place waiting poll"),
+			trace:    joining("forget joining join", "waiting waiting poll"),
 			requests: []string{lineInfo, lineJoin + ` {"X-Waitroom-Ticket":"bad"}`, lineJoin, linePoll},
 			sleeps:   [][2]float64{{1500, 1500}},
 			kept:     keptT1,
@@ -270,25 +278,21 @@ func TestBrowserLine(t *testing.T) {
 				{Req: lineJoin, Offline: true}, {Req: lineJoin, Offline: true}, joined,
 			}},
 			trace: joining("offline joining join", "trying joining join",
-				"offline joining join", "trying joining join", "place waiting poll", "back waiting poll"),
+				"offline joining join", "trying joining join", "waiting waiting poll", "back waiting poll"),
 			requests: []string{lineInfo, lineJoin, lineJoin, lineJoin, linePoll},
 			sleeps:   [][2]float64{{500, 1000}, {1000, 2000}, {1500, 1500}},
 			kept:     keptT1,
 		},
 		{
 			// DESIGN.md, "When parts fail": while Redis is away a poll is 503
-			// with Retry-After; the page keeps its place and polls again.
+			// with Retry-After; the line waits what it was told, keeps its
+			// place and polls again.
 			name: "polls answered 503 while Redis is away keep the place",
-			c: lineCase{Until: "back", Answers: []lineAnswer{
-				joined,
-				{Req: linePoll, Status: 503, Data: map[string]any{"error": "unavailable"}, Headers: map[string]string{"Retry-After": "2"}},
-				{Req: linePoll, Status: 503, Data: map[string]any{"error": "unavailable"}, Headers: map[string]string{"Retry-After": "2"}},
-				waitingAt(linePoll, 200, 4, 1500),
-			}},
-			trace: joining("place waiting poll", "offline waiting poll", "trying waiting poll",
-				"offline waiting poll", "trying waiting poll", "place waiting poll", "back waiting poll"),
+			c:    lineCase{Until: "back", Answers: []lineAnswer{joined, unavailable, unavailable, waitingAt(linePoll, 200, 4, 1500)}},
+			trace: joining("waiting waiting poll", "offline waiting poll", "trying waiting poll",
+				"offline waiting poll", "trying waiting poll", "waiting waiting poll", "back waiting poll"),
 			requests: []string{lineInfo, lineJoin, linePoll, linePoll, linePoll, linePoll},
-			sleeps:   [][2]float64{{1500, 1500}, {500, 1000}, {1000, 2000}, {1500, 1500}},
+			sleeps:   [][2]float64{{1500, 1500}, {2000, 2400}, {2000, 2400}, {1500, 1500}},
 			kept:     keptT1,
 		},
 		endsAtFirstPoll("the place expired", "expired",
@@ -298,17 +302,38 @@ func TestBrowserLine(t *testing.T) {
 		{
 			name:     "the fan left in another tab",
 			c:        lineCase{GoneWhileAsleep: true, Until: "left", Answers: []lineAnswer{joined}},
-			trace:    joining("place waiting poll", "left left stop"),
+			trace:    joining("waiting waiting poll", "left left stop"),
 			requests: []string{lineInfo, lineJoin},
 			sleeps:   [][2]float64{{1500, 1500}},
 			kept:     map[string]any{},
 		},
 		{
 			name:     "leaving gives the place back",
-			c:        lineCase{LeaveOn: "place", Until: "left", Answers: []lineAnswer{joined, {Req: "DELETE /api/v1/events/ev/tickets/T1", Status: 204}}},
-			trace:    joining("place waiting poll", "left left stop"),
+			c:        lineCase{LeaveOn: "waiting", Until: "left", Answers: []lineAnswer{joined, {Req: "DELETE /api/v1/events/ev/tickets/T1", Status: 204}}},
+			trace:    joining("waiting waiting poll", "left left stop"),
 			requests: []string{lineInfo, lineJoin, "DELETE /api/v1/events/ev/tickets/T1"}, // no poll after
 			kept:     map[string]any{},
+		},
+		{
+			name: "stepping away: kept by the room, no polls",
+			c: lineCase{Account: "ACC", AwayOn: "waiting", Until: "away", Answers: []lineAnswer{
+				joined, {Req: "POST /api/v1/events/ev/tickets/T1/away", Status: 202, Data: map[string]any{"status": "away"}},
+			}},
+			trace:    joining("waiting waiting poll", "away away stop"),
+			requests: []string{lineInfo, lineJoin + ` {"X-Waitroom-Account":"ACC"}`, "POST /api/v1/events/ev/tickets/T1/away " + `{"X-Waitroom-Account":"ACC"}`},
+			kept:     keptT1,
+		},
+		{
+			name: "a refused step away keeps following the place",
+			c: lineCase{AwayOn: "waiting", Until: "admitted", Answers: []lineAnswer{
+				joined, {Req: "POST /api/v1/events/ev/tickets/T1/away", Status: 403, Data: map[string]any{"error": "no_email"}},
+				{Req: linePoll, Status: 200, Data: map[string]any{"status": "admitted", "accessToken": "A", "expiresAt": "2030-01-01T00:05:00Z", "returnUrl": "/back"}},
+			}},
+			trace:    joining("waiting waiting poll", "refused waiting poll no_email", "admitted admitted stop"),
+			requests: []string{lineInfo, lineJoin, "POST /api/v1/events/ev/tickets/T1/away", linePoll},
+			sleeps:   [][2]float64{{1500, 1500}},
+			kept:     keptT1,
+			pass:     map[string]any{"accessToken": "A", "expiresAt": "2030-01-01T00:05:00Z", "returnUrl": "/back"},
 		},
 	}
 	for _, tt := range tests {
@@ -332,6 +357,9 @@ func TestBrowserLine(t *testing.T) {
 			if !reflect.DeepEqual(got.Kept, tt.kept) {
 				t.Errorf("kept = %v; want %v", got.Kept, tt.kept)
 			}
+			if !reflect.DeepEqual(got.Pass, tt.pass) {
+				t.Errorf("pass = %v; want %v", got.Pass, tt.pass)
+			}
 			if len(got.Unfrozen) > 0 {
 				t.Errorf("snapshots not immutable or out of order: %v", got.Unfrozen)
 			}
@@ -346,7 +374,7 @@ func TestBrowserLine(t *testing.T) {
 			{Req: lineJoin, Status: 200, Data: map[string]any{"ticket": "T1", "status": "waiting", "position": 30, "etaSeconds": 120, "pollAfterMs": 1000, "available": 7}},
 			{Req: linePoll, Status: 200, Data: map[string]any{"status": "soldout"}},
 		}})
-		want := map[string]any{"position": 30.0, "ahead": 29.0, "eta": 120.0, "available": 7.0, "start": 40.0}
+		want := map[string]any{"position": 30.0, "ahead": 29.0, "etaSeconds": 120.0, "available": 7.0, "start": 40.0}
 		if !reflect.DeepEqual(got.Place, want) || got.InfoState != "soldout" {
 			t.Errorf("place %v, event state %q; want %v, soldout", got.Place, got.InfoState, want)
 		}
@@ -366,13 +394,13 @@ func driveLine(t *testing.T, tab context.Context, c lineCase) lineRun {
 	return got
 }
 
-// lineSite serves the fans' static files and a blank page to load them in.
+// lineSite serves the SDK and a blank page to load it in.
 func lineSite() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/static/", http.StripPrefix("/static/", http.FileServer(http.FS(web.FS()))))
+	mux.Handle("/sdk/", http.StripPrefix("/sdk/", http.FileServer(http.FS(web.SDK()))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = w.Write([]byte(`<!doctype html><html lang="en"><title>line.js</title></html>`))
+		_, _ = w.Write([]byte(`<!doctype html><html lang="en"><title>waitroom.js</title></html>`))
 	})
 	return mux
 }

@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/plot"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
@@ -376,12 +378,40 @@ func drawAdaptive(t *testing.T, path string, samples []adaptiveSample) {
 	t.Logf("wrote %s (%d bytes)", path, b.Len())
 }
 
+// The operators' named tokens of TestOperatorsPage's stack (DESIGN.md,
+// Integrations: Operators' tokens): one limited to premiere with a few
+// scopes, one that may only credit wallets (of every event).
+const (
+	deskToken   = "e2e-premiere-desk-token-0123456789"
+	walletToken = "e2e-wallet-bot-token-0123456789"
+)
+
+var opsNamedTokens = []stack.Token{
+	{Name: "premiere-desk", Token: deskToken, Scopes: []string{config.ScopeEventsRead, config.ScopeTicketsEnd}, Events: []string{"premiere"}},
+	{Name: "wallet-bot", Token: walletToken, Scopes: []string{config.ScopeWalletsWrite}},
+}
+
+// opsEncore is an event besides opsEvents' premiere, which premiere-desk
+// is not given.
+const opsEncore = `  - id: "encore"
+    admission: {admit_per_second: 10, max_active: 100}
+    showtimes:
+      - {id: 43, title: "E", starts_at: "2036-12-02T19:00:00Z", rows: 2, seats_per_row: 5, price_cents: 1500}
+`
+
 // TestOperatorsPage drives GET /admin in headless Chromium: a wrong token
 // is refused, the right one opens the console (kept in sessionStorage
 // only), the controls pause the sale and set its rate, a bad ticket id is
-// refused, the chart draws the gateway's samples.
+// refused, the chart draws the gateway's samples. Then named tokens: one
+// limited to premiere with events:read and tickets:end sees premiere
+// alone, its name, scopes and events, the controls its scopes allow, and
+// for each scope it lacks a note saying what that scope would show; one
+// that may only credit wallets (every answer of the page's reads a 403)
+// is told the same. And the wallets' credit with named tokens, through the
+// gateway to the real booking core (namedTokensCredit).
 func TestOperatorsPage(t *testing.T) {
-	s := stack.Start(t, stack.Options{Events: opsEvents, AdminToken: opsToken})
+	s := stack.Start(t, stack.Options{Events: opsEvents + opsEncore, AdminToken: opsToken, Tokens: opsNamedTokens})
+	namedTokensCredit(t, s)
 	for range 3 {
 		joinPlain(t, s.Gateway, "premiere")
 	}
@@ -443,6 +473,96 @@ func TestOperatorsPage(t *testing.T) {
 	run(t, ctx, 5*time.Second, "sign out", chromedp.Click(`#sign-out`, chromedp.ByQuery))
 	waitEval(t, ctx, 5*time.Second, "signed out", `document.querySelector('#console').hidden && sessionStorage.getItem('wr_admin_token') === null`)
 	checkA11y(t, ctx, "the operators' page")
+
+	// premiere-desk: premiere alone, what it may do, and what it may not
+	// said. seen is whether an element is on screen (no hidden ancestor).
+	const seen = `const seen = (q) => { const el = document.querySelector(q); return !!el && el.checkVisibility(); };`
+	run(t, ctx, 10*time.Second, "sign in as premiere-desk",
+		chromedp.SendKeys(`#token`, deskToken, chromedp.ByQuery),
+		chromedp.Click(`#sign-in`, chromedp.ByQuery),
+	)
+	waitEval(t, ctx, 5*time.Second, "premiere-desk's name, scopes and event", `(() => { const w = document.querySelector('#whoami');
+		return !w.hidden && w.dataset.name === 'premiere-desk' && w.textContent.includes('events:read tickets:end') && w.textContent.includes('events premiere'); })()`)
+	waitEval(t, ctx, 5*time.Second, "premiere alone", `document.querySelector('#events tr[data-event="premiere"] td[data-k="active"]')?.textContent === '3' &&
+		!document.querySelector('#events tr[data-event="encore"]') && [...document.querySelectorAll('#event option')].map((o) => o.value).join() === 'premiere'`)
+	waitEval(t, ctx, 5*time.Second, "premiere-desk's controls, and the notes of what it lacks", `(() => { `+seen+`
+		const lacks = (scope) => { const n = document.querySelector('[data-lacks="' + scope + '"]'); return !!n && n.checkVisibility() && n.textContent.includes(scope); };
+		return seen('#events') && seen('#revoke') && seen('#show-previews') && !seen('#pause') && !seen('#set-rate') && !seen('#deliveries') &&
+			lacks('events:write') && lacks('webhooks:read') && !seen('[data-lacks="events:read"]') && !seen('[data-lacks="tickets:end"]'); })()`)
+	run(t, ctx, 5*time.Second, "premiere-desk revokes a bad id",
+		chromedp.SendKeys(`#ticket`, "not-a-ticket", chromedp.ByQuery),
+		chromedp.Click(`#revoke`, chromedp.ByQuery),
+	)
+	waitEval(t, ctx, 5*time.Second, "past the scope: 400 for a bad ticket id", `document.querySelector('#message').dataset.status === '400' && document.querySelector('#message').textContent.includes('ticketId')`)
+	run(t, ctx, 5*time.Second, "sign out premiere-desk", chromedp.Click(`#sign-out`, chromedp.ByQuery))
+
+	// wallet-bot: no scope of the page's (its reads are 403, which say
+	// what it may do too): the public list of events to pick from, and a
+	// note for each scope.
+	run(t, ctx, 10*time.Second, "sign in as wallet-bot",
+		chromedp.WaitVisible(`#token`, chromedp.ByQuery),
+		chromedp.SendKeys(`#token`, walletToken, chromedp.ByQuery),
+		chromedp.Click(`#sign-in`, chromedp.ByQuery),
+	)
+	waitEval(t, ctx, 5*time.Second, "wallet-bot's page", `(() => { `+seen+` const w = document.querySelector('#whoami');
+		return seen('#console') && w.dataset.name === 'wallet-bot' && w.textContent.includes('wallets:write') && w.textContent.includes('every event') &&
+			[...document.querySelectorAll('#event option')].map((o) => o.value).sort().join() === 'encore,premiere' &&
+			!seen('#events') && !seen('#pause') && !seen('#revoke') && !seen('#deliveries') &&
+			['events:read', 'events:write', 'tickets:end', 'webhooks:read'].every((sc) => seen('[data-lacks="' + sc + '"]')); })()`)
+	checkA11y(t, ctx, "the operators' page of a token with no scope of its own")
+	run(t, ctx, 5*time.Second, "sign out wallet-bot", chromedp.Click(`#sign-out`, chromedp.ByQuery))
+}
+
+// namedTokensCredit: the wallets' credit with named tokens reaches the
+// real booking core, which judges the forwarded token by the same config:
+// wallet-bot (wallets:write, every event) credits, once per reference,
+// through the gateway and on the booking core's own port; premiere-desk
+// (no wallets:write) is 403 forbidden at the gateway, naming the scope,
+// and 401 at the booking core; the ledger in PostgreSQL holds the two
+// credits made and nothing else.
+func namedTokensCredit(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	ctx := context.Background()
+	credit := func(base, path, token, ref string, points int) (int, map[string]any) {
+		t.Helper()
+		code, _, raw, err := sendJSON(ctx, http.DefaultClient, base, http.MethodPost, path, token, nil, map[string]any{"points": points, "reference": ref})
+		if err != nil {
+			t.Fatalf("credit %s: %v", ref, err)
+		}
+		var out map[string]any
+		_ = json.Unmarshal(raw, &out)
+		return code, out
+	}
+	const gw, core = "/api/v1/admin/wallets/fan-named/credits", "/api/v1/booking/admin/wallets/fan-named/credits"
+	if code, out := credit(s.Gateway, gw, deskToken, "desk-1", 500); code != http.StatusForbidden || out["error"] != "forbidden" || !strings.Contains(fmt.Sprint(out["message"]), "wallets:write") {
+		t.Errorf("premiere-desk credits through the gateway: %d %v; want 403 forbidden naming wallets:write", code, out)
+	}
+	for i := range 2 {
+		if code, out := credit(s.Gateway, gw, walletToken, "bot-1", 250); code != http.StatusCreated || out["balance"] != 250.0 {
+			t.Errorf("wallet-bot's credit bot-1 (#%d) through the gateway: %d %v; want 201, balance 250", i+1, code, out)
+		}
+	}
+	if code, out := credit(s.Booking, core, deskToken, "desk-2", 500); code != http.StatusUnauthorized {
+		t.Errorf("premiere-desk credits on the booking core's port: %d %v; want 401", code, out)
+	}
+	if code, out := credit(s.Booking, core, walletToken, "bot-2", 50); code != http.StatusCreated || out["balance"] != 300.0 {
+		t.Errorf("wallet-bot's credit bot-2 on the booking core's port: %d %v; want 201, balance 300", code, out)
+	}
+	db, err := pgx.Connect(ctx, s.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	var refs string
+	var balance int64
+	err = db.QueryRow(ctx, `SELECT coalesce(string_agg(l.reference || ':' || l.points, ' ' ORDER BY l.id), ''), coalesce(max(w.balance), 0)
+		FROM wallets w LEFT JOIN wallet_ledger l ON l.account_id = w.account_id WHERE w.account_id = 'fan-named'`).Scan(&refs, &balance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs != "bot-1:250 bot-2:50" || balance != 300 {
+		t.Errorf("fan-named's ledger %q, balance %d; want bot-1:250 bot-2:50, 300 (the refused credits nowhere)", refs, balance)
+	}
 }
 
 // joinPlain joins event through the API (no proof of work asked).

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/waitroom/waitroom/internal/account"
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/presale/presaletest"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
@@ -77,7 +79,7 @@ func reloadTimes(t *testing.T, s *stack.Stack, moves ...timeMove) {
 
 // checkSelection reads event's published list and checks the selection sel
 // (GET …/selection) against it from what both publish alone
-// (presaletest.CheckSelection); it returns the list, one id per rank.
+// (presaletest.CheckDraw); it returns the list, one id per rank.
 func checkSelection(t *testing.T, base, event string, sel map[string]any) []string {
 	t.Helper()
 	res, err := http.Get(base + "/api/v1/events/" + event + "/selection/entries")
@@ -92,7 +94,7 @@ func checkSelection(t *testing.T, base, event string, sel map[string]any) []stri
 	seed, _ := sel["seed"].(string)
 	commitment, _ := sel["commitment"].(string)
 	digest, _ := sel["entriesDigest"].(string)
-	if err := presaletest.CheckSelection(seed, commitment, digest, raw); err != nil {
+	if err := presaletest.CheckDraw(seed, commitment, digest, raw); err != nil {
 		t.Fatalf("the selection published: %v", err)
 	}
 	return strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
@@ -250,6 +252,10 @@ func TestPresaleSale(t *testing.T) {
 	wordsOK(t, fan, "en", "the register page")
 	checkA11y(t, fan, "the register page")
 
+	// An insider reads every key and value of Redis before the close
+	// (third round): see insiderLearnedNothing below.
+	before := readEverything(t, s)
+
 	// The close, brought forward by the operator; the gateway and the
 	// admitter follow the file.
 	closes = time.Now().Add(4 * time.Second).Truncate(time.Second).Add(time.Second)
@@ -263,6 +269,7 @@ func TestPresaleSale(t *testing.T) {
 		return sel["seed"] != nil
 	})
 	ids := checkSelection(t, base, "presale", sel)
+	insiderLearnedNothing(t, before, sel, "presale", draw.Selection, []byte(strings.Join(ids, "\n")+"\n"))
 	if len(ids) != 301 || sel["entries"] != float64(301) {
 		t.Fatalf("selection: %d listed, %v", len(ids), sel)
 	}
@@ -297,12 +304,38 @@ func TestPresaleSale(t *testing.T) {
 		t.Fatalf("rank 250 (waitlisted): %d %v", code, r)
 	}
 
-	// The first window: the page shows the join button at its second; ten
-	// fans of the first group come by API and buy a seat each.
+	// The first window (ten seconds): the page shows the join button at its
+	// second; the fan presses it, and ten fans of the first group join by
+	// API at once (the window gates the joins, so they come first); then
+	// each is let in, holds a seat and pays.
 	run(t, fan, 30*time.Second, "the join button at the window's opening",
 		chromedp.WaitVisible(`#register-join`, chromedp.ByQuery),
 		chromedp.Click(`#register-join`, chromedp.ByQuery),
 	)
+	buyers := make([]*apiFan, 10)
+	joinErrs := make(chan string, len(buyers))
+	for i := range buyers {
+		rank := i + 2
+		f := &apiFan{t: t, base: base, event: "presale"}
+		buyers[i] = f
+		wg.Go(func() {
+			code, _, raw, err := sendJSON(context.Background(), http.DefaultClient, base, http.MethodPost, "/api/v1/events/presale/tickets", "",
+				map[string]string{"X-Waitroom-Account": site.token(t, byRank[rank])}, nil)
+			var out map[string]any
+			_ = json.Unmarshal(raw, &out)
+			tk, _ := out["ticket"].(string)
+			if err != nil || code != http.StatusCreated || tk == "" {
+				joinErrs <- fmt.Sprintf("rank %d in its window: %d %s %v", rank, code, raw, err)
+				return
+			}
+			f.ticket = tk
+		})
+	}
+	wg.Wait()
+	close(joinErrs)
+	for e := range joinErrs {
+		t.Fatal(e)
+	}
 	// The form's answer, the waiting room, then the booking page: the page
 	// navigates under our feet, so a poll cut short is tried again.
 	mustWait(t, "the browser's fan on the booking page", 40*time.Second, func() bool {
@@ -311,20 +344,22 @@ func TestPresaleSale(t *testing.T) {
 		return chromedp.Run(c, chromedp.Poll(`location.pathname === '/e/presale/book' && document.readyState === 'complete'`, nil),
 			chromedp.WaitVisible(`[data-seat="C5"]`, chromedp.ByQuery)) == nil
 	})
-	buyers := 0
-	for rank := 2; buyers < 10; rank++ {
-		f := &apiFan{t: t, base: base, event: "presale"}
-		code, out := f.do(http.MethodPost, "/api/v1/events/presale/tickets", nil, map[string]string{"X-Waitroom-Account": site.token(t, byRank[rank])})
-		if code != http.StatusCreated {
-			t.Fatalf("rank %d in its window: %d %v", rank, code, out)
-		}
-		f.ticket = out["ticket"].(string)
+	for i, f := range buyers {
 		f.waitAdmitted()
-		f.hold([]string{fmt.Sprintf("A%d", rank)})
+		f.hold([]string{fmt.Sprintf("A%d", i+2)})
 		f.pay()
-		buyers++
 	}
 	boughtBy := time.Now()
+	// An invitation buys once: a buyer back in its window, once the booking
+	// core's relay has freed its place, is refused (until then its join
+	// resumes the place it bought with).
+	mustWait(t, "a buyer's join refused invitation_used", 10*time.Second, func() bool {
+		code, r := call(http.MethodPost, "/api/v1/events/presale/tickets", byRank[2])
+		if code != http.StatusOK && code != http.StatusForbidden {
+			t.Fatalf("a buyer joins again: %d %v", code, r)
+		}
+		return code == http.StatusForbidden && r["error"] == "invitation_used"
+	})
 
 	// The first window closes: its unused invitations go to the wait list.
 	var rep map[string]any

@@ -41,7 +41,22 @@ const rehearsalEvents = `  - id: "premiere"
     presale: {registration_opens_at: "2026-01-01T00:00:00Z", registration_closes_at: "2036-10-01T00:00:00Z", selected: 200, group_size: 100, window: "1h"}
     showtimes:
       - {id: 62, title: "Tour 19:00", starts_at: "2036-12-02T19:00:00+09:00", rows: 5, seats_per_row: 10, price_cents: 2500}
+  - id: "always"
+    name: "Always on"
+    mode: auto
+    admission: {admit_per_second: 10, max_active: 100, access_ttl: "5m", abandon_after: "60s"}
+    showtimes:
+      - {id: 72, title: "Always 19:00", starts_at: "2036-12-03T19:00:00+09:00", rows: 5, seats_per_row: 10, price_cents: 1000}
 `
+
+// The auto rehearsal: 400 fans on a ramp over 30 s (-duration 60s), whose
+// arrivals pass the event's 10 a second after 11 s or so (the ramp ends
+// at 27 a second): the first go straight through, then a line forms, and
+// is let in at the rate until it dissolves, some 45 s in.
+const (
+	autoFans = 400
+	autoRate = 10
+)
 
 const rehearsalFans = 2000
 
@@ -56,6 +71,7 @@ func TestRehearsal(t *testing.T) {
 	// tour's presale is by account: the stack knows an origin site's keys.
 	s := stack.Start(t, stack.Options{Events: rehearsalEvents, AdminToken: opsToken, AccountKeysFile: newPresaleSite(t).file})
 	t.Run("rehearse agrees with the room's report", func(t *testing.T) { rehearseAgrees(t, s) })
+	t.Run("rehearse an auto event", func(t *testing.T) { rehearseAuto(t, s) })
 	t.Run("the README's operators' block, pasted as it is", func(t *testing.T) { operatorsBlock(t, s) })
 	t.Run("previews touch nothing", func(t *testing.T) { previewsTouchNothing(t, s) })
 }
@@ -84,21 +100,33 @@ func runReadmeBlock(t *testing.T, first, vars string, tools ...string) string {
 			t.Fatalf("the README's block starting %q needs %s: %v", first, tool, err)
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(testenv.Repo(t), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(b), "```sh\n"+first)
+	block := readmeBlock(t, "sh", first)
 	_, block, _ = strings.Cut(block, "\n") // the rest of the first line: a comment, or nothing
-	block, _, ok2 := strings.Cut(block, "```")
-	if !ok || !ok2 || strings.Contains(block, "<") {
-		t.Fatalf("README.md has no sh block starting %q without placeholders", first)
+	if strings.Contains(block, "<") {
+		t.Fatalf("README.md's sh block starting %q has a placeholder", first)
 	}
 	out, err := exec.Command("bash", "-euo", "pipefail", "-c", vars+"\n"+block).CombinedOutput()
 	if err != nil {
 		t.Fatalf("the README's block starting %q: %v\n%s", first, err, out)
 	}
 	return string(out)
+}
+
+// readmeBlock is the README's block of that language (```lang) whose first
+// line starts with first, from that line on, as a reader copies it; the test
+// fails when there is none.
+func readmeBlock(t *testing.T, lang, first string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.Repo(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(b), "```"+lang+"\n"+first)
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatalf("README.md has no %s block starting %q", lang, first)
+	}
+	return first + block
 }
 
 func rehearseAgrees(t *testing.T, s *stack.Stack) {
@@ -135,13 +163,7 @@ func rehearseAgrees(t *testing.T, s *stack.Stack) {
 		} `json:"room"`
 		OK bool `json:"ok"`
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &sum); err != nil {
-		t.Fatalf("summary: %v", err)
-	}
+	readSummary(t, out, &sum)
 	_, rep := reportOf(t, s.Gateway, "premiere")
 	rate := rep["admittedPerSecond"].(map[string]any)
 	roomAdmitted, roomMean, roomConfigured := int(rep["admitted"].(float64)), rate["mean"].(float64), rate["configured"].(float64)
@@ -177,6 +199,123 @@ func rehearseAgrees(t *testing.T, s *stack.Stack) {
 	}
 	if plot, err := os.ReadFile(svg); err != nil || !strings.Contains(string(plot), "<polyline") {
 		t.Errorf("plot: %v; want an SVG with lines", err)
+	}
+}
+
+// rehearseAuto is DESIGN.md's "Always on" rehearsed: cmd/rehearse drives
+// the auto event with a ramp that crosses its rate, and its summary and
+// plot show the joins let straight through, then the line forming and
+// dissolving; and the room never let fans in faster than its rate allows,
+// by its own accounts: the line's admitted count and its bucket read
+// together in one MULTI every 50 ms while the fans go, each reading
+// stamped with the bucket's Redis time (every admission, straight through
+// or by a tick, writes it in the same script), so that over any interval
+// between two readings the admissions are at most the rate × its length
+// and the bucket's second's worth and one token, and no more than the
+// bucket gave out; no timing of this machine comes into it.
+func rehearseAuto(t *testing.T, s *stack.Stack) {
+	dir := t.TempDir()
+	out, svg := filepath.Join(dir, "summary.json"), filepath.Join(dir, "plot.svg")
+	cmd := exec.Command(filepath.Join(stack.Binaries(t), "rehearse"), "-url", s.Gateway, "-event", "always",
+		"-fans", fmt.Sprint(autoFans), "-arrival", "ramp", "-duration", "60s", "-buy", "0", "-out", out, "-plot", svg)
+	cmd.Env = append(os.Environ(), "WAITROOM_ADMIN_TOKEN=")
+	var output strings.Builder
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	line := queuetest.Of(t, s.RDB, "always")
+	var readings []queuetest.Admissions
+	var err error
+	for running := true; running; {
+		if a := line.Admissions(); !a.At.IsZero() && a.At.UnixMilli() > 0 {
+			readings = append(readings, a)
+		}
+		select {
+		case err = <-done:
+			running = false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	readings = append(readings, line.Admissions())
+	t.Logf("rehearse:\n%s", output.String())
+	if err != nil {
+		t.Fatalf("rehearse: %v; want exit 0", err)
+	}
+	// Never above the rate, by the room's own accounts.
+	worst := math.Inf(-1)
+	for i := range readings {
+		for j := i + 1; j < len(readings); j++ {
+			a, b := readings[i], readings[j]
+			span := b.At.Sub(a.At).Seconds()
+			over := float64(b.Admitted-a.Admitted) - autoRate*span
+			worst = max(worst, over)
+			if over > autoRate+1 {
+				t.Fatalf("%d admitted over %.3f s (by Redis's clock); want at most %d/s and the bucket's %d", b.Admitted-a.Admitted, span, autoRate, autoRate+1)
+			}
+			if err := queuetest.RateError(a, b, autoRate, math.Inf(1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("%d readings of the line's accounts: at most %.2f admitted beyond %d/s over any interval between two (the bucket allows %d)", len(readings), worst, autoRate, autoRate+1)
+	var sum struct {
+		Ended string `json:"ended"`
+		Seen  struct {
+			Joined, Admitted, StraightThrough, Queued int
+		} `json:"seen"`
+		FIFO struct{ Compared, Inversions int } `json:"fifo"`
+		Room struct {
+			Admitted, StraightThrough int64
+		} `json:"room"`
+		Samples []struct {
+			At              float64 `json:"at"`
+			Waiting         int64   `json:"waiting"`
+			StraightThrough int64   `json:"straightThrough"`
+		} `json:"samples"`
+		OK bool `json:"ok"`
+	}
+	readSummary(t, out, &sum)
+	if sum.Ended != "every fan was done" || !sum.OK || sum.Seen.Joined != autoFans || sum.Seen.Admitted != autoFans {
+		t.Errorf("ended %q, ok %v, %d joined, %d admitted; want every one of %d fans joined, let in and done, no problem",
+			sum.Ended, sum.OK, sum.Seen.Joined, sum.Seen.Admitted, autoFans)
+	}
+	// Both kinds of join, the fans' count and the room's agreeing.
+	if sum.Seen.StraightThrough == 0 || sum.Seen.Queued == 0 || sum.Seen.StraightThrough+sum.Seen.Queued != autoFans ||
+		sum.Room.StraightThrough != int64(sum.Seen.StraightThrough) || sum.Room.Admitted != autoFans {
+		t.Errorf("fans: %d straight through, %d queued; the room: %d straight through of %d admitted; want both kinds, adding up to %d, the room agreeing",
+			sum.Seen.StraightThrough, sum.Seen.Queued, sum.Room.StraightThrough, sum.Room.Admitted, autoFans)
+	}
+	if sum.FIFO.Inversions != 0 {
+		t.Errorf("%d FIFO inversions among %d fans; want 0", sum.FIFO.Inversions, sum.FIFO.Compared)
+	}
+	// The samples the plot draws: straight-through joins before anyone
+	// waited, then a line, then none (dissolved) at the end.
+	formed, dissolved := -1, -1
+	for i, smp := range sum.Samples {
+		if smp.Waiting > 0 && formed < 0 {
+			formed = i
+		}
+		if formed >= 0 && smp.Waiting == 0 && dissolved < 0 {
+			dissolved = i
+		}
+	}
+	switch {
+	case formed < 0:
+		t.Errorf("no sample found anyone waiting; want the line formed (%d samples)", len(sum.Samples))
+	case sum.Samples[formed].StraightThrough == 0:
+		t.Errorf("the line formed at %.1f s, before any join went straight through", sum.Samples[formed].At)
+	case dissolved < 0 || sum.Samples[len(sum.Samples)-1].Waiting != 0:
+		t.Errorf("the line never dissolved (formed at %.1f s)", sum.Samples[formed].At)
+	default:
+		t.Logf("%d straight through, then the line formed at %.1f s and dissolved at %.1f s", sum.Samples[formed].StraightThrough,
+			sum.Samples[formed].At, sum.Samples[dissolved].At)
+	}
+	plot, err := os.ReadFile(svg)
+	if err != nil || !strings.Contains(string(plot), "<title>of them straight through</title>") || !strings.Contains(string(plot), "<title>waiting</title>") {
+		t.Errorf("plot: %v; want an SVG with the straight-through and waiting lines", err)
 	}
 }
 
@@ -315,4 +454,16 @@ func previewsTouchNothing(t *testing.T, s *stack.Stack) {
 		}
 	}
 	t.Logf("%d keys of the line unchanged, byte for byte, across %d previews and the operators' page", len(before), n)
+}
+
+// readSummary decodes the summary rehearse wrote to out into sum.
+func readSummary(t *testing.T, out string, sum any) {
+	t.Helper()
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, sum); err != nil {
+		t.Fatalf("summary: %v", err)
+	}
 }

@@ -15,7 +15,7 @@ import (
 // one is 401 account_required. Without auth.account_keys_file there are no
 // accounts: tokens are ignored, as a cookie of the origin site may be there
 // for its own reasons.
-func (s *Server) accountOf(c *fiber.Ctx, ev *config.Event) (string, error) {
+func (s *edge) accountOf(c *fiber.Ctx, ev *config.Event) (string, error) {
 	claims, err := s.accountClaims(c, ev)
 	if err == nil && claims.Account == "" && ev.Admission.AccountsRequired() {
 		return "", errAccountRequired
@@ -27,7 +27,7 @@ func (s *Server) accountOf(c *fiber.Ctx, ev *config.Event) (string, error) {
 // (header X-Waitroom-Account, else cookie wr_u): nothing (no error) with
 // no token or no accounts; 401 invalid_account for a token that does not
 // verify.
-func (s *Server) accountClaims(c *fiber.Ctx, ev *config.Event) (account.Claims, error) {
+func (s *edge) accountClaims(c *fiber.Ctx, ev *config.Event) (account.Claims, error) {
 	if s.accounts == nil {
 		return account.Claims{}, nil
 	}

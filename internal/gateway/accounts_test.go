@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/internal/account"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/presale"
@@ -63,10 +64,10 @@ func setupAccountsWith(t *testing.T, yaml string) *accountEnv {
 		t.Fatal(err)
 	}
 	priv := testenv.Ed25519Key(t)
-	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
+	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret))
 	ops := operators.New(rdb.New(rc))
-	srv, err := gateway.New(gateway.Options{Config: cfg, Line: line, Operators: ops, Signer: pass.NewSigner(priv), Accounts: account.NewVerifier(keys, nil),
-		Presale: presale.New(rdb.New(rc), line, []byte(cfg.Auth.TicketSecret), "gateway-test")})
+	srv, err := gateway.New(gateway.Options{Config: cfg, Line: line, Operators: ops, Signer: pass.NewSigner(priv), Accounts: account.NewVerifier(keys),
+		Presale: presale.New(rdb.New(rc), line, []byte(cfg.Auth.TicketSecret), "gateway-test").WithDrawSecret([]byte(cfg.Auth.DrawSecret))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestPassCarriesTheAccount(t *testing.T) {
 		t.Fatalf("join: %d %s", r.code, r.raw)
 	}
 	ticket := r.body["ticket"].(string)
-	set := queue.Settings{Mode: "queue", AdmitPerSecond: 1000, MaxActive: 1000, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
+	set := line.Settings{Mode: "queue", AdmitPerSecond: 1000, MaxActive: 1000, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
 	var tok string
 	for i := 0; i < 100 && tok == ""; i++ {
 		if _, err := e.line.Tick(context.Background(), "premiere", set); err != nil {

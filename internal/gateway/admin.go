@@ -1,77 +1,53 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/policy"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
-// The operators' API (DESIGN.md "Operators' API"): every route of it hangs
-// on adminGroup, behind requireAdmin. Another operators' route is one line
-// in adminRoutes.
+// The operators' API (DESIGN.md "Operators' API"): every route of it is a
+// row of routeTable under /api/v1/admin, behind requireOperator, each with
+// the scope it needs (admin_auth.go). Another operators' route is one row.
+
+// OperatorsLine is what the operators' API asks of the line: its figures
+// and the revoking of a place.
+type OperatorsLine interface {
+	Counts(ctx context.Context, event string) (line.Counts, error)
+	Stats(ctx context.Context, event string) (line.Stats, error)
+	Revoke(ctx context.Context, event, id string) error
+}
+
+// operatorsAPI is the operators' API and their page: what they change
+// (the overrides, a revoked place), what they read (the events' figures,
+// the audit, the chart this gateway samples, the webhooks' deliveries),
+// and the wallets' credits passed on to the booking core.
+type operatorsAPI struct {
+	*edge
+	line    OperatorsLine
+	ops     Operators
+	hooks   Webhooks // nil: no webhooks' outbox (no settings.changed, an empty delivery log)
+	history *history // the operators' chart (history.go)
+	proxy   *proxy   // to the booking core, for the wallets' credits (admin_wallet.go)
+}
 
 // invalidField is 400 invalid_request naming the field at fault.
 func invalidField(field, format string, args ...any) *apiError {
 	return &apiError{Status: fiber.StatusBadRequest, Code: "invalid_request", Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
-}
-
-// adminRoutes mounts the operators' API under /api/v1/admin.
-func (s *Server) adminRoutes(api fiber.Router) {
-	g := s.adminGroup(api)
-	g.Get("/events", s.adminEvents)
-	g.Patch("/events/:event", s.adminPatch)
-	g.Delete("/events/:event/tickets/:ticket", s.adminRevoke)
-	g.Get("/events/:event/history", s.adminHistory)
-	g.Get("/events/:event/preview", s.adminPreview)
-	g.Get("/audit", s.adminAudit)
-	g.Post("/wallets/:account/credits", s.creditWallet)
-	g.Post("/events/:event/codes", s.adminCodes)
-	g.Get("/events/:event/codes", s.adminCodeCounts)
-}
-
-// adminGroup is /api/v1/admin behind requireAdmin, with the line's Redis
-// budget: every operators' route goes on it.
-func (s *Server) adminGroup(api fiber.Router) fiber.Router {
-	return api.Group("/admin", s.requireAdmin, lineBudget, adminNoStore)
-}
-
-// requireAdmin lets a request through only with Authorization: Bearer
-// <auth.admin_token>, compared in constant time (over the hashes, so that
-// not even the token's length leaks). With no token configured the API is
-// off and answers 404 as if it were not there.
-func (s *Server) requireAdmin(c *fiber.Ctx) error {
-	want := s.config().Auth.AdminToken
-	if want == "" {
-		return errNotFound
-	}
-	h := c.Get(fiber.HeaderAuthorization)
-	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
-		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="waitroom-admin"`)
-		return errUnauthorized
-	}
-	got, exp := sha256.Sum256([]byte(strings.TrimSpace(h[7:]))), sha256.Sum256([]byte(want))
-	if subtle.ConstantTimeCompare(got[:], exp[:]) != 1 {
-		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="waitroom-admin", error="invalid_token"`)
-		return errUnauthorized
-	}
-	return c.Next()
 }
 
 func adminNoStore(c *fiber.Ctx) error {
@@ -106,7 +82,7 @@ type adminEvent struct {
 	Held              *int64  `json:"held"`
 }
 
-func settingsView(ev *config.Event, set queue.Settings) adminSettings {
+func settingsView(ev *config.Event, set line.Settings) adminSettings {
 	out := adminSettings{
 		Mode: set.Mode, AdmitPerSecond: displayRate(set.AdmitPerSecond), MaxActive: set.MaxActive,
 		Sources: set.Sources, Configured: displayRate(set.AdmitPerSecond), Adaptive: ev.Admission.Adaptive, Factor: 1,
@@ -124,7 +100,8 @@ func settingsView(ev *config.Event, set queue.Settings) adminSettings {
 	return out
 }
 
-func (s *Server) adminEvent(ctx context.Context, ev *config.Event) (adminEvent, error) {
+// eventFigures is ev as GET /api/v1/admin/events shows it.
+func (s *operatorsAPI) eventFigures(ctx context.Context, ev *config.Event) (adminEvent, error) {
 	set := s.settingsFor(ev)
 	counts, err := s.line.Counts(ctx, ev.ID)
 	if err != nil {
@@ -148,8 +125,11 @@ func (s *Server) adminEvent(ctx context.Context, ev *config.Event) (adminEvent, 
 }
 
 // GET /api/v1/admin/events
-func (s *Server) adminEvents(c *fiber.Ctx) error {
-	out, err := everyEvent(c.UserContext(), s.config(), s.adminEvent)
+func (s *operatorsAPI) events(c *fiber.Ctx) error {
+	// A token of some events sees those.
+	cfg := *s.config()
+	cfg.Events = slices.DeleteFunc(slices.Clone(cfg.Events), func(ev config.Event) bool { return !grantOf(c).Covers(ev.ID) })
+	out, err := everyEvent(c.UserContext(), &cfg, s.eventFigures)
 	if err != nil {
 		return err
 	}
@@ -164,9 +144,10 @@ const maxActiveLimit = 1_000_000_000
 // set (a valid value), cleared (null: back to the config's), or absent.
 // Anything else is 400 naming the field.
 func patchOf(body []byte) (set map[string]string, clear []string, err error) {
+	// json.Unmarshal, not a Decoder and More: More is false before a '}'
+	// or a ']' too, so {"mode":"paused"}} passed for one object.
 	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&raw); err != nil || raw == nil || dec.More() {
+	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
 		return nil, nil, invalidField("body", "must be a JSON object with any of mode, admitPerSecond, maxActive")
 	}
 	if len(raw) == 0 {
@@ -185,8 +166,8 @@ func patchOf(body []byte) (set map[string]string, clear []string, err error) {
 		switch f {
 		case operators.FieldMode:
 			var m string
-			if json.Unmarshal(v, &m) != nil || (m != queue.ModeQueue && m != queue.ModePassthrough && m != queue.ModePaused && m != queue.ModeClosed) {
-				return nil, nil, invalidField(f, "must be queue, passthrough, paused or closed")
+			if json.Unmarshal(v, &m) != nil || (m != line.ModeQueue && m != line.ModeAuto && m != line.ModePassthrough && m != line.ModePaused && m != line.ModeClosed) {
+				return nil, nil, invalidField(f, "must be queue, auto, passthrough, paused or closed")
 			}
 			set[f] = m
 		case operators.FieldAdmitPerSecond:
@@ -214,7 +195,7 @@ func isField(f string) bool { return slices.Contains(policy.Fields, f) }
 // admitter puts them in force at its next tick, and keeps them across
 // restarts) with the config's value they replace, so that a later edit of
 // that key in the file wins. The answer is the settings then in force.
-func (s *Server) adminPatch(c *fiber.Ctx) error {
+func (s *operatorsAPI) patch(c *fiber.Ctx) error {
 	ev, err := s.event(c)
 	if err != nil {
 		return err
@@ -240,9 +221,7 @@ func (s *Server) adminPatch(c *fiber.Ctx) error {
 			to = base[f] + " (the config's)"
 		}
 		change := fmt.Sprintf("%s %s -> %s", f, valueOf(before, f), to)
-		if err := s.ops.Audit(ctx, operators.AuditEntry{Event: ev.ID, Change: change, Source: policy.SourceAPI}); err != nil {
-			s.log.Warn("audit", "event", ev.ID, "change", change, "err", err)
-		}
+		audit(c, s.ops, s.log, ev.ID, change)
 	}
 	s.log.Info("operator override", "event", ev.ID, "set", values, "cleared", clear)
 	all, err := s.ops.Overrides(ctx, ev.ID)
@@ -263,6 +242,7 @@ func (s *Server) adminPatch(c *fiber.Ctx) error {
 	s.settingsMu.Lock()
 	s.settings[ev.ID] = set
 	s.settingsMu.Unlock()
+	s.settingsChanged(c, ev, before, set, sortedFields(values, clear))
 	return c.JSON(settingsView(ev, set))
 }
 
@@ -276,7 +256,7 @@ func sortedFields(values map[string]string, clear []string) []string {
 	return append(out, clear...)
 }
 
-func valueOf(set queue.Settings, f string) string {
+func valueOf(set line.Settings, f string) string {
 	switch f {
 	case operators.FieldMode:
 		return set.Mode
@@ -290,7 +270,7 @@ func valueOf(set queue.Settings, f string) string {
 // the access JWT's sub (what a fan shows, or a log line names). Its place
 // goes at once, and with it its pass: the gate checks the active set on
 // every request.
-func (s *Server) adminRevoke(c *fiber.Ctx) error {
+func (s *operatorsAPI) revoke(c *fiber.Ctx) error {
 	ev, err := s.event(c)
 	if err != nil {
 		return err
@@ -298,70 +278,74 @@ func (s *Server) adminRevoke(c *fiber.Ctx) error {
 	id := c.Params("ticket")
 	err = s.line.Revoke(c.UserContext(), ev.ID, id)
 	switch {
-	case errors.Is(err, queue.ErrInvalidTicket):
+	case errors.Is(err, line.ErrInvalidTicket):
 		return invalidField("ticketId", "is not a ticket id (the access JWT's sub, e.g. 1a.Xk…)")
 	case err != nil:
 		return err
 	}
 	change := "ticket " + id + " revoked"
-	if err := s.ops.Audit(c.UserContext(), operators.AuditEntry{Event: ev.ID, Change: change, Source: policy.SourceAPI}); err != nil {
-		s.log.Warn("audit", "event", ev.ID, "change", change, "err", err)
-	}
+	audit(c, s.ops, s.log, ev.ID, change)
 	s.log.Info("ticket revoked", "event", ev.ID, "ticket", id)
 	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// audit writes an operator's change of event to the trail, by the
+// request's token. A trail that fails is logged: the change is made all
+// the same.
+func audit(c *fiber.Ctx, trail Auditor, log *slog.Logger, event, change string) {
+	if err := trail.Audit(c.UserContext(), operators.AuditEntry{Event: event, Change: change, Source: policy.SourceAPI, By: grantOf(c).Name}); err != nil {
+		log.Warn("audit", "event", event, "change", change, "err", err)
+	}
+}
+
+// limitOf is the request's ?limit= (default 100), 1 to most, or 400
+// naming it.
+func limitOf(c *fiber.Ctx, most int) (int, error) {
+	q := c.Query("limit")
+	if q == "" {
+		return min(100, most), nil
+	}
+	n, err := strconv.Atoi(q)
+	if err != nil || n < 1 || n > most {
+		return 0, invalidField("limit", "must be an integer between 1 and %d", most)
+	}
+	return n, nil
 }
 
 // maxAudit is the most entries one GET /api/v1/admin/audit returns.
 const maxAudit = 1000
 
 // GET /api/v1/admin/audit?limit=N (default 100), newest first.
-func (s *Server) adminAudit(c *fiber.Ctx) error {
-	limit := 100
-	if q := c.Query("limit"); q != "" {
-		n, err := strconv.Atoi(q)
-		if err != nil || n < 1 || n > maxAudit {
-			return invalidField("limit", "must be an integer between 1 and %d", maxAudit)
-		}
-		limit = n
+func (s *operatorsAPI) audit(c *fiber.Ctx) error {
+	limit, err := limitOf(c, maxAudit)
+	if err != nil {
+		return err
 	}
 	entries, err := s.ops.AuditLog(c.UserContext(), limit)
 	if err != nil {
 		return err
 	}
-	if entries == nil {
-		entries = []operators.AuditEntry{}
+	// A token of some events reads their entries only (a reload's change
+	// of no event, admitter.tick, is every event's).
+	g := grantOf(c)
+	out := make([]operators.AuditEntry, 0, len(entries))
+	for _, e := range entries {
+		if g.Covers(e.Event) {
+			out = append(out, e)
+		}
 	}
-	return c.JSON(fiber.Map{"entries": entries})
+	return c.JSON(fiber.Map{"entries": out})
 }
 
 // GET /api/v1/admin/events/{event}/history: the last 30 minutes as this
 // gateway sampled them (admitted per second, waiting, active), for the
 // operators' page's chart.
-func (s *Server) adminHistory(c *fiber.Ctx) error {
+func (s *operatorsAPI) chart(c *fiber.Ctx) error {
 	ev, err := s.event(c)
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"event": ev.ID, "everySeconds": s.history.every.Seconds(), "points": s.history.points(ev.ID)})
-}
-
-// adminPage: GET /admin, the operators' page. It carries no data and no
-// token: the operator types the token in, the page keeps it in the tab's
-// sessionStorage and calls the API above with it (the previews too: it
-// puts each into a sandboxed frame of its own, scripts off).
-func (s *Server) adminPage(c *fiber.Ctx) error {
-	if s.config().Auth.AdminToken == "" {
-		return errNotFound
-	}
-	var buf bytes.Buffer
-	if err := s.renderAdmin(&buf); err != nil {
-		return err
-	}
-	c.Set(fiber.HeaderContentSecurityPolicy, csp)
-	c.Set(fiber.HeaderXFrameOptions, "DENY")
-	c.Set(fiber.HeaderCacheControl, "no-store")
-	c.Type("html", "utf-8")
-	return c.Send(buf.Bytes())
 }
 
 // historyEvery is how often the gateway samples each event for the chart.

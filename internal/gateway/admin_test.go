@@ -102,6 +102,8 @@ func TestAdminPatchValidation(t *testing.T) {
 		{"not an object", `[1]`, "body"},
 		{"empty", `{}`, "body"},
 		{"two objects", `{"mode":"paused"} {}`, "body"},
+		{"a brace after", `{"mode":"paused"}}`, "body"},
+		{"a bracket after", `{"mode":"paused"} ]`, "body"},
 		{"unknown key", `{"admitPerSecond": 5, "speed": 2}`, "speed"},
 		{"unknown key null", `{"speed": null}`, "speed"},
 		{"bad mode", `{"mode": "open"}`, "mode"},

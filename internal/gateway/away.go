@@ -1,14 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/notify"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // Away from the page (DESIGN.md): a fan whose account token carries an
@@ -17,13 +18,24 @@ import (
 // only ever the one the origin site signed: the route takes none of its
 // own.
 
+// AwayLine is what stepping away asks of the line.
+type AwayLine interface {
+	StepAway(ctx context.Context, r line.AwayRequest) error
+}
+
+// awayAPI is stepping away, by the API and by the waiting page's form.
+type awayAPI struct {
+	*edge
+	line AwayLine
+}
+
 // awayError maps StepAway's own errors (the rest are the line's).
 func awayError(err error) error {
-	var limited queue.AwayLimited
+	var limited line.AwayLimited
 	switch {
-	case errors.Is(err, queue.ErrNotYours):
+	case errors.Is(err, line.ErrNotYours):
 		return errNotYourPlace
-	case errors.Is(err, queue.ErrAlreadyAdmitted):
+	case errors.Is(err, line.ErrAlreadyAdmitted):
 		return errAlreadyAdmitted
 	case errors.As(err, &limited):
 		e := rateLimited(int((limited.RetryAfter.Seconds()) + 1))
@@ -39,7 +51,7 @@ func awayError(err error) error {
 // no_email; a bad token is 401 invalid_account) and be the place's own
 // account (403 not_your_place). The email is written in the fan's language
 // (body {"lang"} if one of ours, else wr_lang, else Accept-Language).
-func (s *Server) away(c *fiber.Ctx) error {
+func (s *awayAPI) away(c *fiber.Ctx) error {
 	ev, ticket, err := s.ticketOf(c)
 	if err != nil {
 		return err
@@ -66,7 +78,7 @@ func (s *Server) away(c *fiber.Ctx) error {
 
 // stepAway steps the fan of ticket away, as its account token (the
 // request's) allows; it returns the address the email will go to.
-func (s *Server) stepAway(c *fiber.Ctx, ev *config.Event, ticket, lang string) (string, error) {
+func (s *awayAPI) stepAway(c *fiber.Ctx, ev *config.Event, ticket, lang string) (string, error) {
 	cfg := s.config()
 	if cfg.Notify.SMTPURL == "" {
 		return "", errNotFound // a room that sends no email has no such route
@@ -78,7 +90,7 @@ func (s *Server) stepAway(c *fiber.Ctx, ev *config.Event, ticket, lang string) (
 	if claims.Account == "" || !notify.ValidAddress(claims.Email) {
 		return "", errNoEmail
 	}
-	err = s.line.StepAway(c.UserContext(), queue.AwayRequest{Event: ev.ID, Settings: s.settingsFor(ev), Ticket: ticket,
+	err = s.line.StepAway(c.UserContext(), line.AwayRequest{Event: ev.ID, Settings: s.settingsFor(ev), Ticket: ticket,
 		Account: claims.Account, Email: claims.Email, Lang: lang, Limit: cfg.Notify.PerAccountPerHour, Now: s.now()})
 	if err != nil {
 		return "", awayError(err)
@@ -90,7 +102,7 @@ func (s *Server) stepAway(c *fiber.Ctx, ev *config.Event, ticket, lang string) (
 // page, with or without JavaScript: the ticket from its cookie, the
 // account from wr_u. 303 to the room, which says what happens next
 // (?away=1), or why it did not (?e=…).
-func (s *Server) awayForm(c *fiber.Ctx) error {
+func (s *awayAPI) awayForm(c *fiber.Ctx) error {
 	ev, err := s.formEvent(c)
 	if err != nil {
 		return err
@@ -120,7 +132,7 @@ func (s *Server) awayForm(c *fiber.Ctx) error {
 // awayOffer is what the waiting page says of stepping away, when this fan
 // can (the room sends email, and the fan's account token carries an
 // address): nil otherwise.
-func (s *Server) awayOffer(c *fiber.Ctx, ev *config.Event) *web.Away {
+func (s *awayAPI) awayOffer(c *fiber.Ctx, ev *config.Event) *web.Away {
 	cfg := s.config()
 	if cfg.Notify.SMTPURL == "" || c.Cookies(accountCookie) == "" {
 		return nil

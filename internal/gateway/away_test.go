@@ -75,8 +75,8 @@ func TestStepAwayRoute(t *testing.T) {
 		t.Errorf("Cache-Control %q; want no-store", cc)
 	}
 	note, _ := e.rdb.HGet(context.Background(), rdb.KeysOf("premiere").Away, strings.Split(ticketID(t, e, ticket), " ")[0]).Result()
-	if !strings.HasPrefix(note, "ko alice alice@example.test ") {
-		t.Errorf("away note %q; want it in Korean, for alice@example.test", note)
+	if !strings.HasPrefix(note, "ko alice@example.test ") || strings.Contains(note, ticket) {
+		t.Errorf("away note %q; want it in Korean, for alice@example.test, without the ticket", note)
 	}
 	// A room that sends no email has no such route.
 	plain := setupAccounts(t)

@@ -10,7 +10,8 @@ import (
 // queueCollector reads the line's gauges from Redis at scrape time, so the
 // figures are never staler than the scrape and no loop polls Redis for them.
 type queueCollector struct {
-	s         *Server
+	edge      *edge
+	line      EventsLine
 	waiting   *prometheus.Desc
 	active    *prometheus.Desc
 	available *prometheus.Desc
@@ -21,7 +22,8 @@ type queueCollector struct {
 // waitroom_queue_active for every event the gateway serves.
 func (s *Server) NewCollector() prometheus.Collector {
 	return &queueCollector{
-		s:         s,
+		edge:      s.edge,
+		line:      s.line,
 		waiting:   prometheus.NewDesc("waitroom_queue_waiting", "Fans waiting in line (read from Redis at scrape time).", []string{"event"}, nil),
 		active:    prometheus.NewDesc("waitroom_queue_active", "Fans admitted and still inside their access window (read from Redis at scrape time).", []string{"event"}, nil),
 		available: prometheus.NewDesc("waitroom_places_available", "Places (seats and general-admission) that can be held now, as the booking core published them.", []string{"event"}, nil),
@@ -39,8 +41,8 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for _, ev := range q.s.config().Events {
-		c, err := q.s.line.Counts(ctx, ev.ID)
+	for _, ev := range q.edge.config().Events {
+		c, err := q.line.Counts(ctx, ev.ID)
 		if err != nil {
 			// Missing series (not zeros) tell the SRE the edge cannot see Redis.
 			continue

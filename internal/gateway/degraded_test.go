@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"crypto/ed25519"
 	"net/http"
 	"strings"
@@ -9,9 +10,13 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/faultproxy"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -20,7 +25,8 @@ import (
 // answers, as a stalled machine or a failover in progress), the gate
 // honours a valid pass by its signature, event and exp alone, counted in
 // waitroom_gate_degraded_total{service="gateway"}. The first check waits at
-// most a second for Redis; the next ones do not wait again (the breaker).
+// most a second for Redis, and a second for the ping that confirms Redis
+// is away; the next ones do not wait again (the breaker).
 // A pass that does not verify, has expired, or names no event of the sale is
 // still refused, and never reaches the booking core. New joins and polls
 // get 503 with Retry-After. Once Redis answers again, the active set counts
@@ -109,20 +115,168 @@ func TestAdmittedFanKeepsGoingWhileRedisIsAway(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		r := e.do(http.MethodGet, seats, nil, bearer(otherToken)...)
-		if r.code == http.StatusUnauthorized {
-			break
+		after := testutil.ToFloat64(degraded)
+		r := e.do(http.MethodGet, seats, nil, bearer(token)...)
+		if r.code == http.StatusOK && testutil.ToFloat64(degraded) == after {
+			break // the line answered, not the pass alone
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a pass revoked once Redis was back: %d %s 5s later; want 401", r.code, r.raw)
+			t.Fatalf("the active fan 5s after Redis was back: %d %s, degraded %v; want 200 from the line", r.code, r.raw, testutil.ToFloat64(degraded) != after)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	after := testutil.ToFloat64(degraded)
-	if r := e.do(http.MethodGet, seats, nil, bearer(token)...); r.code != http.StatusOK {
-		t.Errorf("the active fan once Redis was back: %d %s", r.code, r.raw)
+	if r := e.do(http.MethodGet, seats, nil, bearer(otherToken)...); r.code != http.StatusUnauthorized {
+		t.Errorf("a pass revoked once Redis was back: %d %s; want 401", r.code, r.raw)
 	}
-	if got := testutil.ToFloat64(degraded); got != after {
-		t.Errorf("a check with Redis back was counted as degraded")
+}
+
+// lineApart is the gateway's line through a fault proxy, its ping apart
+// (another proxy): one slow answer of the line while Redis still answers a
+// ping, as a fan's heavy read or a stalled connection would make it.
+type lineApart struct {
+	*queue.Store
+	ping *queue.Store
+}
+
+func (l lineApart) Ping(ctx context.Context) error { return l.ping.Ping(ctx) }
+
+// setupThroughProxies is setup with the gateway's Redis behind two fault
+// proxies: lines (every call of the line) and pings (the breaker's probe).
+// The env's own line (e.line) talks to Redis directly: another gateway, or
+// the booking core's relay.
+func setupThroughProxies(t *testing.T) (e *env, lines, pings *faultproxy.Proxy) {
+	t.Helper()
+	rs, rc := testenv.Redis(t)
+	through := func() (*faultproxy.Proxy, *queue.Store) {
+		px, err := faultproxy.Start(rs.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(px.Close)
+		c := redis.NewClient(&redis.Options{Addr: px.Addr, PoolSize: 16})
+		t.Cleanup(func() { c.Close() })
+		return px, queue.NewStore(c, []byte("gateway-test-secret-0123456789abcdef"))
+	}
+	lines, line := through()
+	pings, ping := through()
+	e = setupOn(t, rs, rc, 0, "", "", func(o *gateway.Options) { o.Line = lineApart{Store: line, ping: ping} })
+	return e, lines, pings
+}
+
+// Fans cannot open the gate (DESIGN.md, "Fair play, third round"). One
+// check that gets no answer within the wait (latency put between the gate
+// and Redis while Redis answers pings) is that fan's 503, not a way in: the
+// breaker stays closed, and a revoked pass is refused the moment after.
+// Three such checks in a row open it: then valid passes go on by their
+// signature (counted degraded), but a pass whose ticket ended before, while
+// Redis answered (left at this gate, revoked by an operator through
+// another gateway, completed by the booking core's relay), is still 401:
+// the gate follows the line's ends while Redis answers. Nothing refused
+// reaches the booking core. Once Redis answers again the line decides.
+func TestFansCannotOpenTheGate(t *testing.T) {
+	e, lines, pings := setupThroughProxies(t)
+	bearer := func(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
+	seats := "/api/v1/booking/showtimes/42/seats"
+	_, token := e.admit("premiere")
+	idOf := func(ticket string) string { id, _ := e.line.TicketID("premiere", ticket); return id }
+	leftT, left := e.admit("premiere")
+	revokedT, revoked := e.admit("premiere")
+	completedT, completed := e.admit("premiere")
+	if r := e.do(http.MethodDelete, "/api/v1/events/premiere/tickets/"+leftT, nil); r.code != http.StatusNoContent {
+		t.Fatalf("leave: %d %s", r.code, r.raw)
+	}
+	if err := e.line.Revoke(t.Context(), "premiere", idOf(revokedT)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.line.Complete(t.Context(), "premiere", idOf(completedT)); err != nil {
+		t.Fatal(err)
+	}
+	ended := map[string]string{"left": left, "revoked": revoked, "completed": completed}
+	for name, tok := range ended {
+		if r := e.do(http.MethodGet, seats, nil, bearer(tok)...); r.code != http.StatusUnauthorized {
+			t.Fatalf("%s with Redis answering: %d %s; want 401", name, r.code, r.raw)
+		}
+	}
+	// The gate heard of every end (its own, and the others').
+	deadline := time.Now().Add(10 * time.Second)
+	for _, ticket := range []string{leftT, revokedT, completedT} {
+		for !e.srv.EndHeard("premiere", idOf(ticket)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the gate did not hear of %s's end within 10s", ticket)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	degraded := metrics.GateDegraded("gateway")
+	before := testutil.ToFloat64(degraded)
+
+	// One slow answer: that check's 503, the breaker closed.
+	lines.Latency(1500 * time.Millisecond)
+	r := e.do(http.MethodGet, seats, nil, bearer(token)...)
+	lines.Heal()
+	if r.code != http.StatusServiceUnavailable || r.body["error"] != "unavailable" || r.hdr.Get("Retry-After") == "" {
+		t.Errorf("one check without an answer in time: %d %s; want 503 unavailable with Retry-After (not a way in)", r.code, r.raw)
+	}
+	if r := e.do(http.MethodGet, seats, nil, bearer(revoked)...); r.code != http.StatusUnauthorized {
+		t.Errorf("a revoked pass right after one slow answer: %d %s; want 401 (the breaker stays closed)", r.code, r.raw)
+	}
+	if r := e.do(http.MethodGet, seats, nil, bearer(token)...); r.code != http.StatusOK {
+		t.Errorf("the active fan after one slow answer: %d %s; want 200", r.code, r.raw)
+	}
+	if got := testutil.ToFloat64(degraded) - before; got != 0 {
+		t.Errorf("one slow answer let %v passes through degraded; want none", got)
+	}
+
+	// Three in a row: the breaker opens (the third with the ping silent
+	// too, so that it stays open while we look).
+	lines.Latency(1500 * time.Millisecond)
+	for i := 0; i < 2; i++ {
+		if r := e.do(http.MethodGet, seats, nil, bearer(token)...); r.code != http.StatusServiceUnavailable {
+			t.Fatalf("check %d without an answer: %d %s; want 503", i+1, r.code, r.raw)
+		}
+	}
+	pings.Partition()
+	if r := e.do(http.MethodGet, seats, nil, bearer(token)...); r.code != http.StatusOK || r.body["path"] != seats {
+		t.Fatalf("the third check in a row without an answer: %d %s; want 200 from the booking core (degraded)", r.code, r.raw)
+	}
+	hits := e.upstream.hits.Load()
+	began := time.Now()
+	for name, tok := range ended {
+		if r := e.do(http.MethodGet, seats, nil, bearer(tok)...); r.code != http.StatusUnauthorized || r.body["error"] != "admission_required" {
+			t.Errorf("%s before the outage, during it: %d %s; want 401 admission_required", name, r.code, r.raw)
+		}
+	}
+	if n := e.upstream.hits.Load(); n != hits {
+		t.Errorf("ended passes reached the booking core %d times", n-hits)
+	}
+	if r := e.do(http.MethodGet, seats, nil, bearer(token)...); r.code != http.StatusOK {
+		t.Errorf("the active fan while open: %d %s; want 200", r.code, r.raw)
+	}
+	if d := time.Since(began); d >= time.Second {
+		t.Errorf("four checks while open took %s; want none to wait for Redis", d)
+	}
+	if got := testutil.ToFloat64(degraded) - before; got != 2 {
+		t.Errorf("waitroom_gate_degraded_total{service=gateway} went up by %v; want 2 (the active fan's two checks, no ended pass)", got)
+	}
+
+	// Redis back: the line decides again.
+	lines.Heal()
+	pings.Heal()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		after := testutil.ToFloat64(degraded)
+		r := e.do(http.MethodGet, seats, nil, bearer(token)...)
+		if r.code == http.StatusOK && testutil.ToFloat64(degraded) == after {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after Redis answered again the gate still falls back (%d %s)", r.code, r.raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for name, tok := range ended {
+		if r := e.do(http.MethodGet, seats, nil, bearer(tok)...); r.code != http.StatusUnauthorized {
+			t.Errorf("%s with Redis back: %d %s; want 401", name, r.code, r.raw)
+		}
 	}
 }

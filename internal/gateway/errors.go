@@ -7,8 +7,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/presale"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // apiError is the one error shape of the API: {"error": code, "message": text}.
@@ -59,21 +59,26 @@ var (
 
 	// The presale's.
 	errRegistrationClosed = &apiError{Status: fiber.StatusConflict, Code: "registration_closed", Message: "registration for this presale is not open"}
-	errNotRegistered      = &apiError{Status: fiber.StatusNotFound, Code: "not_registered", Message: "this account has no registration for this presale"}
-	errNoPresale          = &apiError{Status: fiber.StatusNotFound, Code: "no_presale", Message: "this sale has no presale"}
-	errSelectionNotDrawn  = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the selection is drawn when registration closes"}
-	errNotInvited         = &apiError{Status: fiber.StatusForbidden, Code: "not_invited", Message: "this presale is for invited accounts: yours holds no invitation"}
-	errCodeRequired       = &apiError{Status: fiber.StatusForbidden, Code: "code_required", Message: "this sale needs an access code"}
-	errInvalidCode        = &apiError{Status: fiber.StatusForbidden, Code: "invalid_code", Message: "no such access code"}
-	errCodeUsed           = &apiError{Status: fiber.StatusConflict, Code: "code_used", Message: "this access code has been used up"}
+	// No Retry-After: the limit is the event's, for good (DESIGN.md, Fair
+	// play, third round), so no wait would help.
+	errTooManyRegistrations = &apiError{Status: fiber.StatusTooManyRequests, Code: "rate_limited", Message: "this account has registered for this presale 3 times already (withdrawals count): it cannot register again"}
+	errNotRegistered        = &apiError{Status: fiber.StatusNotFound, Code: "not_registered", Message: "this account has no registration for this presale"}
+	errNoPresale            = &apiError{Status: fiber.StatusNotFound, Code: "no_presale", Message: "this sale has no presale"}
+	errSelectionNotDrawn    = &apiError{Status: fiber.StatusConflict, Code: "not_drawn", Message: "the selection is drawn when registration closes"}
+	errNotInvited           = &apiError{Status: fiber.StatusForbidden, Code: "not_invited", Message: "this presale is for invited accounts: yours holds no invitation"}
+	errInvitationUsed       = &apiError{Status: fiber.StatusForbidden, Code: "invitation_used", Message: "your invitation has bought its tickets already: it buys once"}
+	errCodeRequired         = &apiError{Status: fiber.StatusForbidden, Code: "code_required", Message: "this sale needs an access code"}
+	errInvalidCode          = &apiError{Status: fiber.StatusForbidden, Code: "invalid_code", Message: "no such access code"}
+	errCodeUsed             = &apiError{Status: fiber.StatusConflict, Code: "code_used", Message: "this access code has been used up"}
 
 	// Forward auth's.
 	errUntrustedProxy  = &apiError{Status: fiber.StatusForbidden, Code: "untrusted_proxy", Message: "forward auth answers the proxies of gateway.trusted_proxies only"}
 	errInvalidReturn   = &apiError{Status: fiber.StatusBadRequest, Code: "invalid_return", Message: "return must be an absolute http(s) URL on a host this event guards"}
+	errUnknownHost     = &apiError{Status: fiber.StatusForbidden, Code: "unknown_host", Message: "X-Forwarded-Host must name a host some protect rule names"}
 	errBadForwardedURI = &apiError{Status: fiber.StatusBadRequest, Code: "invalid_request", Message: "X-Forwarded-Uri (or X-Original-URI) must be a request target starting with /"}
 
 	// The operators'.
-	errUnauthorized = &apiError{Status: fiber.StatusUnauthorized, Code: "unauthorized", Message: "a valid operator token is required (Authorization: Bearer <admin_token>)"}
+	errUnauthorized = &apiError{Status: fiber.StatusUnauthorized, Code: "unauthorized", Message: "a valid operators' token is required (Authorization: Bearer <token>)"}
 
 	// Any route's.
 	errUnavailable    = &apiError{Status: fiber.StatusServiceUnavailable, Code: "unavailable", Message: "temporarily unavailable, try again shortly", RetryAfter: 2}
@@ -90,6 +95,12 @@ func rateLimited(retryAfter int) *apiError {
 	return &apiError{Status: fiber.StatusTooManyRequests, Code: "rate_limited", Message: "too many joins from this address, slow down", RetryAfter: retryAfter}
 }
 
+// listsLimited is 429 rate_limited for an address past its downloads of
+// the published lists this minute (transparency.go).
+func listsLimited(retryAfter int) *apiError {
+	return &apiError{Status: fiber.StatusTooManyRequests, Code: "rate_limited", Message: "too many downloads of the published lists from this address: keep the copy you have (it never changes), or try again in a minute", RetryAfter: retryAfter}
+}
+
 // windowNotOpen is 403 window_not_open with the fan's window.
 func windowNotOpen(w presale.WindowNotOpen) *apiError {
 	return &apiError{Status: fiber.StatusForbidden, Code: "window_not_open", Message: "your window to join this presale is not open",
@@ -104,20 +115,22 @@ var domainErrors = []struct {
 	err error
 	api *apiError
 }{
-	{queue.ErrInvalidTicket, errInvalidTicket},
-	{queue.ErrClosed, errEventClosed},
-	{queue.ErrSoldOut, errSoldOut},
-	{queue.ErrUnavailable, errUnavailable},
-	{queue.ErrNoLottery, errNoLottery},
-	{queue.ErrNotDrawn, errNotDrawn},
-	{queue.ErrNotInLottery, errNotInLottery},
-	{queue.ErrUnknownTicket, errUnknownTicket},
+	{line.ErrInvalidTicket, errInvalidTicket},
+	{line.ErrClosed, errEventClosed},
+	{line.ErrSoldOut, errSoldOut},
+	{line.ErrUnavailable, errUnavailable},
+	{line.ErrNoLottery, errNoLottery},
+	{line.ErrNotDrawn, errNotDrawn},
+	{line.ErrNotInLottery, errNotInLottery},
+	{line.ErrUnknownTicket, errUnknownTicket},
 	{presale.ErrRegistrationClosed, errRegistrationClosed},
+	{presale.ErrTooManyRegistrations, errTooManyRegistrations},
 	{presale.ErrNotRegistered, errNotRegistered},
 	{presale.ErrNoPresale, errNoPresale},
 	{presale.ErrNotDrawn, errSelectionNotDrawn},
 	{presale.ErrAccountRequired, errAccountRequired},
 	{presale.ErrNotInvited, errNotInvited},
+	{presale.ErrInvitationUsed, errInvitationUsed},
 	{presale.ErrCodeRequired, errCodeRequired},
 	{presale.ErrInvalidCode, errInvalidCode},
 	{presale.ErrCodeUsed, errCodeUsed},
@@ -127,8 +140,8 @@ var domainErrors = []struct {
 func toAPI(err error) *apiError {
 	var (
 		ae      *apiError
-		notOpen queue.NotOpen
-		tooMany queue.RateLimited
+		notOpen line.NotOpen
+		tooMany line.RateLimited
 		window  presale.WindowNotOpen
 	)
 	switch {

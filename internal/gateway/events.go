@@ -9,9 +9,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/platform/service"
+	"github.com/waitroom/waitroom/internal/line"
+	"github.com/waitroom/waitroom/internal/platform/periodic"
 	"github.com/waitroom/waitroom/internal/policy"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // settingsEvery is how often the gateway re-reads the settings the
@@ -20,17 +20,17 @@ import (
 const settingsEvery = 500 * time.Millisecond
 
 // refreshSettings keeps the settings in force in memory until ctx ends.
-func (s *Server) refreshSettings(ctx context.Context) {
-	service.Periodic(ctx, service.Every(settingsEvery), s.loadSettings)
+func (s *edge) refreshSettings(ctx context.Context) {
+	periodic.Run(ctx, periodic.Every(settingsEvery), s.loadSettings)
 }
 
-func (s *Server) loadSettings(ctx context.Context) {
+func (s *edge) loadSettings(ctx context.Context) {
 	cfg := s.config()
 	for i := range cfg.Events {
 		ev := &cfg.Events[i]
 		set, err := s.line.Settings(ctx, ev.ID)
 		switch {
-		case errors.Is(err, queue.ErrNoSettings):
+		case errors.Is(err, line.ErrNoSettings):
 			set = policy.SettingsFor(*ev)
 		case err != nil:
 			continue // Redis hiccup: the last known settings stay
@@ -43,7 +43,7 @@ func (s *Server) loadSettings(ctx context.Context) {
 
 // settingsFor returns the settings in force for ev: those the admitter
 // published, else (until one has) the config's.
-func (s *Server) settingsFor(ev *config.Event) queue.Settings {
+func (s *edge) settingsFor(ev *config.Event) line.Settings {
 	s.settingsMu.RLock()
 	set, ok := s.settings[ev.ID]
 	s.settingsMu.RUnlock()
@@ -59,25 +59,40 @@ const (
 	stateOpen        = "open"
 	statePaused      = "paused"
 	statePassthrough = "passthrough"
+	stateAuto        = "auto" // open, straight through while there is room: waiting says whether a line formed
 	stateClosed      = "closed"
 	stateSoldOut     = "soldout"
 )
 
 // state is the event's state as the API reports it.
-func state(set queue.Settings, inv queue.Inventory, now time.Time) string {
+func state(set line.Settings, inv line.Inventory, now time.Time) string {
 	switch {
-	case set.Mode == queue.ModeClosed || (set.ClosesAt != nil && !now.Before(*set.ClosesAt)):
+	case set.Mode == line.ModeClosed || (set.ClosesAt != nil && !now.Before(*set.ClosesAt)):
 		return stateClosed
 	case inv.SoldOut():
 		return stateSoldOut
-	case set.Mode == queue.ModePaused:
+	case set.Mode == line.ModePaused:
 		return statePaused
-	case set.Mode == queue.ModePassthrough:
+	case set.Mode == line.ModePassthrough:
 		return statePassthrough
 	case set.OpensAt != nil && now.Before(*set.OpensAt):
 		return statePrequeue
+	case set.Mode == line.ModeAuto:
+		return stateAuto
 	}
 	return stateOpen
+}
+
+// EventsLine is what the events' routes and the metrics' collector
+// (collector.go) ask of the line: its figures.
+type EventsLine interface {
+	Counts(ctx context.Context, event string) (line.Counts, error)
+}
+
+// eventsAPI is the events' routes: each event, its state and figures.
+type eventsAPI struct {
+	*edge
+	line EventsLine
 }
 
 type showtimeJSON struct {
@@ -101,7 +116,7 @@ type eventJSON struct {
 	Showtimes      []showtimeJSON `json:"showtimes"`
 }
 
-func (s *Server) eventInfo(ctx context.Context, ev *config.Event) (eventJSON, error) {
+func (s *eventsAPI) eventInfo(ctx context.Context, ev *config.Event) (eventJSON, error) {
 	set := s.settingsFor(ev)
 	counts, err := s.line.Counts(ctx, ev.ID)
 	if err != nil {
@@ -136,7 +151,7 @@ func displayRate(r float64) float64 {
 	return r
 }
 
-func (s *Server) event(c *fiber.Ctx) (*config.Event, error) {
+func (s *edge) event(c *fiber.Ctx) (*config.Event, error) {
 	ev, ok := s.config().Event(c.Params("event"))
 	if !ok {
 		return nil, errUnknownEvent
@@ -157,7 +172,7 @@ func everyEvent[T any](ctx context.Context, cfg *config.Config, f func(context.C
 	return out, nil
 }
 
-func (s *Server) listEvents(c *fiber.Ctx) error {
+func (s *eventsAPI) listEvents(c *fiber.Ctx) error {
 	out, err := everyEvent(c.UserContext(), s.config(), s.eventInfo)
 	if err != nil {
 		return err
@@ -166,7 +181,7 @@ func (s *Server) listEvents(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"events": out})
 }
 
-func (s *Server) getEvent(c *fiber.Ctx) error {
+func (s *eventsAPI) getEvent(c *fiber.Ctx) error {
 	ev, err := s.event(c)
 	if err != nil {
 		return err

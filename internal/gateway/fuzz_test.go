@@ -68,7 +68,7 @@ func fuzzServe(t *testing.T, e *env, peer net.IP, method, uri, host string, body
 // contract lets a join give.
 func FuzzJoin(f *testing.F) {
 	e := setupWith(f, 0, "", "", func(o *gateway.Options) {
-		o.Accounts = account.NewVerifier([]ed25519.PublicKey{fuzzAccountKey.Public().(ed25519.PublicKey)}, nil)
+		o.Accounts = account.NewVerifier([]ed25519.PublicKey{fuzzAccountKey.Public().(ed25519.PublicKey)})
 	})
 	ticket := e.join("premiere").body["ticket"].(string)
 	tok, err := account.Mint(fuzzAccountKey, "acct-42", "", time.Now(), time.Hour)
@@ -114,6 +114,7 @@ func FuzzAdminPatch(f *testing.F) {
 		f.Add("premiere", []byte(b))
 	}
 	f.Add("unknown", []byte(`{"mode":"paused"}`))
+	f.Add("premiere", []byte(`{"mode":"paused"}}`)) // taken for one object while patchOf asked dec.More()
 	fields := map[string]bool{"mode": true, "admitPerSecond": true, "maxActive": true}
 	f.Fuzz(func(t *testing.T, event string, body []byte) {
 		r := fuzzServe(t, e, net.IPv4(198, 51, 100, 7), http.MethodPatch, "/api/v1/admin/events/"+url.PathEscape(event), "", body,
@@ -137,6 +138,37 @@ func FuzzAdminPatch(f *testing.F) {
 			t.Fatalf("PATCH %q with %q: %d %s; want a refusal", event, body, r.code, r.raw)
 		}
 	})
+}
+
+// isShop reports whether host is the guarded shop's: a host name's case is
+// ASCII's alone (RFC 4343), so "ſhop.example", whose ſ (U+017F)
+// strings.EqualFold folds to an s, is another host (forward auth calls it
+// unknown, and no way back may lead there).
+func isShop(host string) bool {
+	if len(host) != len(shopHost) {
+		return false
+	}
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != shopHost[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// sitePassOf is the site's pass a proxy's Cookie header "wr_fa_premiere="
+// + cookie carries, as the gateway's cookie parser (fasthttp's) reads it:
+// spaces and quotes round the value trimmed, the value ended at a ';', the
+// first of two taken. So the valid pass followed by a ';' is the valid
+// pass, not a forged one that got through.
+func sitePassOf(cookie string) string {
+	var h fasthttp.RequestHeader
+	h.Set("Cookie", "wr_fa_premiere="+cookie)
+	return string(h.Cookie("wr_fa_premiere"))
 }
 
 // linkBase is a share link's base: a scheme and a host a link may carry.
@@ -191,7 +223,7 @@ func FuzzForwardedHeaders(f *testing.F) {
 // address) or a refusal of the contract's: never a 500.
 func FuzzAway(f *testing.F) {
 	e := setupWith(f, 0, "", "", func(o *gateway.Options) {
-		o.Accounts = account.NewVerifier([]ed25519.PublicKey{fuzzAccountKey.Public().(ed25519.PublicKey)}, nil)
+		o.Accounts = account.NewVerifier([]ed25519.PublicKey{fuzzAccountKey.Public().(ed25519.PublicKey)})
 		o.Config.Notify.SMTPURL = "smtp://127.0.0.1:2525"
 	})
 	tok, err := account.MintWithEmail(fuzzAccountKey, "acct-42", "", "fan@example.test", time.Now(), time.Hour)
@@ -225,7 +257,8 @@ func FuzzAway(f *testing.F) {
 // the pass's cookie, a return token in the target; and the room's
 // ?return=. No answer is a 5xx; only a pass or a token the room made lets
 // anyone through; a refusal sends the fan to the room with a way back on
-// the host asked for, which is one the event guards; the room page takes
+// the host asked for, which is one the event guards; a host no rule names
+// is 403 unknown_host, and only such a host; the room page takes
 // a way back only to a guarded host.
 func FuzzForwardAuth(f *testing.F) {
 	g := setupGuarded(f)
@@ -240,13 +273,23 @@ func FuzzForwardAuth(f *testing.F) {
 	f.Add(shopHost, "", "/tour-tokyo", "", "garbage", "javascript:alert(1)")
 	f.Add("evil.example, shop.example", "/x/../tour-tokyo/", "", "https, http", valid+"x", "https://evil.example/")
 	f.Add("a b", "/\x00", "/", "ftp", "a.b.c", "https://user@shop.example/")
+	f.Add("SHOP.example", "/%tokyo", "", "http", "", "") // CI's find: a way back with a bad escape
+	// The valid pass as a Cookie header may spell it: a cookie parser's
+	// reading of these is the pass itself.
+	for _, c := range []string{valid + ";", valid + " ", " " + valid, `"` + valid + `"`, valid + "; wr_fa_premiere=x"} {
+		f.Add(shopHost, "/tour-tokyo", "", "https", c, "")
+	}
+	// A port that is no number: a way back no URL parser took.
+	f.Add("SHOP.eXAmple:A", "/#0", "", "0", "", "0")
+	// ſ (U+017F) is no s: another host, unknown to forward auth, no way back.
+	f.Add("\u017fhop.example", "/tour-tokyo", "", "https", "", "https://\u017fhop.example/tour-tokyo")
 	f.Fuzz(func(t *testing.T, xfh, uri, original, proto, cookie, ret string) {
 		r := fuzzServe(t, g.env, net.ParseIP(balancer), http.MethodGet, "/api/v1/forward-auth", "gateway:8080", nil,
 			"X-Forwarded-Host", xfh, "X-Forwarded-Uri", uri, "X-Original-URI", original, "X-Forwarded-Proto", proto,
 			"Cookie", "wr_fa_premiere="+cookie)
 		switch r.code {
 		case http.StatusOK:
-			if ev := r.hdr.Get("X-Waitroom-Event"); ev != "" && cookie != valid && !strings.Contains(uri+original, tok) {
+			if ev := r.hdr.Get("X-Waitroom-Event"); ev != "" && sitePassOf(cookie) != valid && !strings.Contains(uri+original, tok) {
 				t.Fatalf("let through as %s with cookie %q and target %q: only the room's own pass or token may", ev, cookie, uri+original)
 			}
 		case http.StatusUnauthorized:
@@ -256,19 +299,26 @@ func FuzzForwardAuth(f *testing.F) {
 			}
 			if back := loc.Query().Get("return"); back != "" {
 				u, err := url.Parse(back)
-				if err != nil || !strings.EqualFold(u.Hostname(), shopHost) || u.User != nil {
+				if err != nil || !isShop(u.Hostname()) || u.User != nil {
 					t.Fatalf("refused with the way back %q; want one on %s", back, shopHost)
 				}
 			}
+		case http.StatusForbidden:
+			// Fails closed: only a host no rule names (or none at all).
+			last := xfh[strings.LastIndexByte(xfh, ',')+1:]
+			if host, _, err := net.SplitHostPort(strings.TrimSpace(last)); r.body["error"] != "unknown_host" ||
+				isShop(strings.TrimSuffix(strings.TrimSpace(last), ".")) || err == nil && isShop(strings.TrimSuffix(host, ".")) {
+				t.Fatalf("forward auth, X-Forwarded-Host %q: %d %s; want 403 unknown_host only for a host no rule names", xfh, r.code, r.raw)
+			}
 		case http.StatusBadRequest:
 		default:
-			t.Fatalf("forward auth: %d %s; want 200, 400 or 401", r.code, r.raw)
+			t.Fatalf("forward auth: %d %s; want 200, 400, 401 or 403", r.code, r.raw)
 		}
 		p := fuzzServe(t, g.env, net.ParseIP(stranger), http.MethodGet, "/e/premiere?return="+url.QueryEscape(ret), "", nil)
 		switch {
 		case p.code == http.StatusOK && ret != "":
 			u, err := url.Parse(ret)
-			if err != nil || !strings.EqualFold(u.Hostname(), shopHost) || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+			if err != nil || !isShop(u.Hostname()) || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
 				t.Fatalf("the room took the way back %q; want only one on %s", ret, shopHost)
 			}
 		case p.code != http.StatusOK && p.code != http.StatusBadRequest:

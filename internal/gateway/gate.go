@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,9 +16,11 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"github.com/waitroom/waitroom/internal/gatekeeper"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/platform/breaker"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 var proxyErrors = metrics.CounterVec("waitroom_proxy_errors_total",
@@ -31,15 +32,51 @@ const (
 )
 
 var (
-	holdPath    = regexp.MustCompile(`^/api/v1/booking/showtimes/[0-9]+/holds$`)
-	bookingPath = regexp.MustCompile(`^/api/v1/booking/(bookings/[^/]+|wallet)$`)
-	requestID   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	bookingPath  = regexp.MustCompile(`^/api/v1/booking/(bookings/[^/]+|wallet)$`)
+	checkoutPath = regexp.MustCompile(`^/api/v1/booking/holds/[^/]+/checkout$`)
+	requestID    = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 )
 
-// gate: ANY /api/v1/booking/* — proxied only for a valid pass whose ticket
-// is still active. Every refusal is the same bare 401: nothing in it tells an
-// attacker which check failed.
-func (s *Server) gate(c *fiber.Ctx) error {
+// validPassEnough reports whether c is one of the gate's exceptions, which
+// need a valid pass and not an active place (DESIGN.md, Gateway API, and
+// "A checkout replayed after it completed gets its answer"): reading one's
+// own booking or wallet, so that a fan whose place its booking freed can
+// see them; and a checkout with an Idempotency-Key, which the booking core
+// answers only with the stored answer of that key when the place is gone
+// (its own check of the line, then 401 for a new checkout).
+func validPassEnough(c *fiber.Ctx, path string) bool {
+	switch c.Method() {
+	case fiber.MethodGet:
+		return bookingPath.MatchString(path)
+	case fiber.MethodPost:
+		return c.Get("Idempotency-Key") != "" && checkoutPath.MatchString(path)
+	}
+	return false
+}
+
+// GateLine is what the gate asks of the line beyond the check of a pass's
+// place (sessions'): the active window a hold stretches.
+type GateLine interface {
+	Extend(ctx context.Context, event, ticket string, until time.Time, window time.Duration) (time.Time, bool, error)
+}
+
+// gate is the only way in to the booking API: a pass checked, the request
+// passed on to the booking core, a hold's window stretched and its pass
+// handed out.
+type gate struct {
+	*edge
+	line     GateLine
+	signer   *pass.Signer
+	verifier *pass.Verifier   // the gate's passes, by the gateway's own key
+	proxy    *proxy           // to the booking core
+	redis    *breaker.Breaker // the server's breaker of the line (server.go)
+	sessions *sessions        // a pass's place checked, a sliding one renewed (session.go)
+}
+
+// serve: ANY /api/v1/booking/* — proxied only for a valid pass whose
+// ticket is still active. Every refusal is the same bare 401: nothing in
+// it tells an attacker which check failed.
+func (s *gate) serve(c *fiber.Ctx) error {
 	path := c.Path()
 	if c.Method() == fiber.MethodPost && path == callbackPath {
 		// The payment provider's callback carries no pass: the booking core
@@ -51,29 +88,40 @@ func (s *Server) gate(c *fiber.Ctx) error {
 		// gateway's /api/v1/admin only (admin_wallet.go), never by fans.
 		return errNotFound
 	}
-	claims, token, err := s.admitted(c, path)
+	claims, token, again, err := s.admitted(c, path)
 	if err != nil {
 		return err
 	}
 	if err := s.proxy.forward(c, token, s.clientOf(c)); err != nil {
 		return err
 	}
-	if c.Method() == fiber.MethodPost && c.Response().StatusCode() == fiber.StatusCreated && holdPath.MatchString(path) {
-		s.extendForHold(c, claims)
+	if exp := c.Response().Header.Peek(line.HoldExpiresHeader); len(exp) > 0 {
+		// A hold taken: the booking core said until when (its one header
+		// for the gate, not the fan's).
+		holdExp, err := time.Parse(time.RFC3339Nano, string(exp))
+		c.Response().Header.Del(line.HoldExpiresHeader)
+		if err == nil && c.Response().StatusCode() == fiber.StatusCreated {
+			if until, ok := s.extendForHold(c, claims, holdExp); ok && !until.Before(again) {
+				return nil
+			}
+		}
+	}
+	if !again.IsZero() {
+		s.reissue(c, claims, again) // a sliding session's pass (session.go)
 	}
 	return nil
 }
 
 // admitted finds a pass (Bearer header, else the event's cookie) that
-// verifies and whose ticket is active; reading one's own booking (or
-// wallet) needs only a valid pass, so a fan whose place was freed by the
-// booking can see it.
-func (s *Server) admitted(c *fiber.Ctx, path string) (pass.Claims, string, error) {
+// verifies and whose ticket is active; the gate's exceptions need only a
+// valid pass (validPassEnough). again is the expiry of the pass to issue
+// again for a sliding session's use (zero: none; session.go).
+func (s *gate) admitted(c *fiber.Ctx, path string) (claims pass.Claims, token string, again time.Time, err error) {
 	ctx := c.UserContext()
-	readOnlyBooking := c.Method() == fiber.MethodGet && bookingPath.MatchString(path)
+	validEnough := validPassEnough(c, path)
 	var candidates []string
-	if h := c.Get(fiber.HeaderAuthorization); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		candidates = append(candidates, strings.TrimSpace(h[7:]))
+	if token, ok := pass.Bearer(c.Get(fiber.HeaderAuthorization)); ok {
+		candidates = append(candidates, token)
 	} else {
 		c.Request().Header.VisitAllCookie(func(k, v []byte) {
 			if bytes.HasPrefix(k, []byte(accessCookie)) && len(candidates) < 8 {
@@ -86,52 +134,35 @@ func (s *Server) admitted(c *fiber.Ctx, path string) (pass.Claims, string, error
 		if err != nil {
 			continue
 		}
-		if readOnlyBooking {
-			return claims, tok, nil
+		if validEnough {
+			return claims, tok, time.Time{}, nil
 		}
-		active, _, err := s.activeNow(ctx, claims.Event, claims.Ticket)
+		active, _, again, err := s.sessions.usePass(ctx, claims)
 		if err != nil {
-			return pass.Claims{}, "", err
+			return pass.Claims{}, "", time.Time{}, err
 		}
 		if active {
-			return claims, tok, nil
+			return claims, tok, again, nil
 		}
 	}
-	return pass.Claims{}, "", errAdmissionRequired
+	return pass.Claims{}, "", time.Time{}, errAdmissionRequired
 }
 
-// activeNow reports whether the ticket of a pass that verified is active,
-// asking the line through the breaker. When Redis does not answer (or did
-// not lately) a pass of an event of the sale is honoured alone (degraded),
-// so that a fan in the middle of paying goes on; a revocation waits for
-// Redis. The gate and forward auth both ask it.
-func (s *Server) activeNow(ctx context.Context, event, ticket string) (active, degraded bool, err error) {
-	err = s.redis.Do(ctx, func(ctx context.Context) (err error) {
-		active, err = s.line.Active(ctx, event, ticket)
-		return err
-	})
-	switch {
-	case errors.Is(err, queue.ErrUnavailable):
-		if _, ok := s.config().Event(event); ok {
-			s.degraded.Inc()
-			return true, true, nil
-		}
-		return false, false, nil
-	case err != nil:
-		return false, false, err
-	}
-	return active, false, nil
+// activeNow reports whether the ticket of a pass that verified is active:
+// the gatekeeper's answer (gatekeeper.Gatekeeper, the booking core's too). While
+// Redis does not answer (the breaker gave up on it), a pass of an event of
+// the sale whose end was not heard goes on alone (degraded), so that a fan
+// in the middle of paying goes on; one check without an answer is a 503.
+// The gate and forward auth both ask it.
+func (s *sessions) activeNow(ctx context.Context, event, ticket string) (active, degraded bool, err error) {
+	v, err := s.keeper.Check(ctx, event, ticket)
+	return v != gatekeeper.PassRefused, v == gatekeeper.PassDegraded, err
 }
 
 // extendForHold stretches the fan's active window to cover the hold just
-// taken (never past it), and hands out a pass that lasts as long.
-func (s *Server) extendForHold(c *fiber.Ctx, claims pass.Claims) {
-	var hold struct {
-		ExpiresAt time.Time `json:"expiresAt"`
-	}
-	if err := json.Unmarshal(c.Response().Body(), &hold); err != nil || hold.ExpiresAt.IsZero() {
-		return
-	}
+// taken, which ends at holdExp (never past it), and hands out a pass that
+// lasts as long: ok when it did, until its end.
+func (s *gate) extendForHold(c *fiber.Ctx, claims pass.Claims, holdExp time.Time) (until time.Time, ok bool) {
 	// No endless window: a chain of holds keeps the place at most
 	// access_ttl + hold_ttl after it was claimed (every hold taken inside
 	// the access window lapses by then).
@@ -140,32 +171,22 @@ func (s *Server) extendForHold(c *fiber.Ctx, claims pass.Claims) {
 	if ev, ok := cfg.Event(claims.Event); ok {
 		window += s.settingsFor(ev).AccessTTL
 	}
-	var (
-		until time.Time
-		ok    bool
-	)
 	// Not while Redis does not answer: the fan keeps the pass it has.
 	err := s.redis.Do(c.UserContext(), func(ctx context.Context) (err error) {
-		until, ok, err = s.line.Extend(ctx, claims.Event, claims.Ticket, hold.ExpiresAt, window)
+		until, ok, err = s.line.Extend(ctx, claims.Event, claims.Ticket, holdExp, window)
 		return err
 	})
 	if err != nil || !ok {
 		if err != nil {
 			s.log.Warn("extend active window", "event", claims.Event, "err", err)
 		}
-		return
+		return time.Time{}, false
 	}
 	if !until.After(claims.ExpiresAt) {
-		return
+		return time.Time{}, false
 	}
-	tok, err := s.signer.MintFor(claims.Ticket, claims.Event, claims.Account, s.now(), until)
-	if err != nil {
-		return
-	}
-	noStore(c) // an answer with a pass in it
-	s.setCookie(c, accessCookie+claims.Event, tok, until)
-	c.Set("X-Waitroom-Access-Token", tok)
-	c.Set("X-Waitroom-Access-Expires", until.UTC().Format(time.RFC3339))
+	s.handOut(c, claims, until)
+	return until, true
 }
 
 // proxy forwards to the booking core over a pooled fasthttp client.

@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/policy"
@@ -32,10 +35,11 @@ import (
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
+	"github.com/waitroom/waitroom/internal/webhook"
 )
 
 const cfgYAML = `
-auth: {ticket_secret: "gateway-test-secret-0123456789abcdef"}
+auth: {ticket_secret: "gateway-test-secret-0123456789abcdef", draw_secret: "gateway-draw-secret-0123456789abcdef"}
 gateway: {booking_url: "%s", joins_per_ip_per_minute: %d, proxy_timeout: "300ms"%s}
 booking: {%s}
 events:
@@ -75,6 +79,7 @@ type upstream struct {
 	lastHdr  atomic.Value
 	delay    atomic.Int64
 	holdFor  atomic.Int64 // how long a hold it grants lasts (default 20m)
+	holdBody atomic.Value // a hold's body instead of its JSON (a string), if set
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -88,12 +93,18 @@ func newUpstream(t testing.TB) *upstream {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/holds") {
-			w.WriteHeader(http.StatusCreated)
 			d := 20 * time.Minute
 			if f := u.holdFor.Load(); f > 0 {
 				d = time.Duration(f)
 			}
-			fmt.Fprintf(w, `{"holdId":"h1","expiresAt":%q,"seats":["A1"]}`, time.Now().Add(d).UTC().Format(time.RFC3339Nano))
+			exp := time.Now().Add(d).UTC().Format(time.RFC3339Nano)
+			w.Header().Set(line.HoldExpiresHeader, exp) // as the booking core answers a hold
+			w.WriteHeader(http.StatusCreated)
+			if b, ok := u.holdBody.Load().(string); ok {
+				fmt.Fprint(w, b)
+				return
+			}
+			fmt.Fprintf(w, `{"holdId":"h1","expiresAt":%q,"seats":["A1"]}`, exp)
 			return
 		}
 		fmt.Fprintf(w, `{"path":%q}`, r.URL.Path)
@@ -110,6 +121,13 @@ func setup(t testing.TB, joinsPerIP int) *env { t.Helper(); return setupWith(t, 
 func setupWith(t testing.TB, joinsPerIP int, gatewayKeys, bookingKeys string, opts ...func(*gateway.Options)) *env {
 	t.Helper()
 	rs, rc := testenv.Redis(t)
+	return setupOn(t, rs, rc, joinsPerIP, gatewayKeys, bookingKeys, opts...)
+}
+
+// setupOn is setupWith on a Redis the test started (rs, and its client rc
+// for the env's own line).
+func setupOn(t testing.TB, rs *localsvc.Redis, rc *redis.Client, joinsPerIP int, gatewayKeys, bookingKeys string, opts ...func(*gateway.Options)) *env {
+	t.Helper()
 	up := newUpstream(t)
 	if bookingKeys == "" {
 		bookingKeys = `payment: {secret: "gateway-test-payment-secret-0123456789"}`
@@ -119,9 +137,9 @@ func setupWith(t testing.TB, joinsPerIP int, gatewayKeys, bookingKeys string, op
 		t.Fatal(err)
 	}
 	priv := testenv.Ed25519Key(t)
-	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
+	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret))
 	ops := operators.New(rdb.New(rc))
-	o := gateway.Options{Config: cfg, Line: line, Operators: ops, Signer: pass.NewSigner(priv)}
+	o := gateway.Options{Config: cfg, Line: line, Operators: ops, Webhooks: webhook.NewStore(rdb.New(rc)), Signer: pass.NewSigner(priv)}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -129,7 +147,24 @@ func setupWith(t testing.TB, joinsPerIP int, gatewayKeys, bookingKeys string, op
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its jobs (the settings, the line's ends) stop with the test.
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	return &env{t: t, redis: rs, srv: srv, line: line, ops: ops, rdb: rc, cfg: cfg, priv: priv, upstream: up}
+}
+
+// configFile is src, a config the test may reload, written to a file of
+// its own (path) and parsed.
+func configFile(t testing.TB, src string) (path string, cfg *config.Config) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "waitroom.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, cfg
 }
 
 type resp struct {
@@ -173,7 +208,7 @@ func (e *env) admit(event string) (ticket, token string) {
 	}
 	ticket = r.body["ticket"].(string)
 	ev, _ := e.cfg.Event(event)
-	set := queue.Settings{Mode: "queue", AdmitPerSecond: 1000, MaxActive: 1000, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
+	set := line.Settings{Mode: "queue", AdmitPerSecond: 1000, MaxActive: 1000, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
 	_ = ev
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -477,13 +512,39 @@ func TestGate(t *testing.T) {
 		if err := e.line.Complete(context.Background(), "premiere", id); err != nil {
 			t.Fatal(err)
 		}
-		r := e.do(http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, "Authorization", "Bearer "+token)
-		if r.code != http.StatusUnauthorized {
-			t.Errorf("after completion: %d; want 401", r.code)
+		hits := e.upstream.hits.Load()
+		for _, r := range []struct {
+			name, method, path string
+			hdr                []string
+		}{
+			{"seat map", http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil},
+			{"hold", http.MethodPost, "/api/v1/booking/showtimes/42/holds", nil},
+			{"checkout without an Idempotency-Key", http.MethodPost, "/api/v1/booking/holds/h1/checkout", nil},
+			{"checkout with an empty Idempotency-Key", http.MethodPost, "/api/v1/booking/holds/h1/checkout", []string{"Idempotency-Key", ""}},
+			{"a key on another route", http.MethodDelete, "/api/v1/booking/holds/h1", []string{"Idempotency-Key", "k1"}},
+		} {
+			if got := e.do(r.method, r.path, nil, append([]string{"Authorization", "Bearer " + token}, r.hdr...)...); got.code != http.StatusUnauthorized {
+				t.Errorf("%s after completion: %d; want 401", r.name, got.code)
+			}
 		}
-		r = e.do(http.MethodGet, "/api/v1/booking/bookings/b1", nil, "Authorization", "Bearer "+token)
-		if r.code != http.StatusOK {
-			t.Errorf("reading own booking after completion: %d %s; want 200", r.code, r.raw)
+		if n := e.upstream.hits.Load(); n != hits {
+			t.Errorf("refused requests reached the booking core %d times", n-hits)
+		}
+		// What the booking core decides for a valid pass: the fan's own
+		// booking and wallet, and the replay of a checkout by its key (the
+		// booking core answers the stored answer, or 401 for a new one).
+		for _, r := range []struct {
+			name, method, path string
+			hdr                []string
+		}{
+			{"own booking", http.MethodGet, "/api/v1/booking/bookings/b1", nil},
+			{"own wallet", http.MethodGet, "/api/v1/booking/wallet", nil},
+			{"a checkout with its Idempotency-Key", http.MethodPost, "/api/v1/booking/holds/h1/checkout", []string{"Idempotency-Key", "k1"}},
+		} {
+			got := e.do(r.method, r.path, nil, append([]string{"Authorization", "Bearer " + token}, r.hdr...)...)
+			if got.code != http.StatusOK || got.body["path"] != r.path {
+				t.Errorf("%s after completion: %d %s; want it passed to the booking core", r.name, got.code, got.raw)
+			}
 		}
 	})
 	t.Run("revoked after leave", func(t *testing.T) {
@@ -519,7 +580,7 @@ func TestEventRouteShowsTheDesignSizing(t *testing.T) {
 	tiny.AdmitPerSecond = 0.004
 	cases := []struct {
 		name     string
-		publish  *queue.Settings // nil: nothing published yet
+		publish  *line.Settings // nil: nothing published yet
 		wantRate float64
 		wantCap  float64
 	}{
@@ -559,7 +620,7 @@ func TestEventRouteReportsSettingsInForce(t *testing.T) {
 	if r.code != 200 || r.body["admitPerSecond"] != 100.0 || r.body["maxActive"] != 100.0 || r.body["state"] != "open" {
 		t.Fatalf("before any admitter: %s; want the config's 100/100, open", r.raw)
 	}
-	set := queue.Settings{Mode: "paused", AdmitPerSecond: 7, MaxActive: 70, AccessTTL: time.Minute, AbandonAfter: time.Minute}
+	set := line.Settings{Mode: "paused", AdmitPerSecond: 7, MaxActive: 70, AccessTTL: time.Minute, AbandonAfter: time.Minute}
 	if err := e.line.PublishSettings(context.Background(), "premiere", set); err != nil {
 		t.Fatal(err)
 	}
@@ -645,7 +706,7 @@ func TestInventoryAtTheEdge(t *testing.T) {
 		t.Fatalf("before the booking core published: %s; want available null, open", ev.raw)
 	}
 	mark, _ := e.line.SyncMark(ctx)
-	if err := e.line.SyncInventory(ctx, "premiere", mark, queue.Snapshot{Free: 3, Holds: []queue.LiveHold{{HoldID: "h", Ticket: "1.x", Places: 1}}}); err != nil {
+	if err := e.line.SyncInventory(ctx, "premiere", mark, line.Snapshot{Free: 3, Holds: []line.LiveHold{{HoldID: "h", Ticket: "1.x", Places: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	ev := e.do(http.MethodGet, "/api/v1/events/premiere", nil)
@@ -666,7 +727,7 @@ func TestInventoryAtTheEdge(t *testing.T) {
 		}
 	}
 	// Everything sold: the hold was booked, nothing is free.
-	if err := e.line.SyncInventory(ctx, "premiere", mark+int64(time.Hour/time.Millisecond), queue.Snapshot{Free: 0}); err != nil {
+	if err := e.line.SyncInventory(ctx, "premiere", mark+int64(time.Hour/time.Millisecond), line.Snapshot{Free: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if ev := e.do(http.MethodGet, "/api/v1/events/premiere", nil); ev.body["state"] != "soldout" {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/platform/service"
+	"github.com/waitroom/waitroom/internal/platform/periodic"
 )
 
 // history is what the operators' page charts: each event sampled every
@@ -108,16 +108,16 @@ func perSecond(a, b sample) float64 {
 }
 
 // sampleHistory samples every event until ctx ends, while the operators'
-// API is on (an empty admin_token costs nothing).
-func (s *Server) sampleHistory(ctx context.Context) {
-	service.Periodic(ctx, service.Every(s.history.every), func(ctx context.Context) {
-		if cfg := s.config(); cfg.Auth.AdminToken != "" {
+// API is on (with no operators' token it costs nothing).
+func (s *operatorsAPI) sampleHistory(ctx context.Context) {
+	periodic.Run(ctx, periodic.Every(s.history.every), func(ctx context.Context) {
+		if cfg := s.config(); cfg.Auth.OperatorsOn() {
 			s.sampleOnce(ctx, cfg)
 		}
 	})
 }
 
-func (s *Server) sampleOnce(ctx context.Context, cfg *config.Config) {
+func (s *operatorsAPI) sampleOnce(ctx context.Context, cfg *config.Config) {
 	ctx, cancel := context.WithTimeout(ctx, s.history.every)
 	defer cancel()
 	for _, ev := range cfg.Events {

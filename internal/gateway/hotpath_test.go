@@ -45,6 +45,19 @@ func BenchmarkStatusHandler(b *testing.B) {
 // redis-µs/op (the Redis server's, read from rdb). Every answer must be 200.
 func benchHandler(b *testing.B, rdb redis.UniversalClient, h fasthttp.RequestHandler, peer net.Addr, build func(*fasthttp.Request)) {
 	b.Helper()
+	benchHandlerWant(b, rdb, h, peer, http.StatusOK, build)
+}
+
+// benchHandlerWant is benchHandler for handlers that answer want.
+func benchHandlerWant(b *testing.B, rdb redis.UniversalClient, h fasthttp.RequestHandler, peer net.Addr, want int, build func(*fasthttp.Request)) {
+	b.Helper()
+	benchHandlerSeen(b, rdb, h, peer, want, build, nil)
+}
+
+// benchHandlerSeen is benchHandlerWant handing every answer to seen (nil =
+// none), as a client reads what it is given (a cookie set).
+func benchHandlerSeen(b *testing.B, rdb redis.UniversalClient, h fasthttp.RequestHandler, peer net.Addr, want int, build func(*fasthttp.Request), seen func(*fasthttp.Response)) {
+	b.Helper()
 	b.SetParallelism(64)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -57,10 +70,14 @@ func benchHandler(b *testing.B, rdb redis.UniversalClient, h fasthttp.RequestHan
 			build(&req)
 			ctx.Init(&req, peer, nil)
 			ctx.ResetUserValues() // as the server does between requests
+			ctx.Response.Reset()  // Init leaves the last answer's headers (a Set-Cookie) in place
 			h(&ctx)
-			if got := ctx.Response.StatusCode(); got != http.StatusOK {
+			if got := ctx.Response.StatusCode(); got != want {
 				b.Errorf("status: %d %s", got, ctx.Response.Body())
 				return
+			}
+			if seen != nil {
+				seen(&ctx.Response)
 			}
 		}
 	})

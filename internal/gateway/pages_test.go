@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/line"
 )
 
 // cookieOf reads a Set-Cookie's value ("" when the answer sets none).
@@ -99,7 +99,7 @@ func TestRoomWithoutJavaScript(t *testing.T) {
 	}
 
 	// Admitted: the page says so, without figures, and hands out the pass.
-	set := queue.Settings{Mode: "queue", AdmitPerSecond: 1000, MaxActive: 1000, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
+	set := line.Settings{Mode: "queue", AdmitPerSecond: 1000, MaxActive: 1000, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if _, err := e.line.Tick(context.Background(), "premiere", set); err != nil {
 			t.Fatal(err)

@@ -7,16 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/waitroom/waitroom/internal/config"
-	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/notify"
-	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/presale"
 )
@@ -25,35 +23,56 @@ import (
 // selection anyone can check, and the operators' access codes. The join's
 // gate and the codes' spending are the line's (its join script).
 
-// Presale is what the gateway needs of the presale (package presale).
+// Presale is what the gateway needs of the presale (package presale
+// implements it): the parts below together, as New takes it.
 type Presale interface {
+	PresaleRegistrations
+	PresaleCodes
+	TransparencyPresale
+}
+
+// PresaleRegistrations is what the presale's routes ask of it:
+// registration by account, the selection, the registrants' addresses.
+type PresaleRegistrations interface {
 	Register(ctx context.Context, event string, p presale.Plan, account string) (string, bool, error)
 	Withdraw(ctx context.Context, event string, p presale.Plan, account string) error
 	Status(ctx context.Context, event string, p presale.Plan, account string) (presale.Registration, error)
-	Selection(ctx context.Context, event string, p presale.Plan) (draw.Published, error)
+	Selection(ctx context.Context, event string, p presale.Plan) (line.Draw, error)
 	Entries(ctx context.Context, event string, w io.Writer) error
-	Figures(ctx context.Context, event string) (presale.Figures, error)
 	Remember(ctx context.Context, event, account, email, lang string) error
+}
+
+// PresaleCodes is what the access codes ask of the presale: a join's
+// code as the line looks it up, and the operators' codes.
+type PresaleCodes interface {
 	CodeHash(event, code string) string
 	NewCodes(ctx context.Context, event string, count, uses int) ([]string, error)
 	AddCodes(ctx context.Context, event string, codes []string, uses int) error
 	CodeCounts(ctx context.Context, event string) (presale.CodeCounts, error)
 }
 
+// presaleAPI is the presale's routes and its register page.
+type presaleAPI struct {
+	*edge
+	presale PresaleRegistrations // nil: no presale (404 no_presale)
+	lists   *publishedLists      // the selection, once drawn (transparency.go)
+	views   *views
+}
+
+// accessCodes is the access codes: the code a join brings, and the
+// operators' routes that add and count them.
+type accessCodes struct {
+	*edge
+	presale PresaleCodes // nil: no presale's part (404 no_presale; joins bring no code)
+	audit   Auditor
+}
+
 // codeHeader carries a join's access code (or form field "code").
 const codeHeader = "X-Waitroom-Code"
 
-func (s *Server) presaleRoutes(line fiber.Router) {
-	line.Post("/:event/registrations", s.register)
-	line.Get("/:event/registrations/me", s.registration)
-	line.Delete("/:event/registrations/me", s.withdraw)
-	line.Get("/:event/selection", s.selection)
-	line.Get("/:event/selection/entries", s.selectionEntries)
-}
-
 // presaleEvent is the event of the request and its plan; 404 no_presale
 // for an event without one.
-func (s *Server) presaleEvent(c *fiber.Ctx) (*config.Event, presale.Plan, error) {
+func (s *presaleAPI) presaleEvent(c *fiber.Ctx) (*config.Event, presale.Plan, error) {
 	ev, err := s.event(c)
 	if err != nil {
 		return nil, presale.Plan{}, err
@@ -66,7 +85,7 @@ func (s *Server) presaleEvent(c *fiber.Ctx) (*config.Event, presale.Plan, error)
 
 // registrant is the presale's event, plan and the request's account: 401
 // account_required without one.
-func (s *Server) registrant(c *fiber.Ctx) (*config.Event, presale.Plan, string, error) {
+func (s *presaleAPI) registrant(c *fiber.Ctx) (*config.Event, presale.Plan, string, error) {
 	ev, p, err := s.presaleEvent(c)
 	if err != nil {
 		return nil, p, "", err
@@ -100,7 +119,7 @@ func registrationView(r presale.Registration) registrationJSON {
 
 // register: POST /api/v1/events/:event/registrations — 201 the first time,
 // 200 with the same id after.
-func (s *Server) register(c *fiber.Ctx) error {
+func (s *presaleAPI) register(c *fiber.Ctx) error {
 	ev, p, acct, err := s.registrant(c)
 	if err != nil {
 		return err
@@ -119,7 +138,7 @@ func (s *Server) register(c *fiber.Ctx) error {
 }
 
 // registration: GET /api/v1/events/:event/registrations/me
-func (s *Server) registration(c *fiber.Ctx) error {
+func (s *presaleAPI) registration(c *fiber.Ctx) error {
 	ev, p, acct, err := s.registrant(c)
 	if err != nil {
 		return err
@@ -133,7 +152,7 @@ func (s *Server) registration(c *fiber.Ctx) error {
 }
 
 // withdraw: DELETE /api/v1/events/:event/registrations/me — 204.
-func (s *Server) withdraw(c *fiber.Ctx) error {
+func (s *presaleAPI) withdraw(c *fiber.Ctx) error {
 	ev, p, acct, err := s.registrant(c)
 	if err != nil {
 		return err
@@ -145,7 +164,7 @@ func (s *Server) withdraw(c *fiber.Ctx) error {
 }
 
 // selection: GET /api/v1/events/:event/selection — the lottery's shape.
-func (s *Server) selection(c *fiber.Ctx) error {
+func (s *presaleAPI) selection(c *fiber.Ctx) error {
 	ev, p, err := s.presaleEvent(c)
 	if err != nil {
 		return err
@@ -163,11 +182,15 @@ func (s *Server) selection(c *fiber.Ctx) error {
 }
 
 // selectionEntries: GET /api/v1/events/:event/selection/entries — the
-// registration ids in rank order, one per line, streamed.
-func (s *Server) selectionEntries(c *fiber.Ctx) error {
+// registration ids in rank order, one per line: 409 not_drawn before the
+// draw (never cached), the published list once drawn (transparency.go).
+func (s *presaleAPI) selectionEntries(c *fiber.Ctx) error {
 	ev, p, err := s.presaleEvent(c)
 	if err != nil {
 		return err
+	}
+	if l := s.lists.get(listSelection, ev.ID); l != nil {
+		return s.lists.serveList(c, l)
 	}
 	sel, err := s.presale.Selection(c.UserContext(), ev.ID, p)
 	switch {
@@ -176,12 +199,12 @@ func (s *Server) selectionEntries(c *fiber.Ctx) error {
 	case err != nil:
 		return err
 	}
-	return s.streamList(c, "selection entries", ev.ID, s.presale.Entries)
+	return s.lists.publishedList(c, listSelection, ev.ID, sel, s.presale.Entries)
 }
 
 // codeOf is the access code a join brings, as the line looks it up ("" =
 // none).
-func (s *Server) codeOf(c *fiber.Ctx, ev *config.Event) string {
+func (s *accessCodes) codeOf(c *fiber.Ctx, ev *config.Event) string {
 	if s.presale == nil || !ev.Admission.CodesRequired() {
 		return ""
 	}
@@ -194,7 +217,7 @@ func (s *Server) codeOf(c *fiber.Ctx, ev *config.Event) string {
 
 // codesEvent is the event of an operators' codes route: any event has
 // codes once the gateway runs the presale's part (404 no_presale without).
-func (s *Server) codesEvent(c *fiber.Ctx) (*config.Event, error) {
+func (s *accessCodes) codesEvent(c *fiber.Ctx) (*config.Event, error) {
 	ev, err := s.event(c)
 	if err == nil && s.presale == nil {
 		err = errNoPresale
@@ -210,9 +233,9 @@ type codesRequest struct {
 	Uses  *int     `json:"uses"`
 }
 
-// adminCodes: POST /api/v1/admin/events/:event/codes — 201 {"codes":[…]}:
+// add: POST /api/v1/admin/events/:event/codes — 201 {"codes":[…]}:
 // the random codes made (shown this once), or the given ones.
-func (s *Server) adminCodes(c *fiber.Ctx) error {
+func (s *accessCodes) add(c *fiber.Ctx) error {
 	ev, err := s.codesEvent(c)
 	if err != nil {
 		return err
@@ -256,8 +279,8 @@ func (s *Server) adminCodes(c *fiber.Ctx) error {
 	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"codes": codes})
 }
 
-// adminCodeCounts: GET /api/v1/admin/events/:event/codes — counts only.
-func (s *Server) adminCodeCounts(c *fiber.Ctx) error {
+// counts: GET /api/v1/admin/events/:event/codes — counts only.
+func (s *accessCodes) counts(c *fiber.Ctx) error {
 	ev, err := s.codesEvent(c)
 	if err != nil {
 		return err
@@ -271,16 +294,14 @@ func (s *Server) adminCodeCounts(c *fiber.Ctx) error {
 
 // auditCodes tells the audit trail codes were added (how many, never
 // which).
-func (s *Server) auditCodes(c *fiber.Ctx, ev *config.Event, n, uses int) {
+func (s *accessCodes) auditCodes(c *fiber.Ctx, ev *config.Event, n, uses int) {
 	change := fmt.Sprintf("access codes: %d added, %d uses each", n, uses)
-	if err := s.ops.Audit(c.UserContext(), operators.AuditEntry{Event: ev.ID, Change: change, Source: policy.SourceAPI}); err != nil {
-		s.log.Warn("audit", "event", ev.ID, "change", change, "err", err)
-	}
+	audit(c, s.audit, s.log, ev.ID, change)
 }
 
 // registerNotices are the ?n= codes the register page explains.
 var registerNotices = map[string]bool{
-	"registered": true, "withdrawn": true, "registration_closed": true, "invalid_account": true, "error": true,
+	"registered": true, "withdrawn": true, "registration_closed": true, "rate_limited": true, "invalid_account": true, "error": true,
 }
 
 // registerPage: GET /e/:event/register — the fan's registration for the
@@ -288,22 +309,22 @@ var registerNotices = map[string]bool{
 // or withdraw while registration is open, then the status, the rank and
 // the window (a countdown with JavaScript; the page refreshes itself when
 // the window is minutes away).
-func (s *Server) registerPage(c *fiber.Ctx, l *web.Locale) error {
-	ev, err := s.pageEvent(c, l)
+func (s *presaleAPI) registerPage(c *fiber.Ctx, l *web.Locale) error {
+	ev, err := s.views.pageEvent(c, l)
 	if ev == nil {
 		return err
 	}
 	if ev.Presale == nil || s.presale == nil {
-		return s.render(c, fiber.StatusNotFound, web.NotFoundPage, l, &web.Page{Title: l.T("notfound.title")})
+		return s.views.render(c, fiber.StatusNotFound, web.NotFoundPage, l, &web.Page{Title: l.T("notfound.title")})
 	}
 	p := policy.PlanFor(*ev)
 	now := s.now()
-	r := &web.Registration{Status: "signed-out", OpensAt: p.RegistrationOpensAt.In(web.ZoneOf(ev)), ClosesAt: p.RegistrationClosesAt.In(web.ZoneOf(ev)),
-		Open: !now.Before(p.RegistrationOpensAt) && now.Before(p.RegistrationClosesAt)}
+	r := presaleView(ev, now)
+	r.Status = "signed-out"
 	if n := c.Query("n"); registerNotices[n] {
 		r.Notice = n
 	}
-	page := &web.Page{Title: l.T("register.pageTitle", "event", ev.Name), Script: "register.js", Event: s.eventView(c.UserContext(), ev), Registration: r}
+	m := &web.Model{Lang: l.Lang, Event: s.views.eventView(c.UserContext(), ev), Presale: r, Available: -1, Links: web.LinksOf(ev.ID, 0, true)}
 	acct, err := s.accountOf(c, ev)
 	switch {
 	case errors.Is(err, errInvalidAccount):
@@ -324,18 +345,18 @@ func (s *Server) registerPage(c *fiber.Ctx, l *web.Locale) error {
 				r.WindowOpensAt, r.WindowClosesAt = &o, &cl
 				r.WindowOpen = !now.Before(o) && now.Before(cl)
 				if wait := o.Sub(now); wait > 0 && wait <= 5*time.Minute {
-					page.Refresh = strconv.Itoa(int(wait/time.Second) + 1)
+					m.Refresh = int64(wait/time.Second) + 1
 				}
 			}
 		}
 	}
 	noStore(c)
-	return s.render(c, fiber.StatusOK, web.RegisterPage, l, page)
+	return s.views.renderLook(c, fiber.StatusOK, ev, web.RegisterPage, m)
 }
 
 // registerForm: POST /e/:event/register — register (action=register) or
 // withdraw (action=withdraw) without JavaScript, then back to the page.
-func (s *Server) registerForm(c *fiber.Ctx) error {
+func (s *presaleAPI) registerForm(c *fiber.Ctx) error {
 	ev, err := s.formEvent(c)
 	if err != nil {
 		return err
@@ -372,7 +393,7 @@ func (s *Server) registerForm(c *fiber.Ctx) error {
 // rememberContact keeps where a registrant is told its window, if the
 // origin site signed an address for it: that address, in the language of
 // the fan's pages. Best effort: a registration stands without it.
-func (s *Server) rememberContact(c *fiber.Ctx, ev *config.Event, acct string) {
+func (s *presaleAPI) rememberContact(c *fiber.Ctx, ev *config.Event, acct string) {
 	claims, err := s.accountClaims(c, ev)
 	if err != nil || claims.Account != acct || !notify.ValidAddress(claims.Email) {
 		return

@@ -15,7 +15,7 @@ import (
 )
 
 const presaleYAML = `
-auth: {ticket_secret: "gateway-test-secret-0123456789abcdef", account_keys_file: %%q, admin_token: "admin-token-0123456789abcdef"}
+auth: {ticket_secret: "gateway-test-secret-0123456789abcdef", draw_secret: "gateway-draw-secret-0123456789abcdef", account_keys_file: %%q, admin_token: "admin-token-0123456789abcdef"}
 gateway: {booking_url: "%%s", joins_per_ip_per_minute: 0}
 booking: {payment: {secret: "gateway-test-payment-secret-0123456789"}}
 events:
@@ -72,6 +72,24 @@ func TestPresaleRoutes(t *testing.T) {
 			t.Fatalf("%s after withdrawing: %d %s", m, r.code, r.raw)
 		}
 	}
+	// Three registrations per account, withdrawals included: the fourth
+	// is 429 rate_limited, for good (no Retry-After), and makes nothing.
+	for range 2 {
+		if r := e.do(http.MethodPost, reg, nil, acct("erin")...); r.code != 201 {
+			t.Fatalf("erin registers: %d %s", r.code, r.raw)
+		}
+		e.do(http.MethodDelete, reg+"/me", nil, acct("erin")...)
+	}
+	if r := e.do(http.MethodPost, reg, nil, acct("erin")...); r.code != 201 {
+		t.Fatalf("erin's third registration: %d %s", r.code, r.raw)
+	}
+	e.do(http.MethodDelete, reg+"/me", nil, acct("erin")...)
+	if r := e.do(http.MethodPost, reg, nil, acct("erin")...); r.code != 429 || r.body["error"] != "rate_limited" || r.hdr.Get("Retry-After") != "" {
+		t.Fatalf("erin's fourth registration: %d %v %s; want 429 rate_limited without Retry-After", r.code, r.hdr, r.raw)
+	}
+	if r := e.do(http.MethodGet, reg+"/me", nil, acct("erin")...); r.code != 404 {
+		t.Fatalf("erin after the refusal: %d %s; want 404 not_registered", r.code, r.raw)
+	}
 	// The register page, without JavaScript: its forms, in three languages.
 	page := func(a, lang string) string {
 		t.Helper()
@@ -127,7 +145,7 @@ func TestPresaleRoutes(t *testing.T) {
 	// The admitter draws at the close.
 	time.Sleep(time.Until(closes) + 10*time.Millisecond)
 	ev, _ := e.cfg.Event("tour")
-	admitter := presale.New(rdb.New(e.rdb), e.line, []byte(e.cfg.Auth.TicketSecret), "admitter")
+	admitter := presale.New(rdb.New(e.rdb), e.line, []byte(e.cfg.Auth.TicketSecret), "admitter").WithDrawSecret([]byte(e.cfg.Auth.DrawSecret))
 	if err := admitter.Step(context.Background(), "tour", policy.PlanFor(*ev)); err != nil {
 		t.Fatal(err)
 	}
@@ -135,16 +153,29 @@ func TestPresaleRoutes(t *testing.T) {
 		t.Fatalf("register after the close: %d %s", r.code, r.raw)
 	}
 	sel = e.do(http.MethodGet, "/api/v1/events/tour/selection", nil)
-	if sel.body["seed"] == nil || sel.body["entries"] != float64(3) || sel.body["commitment"] != sel.body["commitment"] {
+	// Every registration made is an entry, the withdrawn ones too (dave's,
+	// frank's and erin's three): 8.
+	if sel.body["seed"] == nil || sel.body["nonce"] == nil || sel.body["entries"] != float64(8) || sel.body["commitment"] != sel.body["commitment"] {
 		t.Fatalf("selection after the draw: %s", sel.raw)
 	}
 	list := e.do(http.MethodGet, "/api/v1/events/tour/selection/entries", nil)
-	if list.code != 200 || strings.Count(string(list.raw), "\n") != 3 || strings.Contains(string(list.raw), "alice") {
+	if list.code != 200 || strings.Count(string(list.raw), "\n") != 8 || strings.Contains(string(list.raw), "alice") {
 		t.Fatalf("entries: %d %q", list.code, list.raw)
 	}
-	selected := 0
+	// Anyone checks it as the docs say, the withdrawn entries among them.
+	checkDrawAsTheDocsSay(t, e.env, "tour", "selection", strings.Fields(string(list.raw))[0])
+	// A published list: immutable, with its ETag (transparency.go).
+	if etag := list.hdr.Get("ETag"); etag == "" || list.hdr.Get("Cache-Control") != "public, max-age=31536000, immutable" {
+		t.Errorf("the selection's entries: ETag %q, Cache-Control %q; want an ETag, immutable", etag, list.hdr.Get("Cache-Control"))
+	} else if r := e.do(http.MethodGet, "/api/v1/events/tour/selection/entries", nil, "If-None-Match", etag); r.code != http.StatusNotModified {
+		t.Errorf("the selection's entries with their ETag: %d; want 304", r.code)
+	}
+	selected, invited := 0, 0 // ranks 1 and 2 are invited; a withdrawn one's is skipped
 	for _, a := range []string{"alice", "bob", "carol"} {
 		r := e.do(http.MethodGet, reg+"/me", nil, acct(a)...)
+		if rank, _ := r.body["rank"].(float64); rank >= 1 && rank <= 2 {
+			invited++
+		}
 		switch r.body["status"] {
 		case "selected":
 			selected++
@@ -169,8 +200,8 @@ func TestPresaleRoutes(t *testing.T) {
 			t.Fatalf("%s: %s", a, r.raw)
 		}
 	}
-	if selected != 2 {
-		t.Fatalf("%d selected, want 2", selected)
+	if selected != invited {
+		t.Fatalf("%d selected, want %d (alice, bob and carol at ranks 1 and 2)", selected, invited)
 	}
 
 	// The operators' previews of the presale's pages, inert.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,10 +17,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
-	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/proof"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
@@ -30,7 +29,8 @@ import (
 )
 
 // proofYAML: two sales that ask a proof of work (bits 8: 256 hashes, so the
-// tests solve at once) and one that does not.
+// tests solve at once), one that does not, and one that asks a proof and
+// an access code.
 const proofYAML = `
 auth: {ticket_secret: "gateway-proof-secret-0123456789abcdef"}
 gateway: {joins_per_ip_per_minute: %d}
@@ -45,6 +45,9 @@ events:
   - id: "open"
     admission: {admit_per_second: 100, max_active: 100}
     showtimes: [{id: 44, title: "V", starts_at: "2036-12-01T19:00:00Z", rows: 2, seats_per_row: 2}]
+  - id: "club"
+    admission: {admit_per_second: 100, max_active: 100, join_proof_bits: 8, codes: "required"}
+    showtimes: [{id: 45, title: "W", starts_at: "2036-12-01T19:00:00Z", rows: 2, seats_per_row: 2}]
 `
 
 type proofEnv struct {
@@ -59,20 +62,14 @@ func setupProof(t testing.TB, joinsPerIP, bits int) *proofEnv {
 	t.Helper()
 	rs, rc := testenv.Redis(t)
 	src := fmt.Sprintf(proofYAML, joinsPerIP, bits)
-	path := filepath.Join(t.TempDir(), "waitroom.yaml")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse([]byte(src), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, cfg := configFile(t, src)
 	// Standing still unless moved: the per-IP window's calendar minute does
 	// not turn mid-test.
 	clk := testenv.NewClock(time.Now())
 	priv := testenv.Ed25519Key(t)
-	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret))
-	srv, err := gateway.New(gateway.Options{Config: cfg, ConfigPath: path, Line: line, Operators: operators.New(rdb.New(rc)), Signer: pass.NewSigner(priv), Now: clk.Now})
+	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret))
+	srv, err := gateway.New(gateway.Options{Config: cfg, ConfigPath: path, Line: line, Operators: operators.New(rdb.New(rc)), Signer: pass.NewSigner(priv), Now: clk.Now,
+		Presale: presale.New(rdb.New(rc), line, []byte(cfg.Auth.TicketSecret), "gateway-test").WithDrawSecret([]byte(cfg.Auth.DrawSecret))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -21,8 +22,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/pass"
-	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -35,14 +36,20 @@ type siteProxy struct {
 	name  string
 	file  string
 	start func(context.Context, localsvc.ProxyOptions) (*localsvc.Proxy, error)
-	// listen is how the file says where the site listens, and ours the
-	// same with the test's port (%s).
-	listen, ours string
+	// listen is how the file says where the site listens, each with the
+	// same on the test's port (%s).
+	listen [][2]string
+	// uses is what the file must say: the proxy's own directive for
+	// forward auth (DESIGN.md, "The proxies' own directives work").
+	uses []string
 }
 
 var siteProxies = []siteProxy{
-	{"nginx", "nginx.conf", localsvc.StartNginx, "listen 80;", "listen 127.0.0.1:%s;"},
-	{"caddy", "Caddyfile", localsvc.StartCaddy, "http://shop.example {", "http://shop.example:%s {"},
+	{"nginx", "nginx.conf", localsvc.StartNginx, [][2]string{
+		{"listen 80;", "listen 127.0.0.1:%s;"}, {"listen 80 default_server;", "listen 127.0.0.1:%s default_server;"}},
+		[]string{"auth_request /_waitroom;", "server_name shop.example;"}},
+	{"caddy", "Caddyfile", localsvc.StartCaddy, [][2]string{{"http://shop.example {", "http://shop.example:%s {"}},
+		[]string{"forward_auth 127.0.0.1:8080 {", "copy_headers X-Waitroom-Event X-Waitroom-Ticket-Id"}},
 }
 
 // The addresses the docs' configurations name: the room's gateway and the
@@ -66,7 +73,11 @@ func docsFile(t *testing.T, name string) string {
 // each of the docs' addresses is named exactly once, and replaced.
 func siteConfig(t *testing.T, p siteProxy, gateway, origin, port string) string {
 	t.Helper()
-	s, err := localsvc.Readdress(docsFile(t, p.file), [2]string{docsGateway, gateway}, [2]string{docsOrigin, origin}, [2]string{p.listen, fmt.Sprintf(p.ours, port)})
+	pairs := [][2]string{{docsGateway, gateway}, {docsOrigin, origin}}
+	for _, l := range p.listen {
+		pairs = append(pairs, [2]string{l[0], fmt.Sprintf(l[1], port)})
+	}
+	s, err := localsvc.Readdress(docsFile(t, p.file), pairs...)
 	if err != nil {
 		t.Fatalf("docs/forward-auth/%s: %v", p.file, err)
 	}
@@ -95,6 +106,9 @@ func newOrigin(t *testing.T) *origin {
 		_, b := r.Header["X-Waitroom-Ticket-Id"]
 		o.sawWaitroomH = a || b
 		o.mu.Unlock()
+		if strings.Contains(r.URL.Path, "/gone") { // a page the origin no longer has
+			w.WriteHeader(http.StatusNotFound)
+		}
 		fmt.Fprintf(w, "origin %s", r.URL.Path)
 	}))
 	t.Cleanup(o.Close)
@@ -188,7 +202,8 @@ func (s *site) browser() *browser { return newBrowser(s.t, s.addr) }
 
 // TestForwardAuth puts the room in front of a site with real nginx and
 // real Caddy (Debian's packages, installed when missing), configured with
-// the very files docs/OPERATIONS.md shows: a fan is refused, sent to the
+// the very files docs/OPERATIONS.md shows (nginx's auth_request, Caddy's
+// forward_auth directive with copy_headers): a fan is refused, sent to the
 // room, joins, is kept out while in line, is admitted, sent back, and
 // reaches the origin with its pass; once revoked, gone, or at the end of
 // its window, it is refused again at the next request. Forged, expired,
@@ -203,6 +218,11 @@ func TestForwardAuth(t *testing.T) {
 
 func testForwardAuth(t *testing.T, p siteProxy) {
 	ctx := context.Background()
+	for _, d := range p.uses {
+		if !strings.Contains(docsFile(t, p.file), d) {
+			t.Fatalf("docs/forward-auth/%s does not say %q", p.file, d)
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +270,8 @@ func testForwardAuth(t *testing.T, p siteProxy) {
 		t.Errorf("paths no rule guards asked the line %d times; want 0", n)
 	}
 
+	st.failsClosed(port)
+
 	// A guarded path, with no place: to the room, with the way back; the
 	// origin never sees it.
 	page := shop + "/tour-tokyo/seats?a=1"
@@ -259,6 +281,10 @@ func testForwardAuth(t *testing.T, p siteProxy) {
 		t.Errorf("a refused request reached the origin")
 	}
 	id := st.enter(fan, "premiere", page)
+	// The pass reaches the browser whatever the origin answers: the fan
+	// coming back to a page the origin answers 404 gets it too (nginx's
+	// add_header ... always).
+	st.enter(st.browser(), "premiere", shop+"/tour-tokyo/gone")
 	res, body := fan.get(shop+"/tour-tokyo/checkout", "X-Waitroom-Ticket-Id", "forged")
 	if _, _, event, ticket, _ := o.last(); res.StatusCode != http.StatusOK || body != "origin /tour-tokyo/checkout" || event != "premiere" || ticket != id {
 		t.Errorf("with the pass: %d %q, event %q, ticket %q; want 200 from the origin, premiere, %s", res.StatusCode, body, event, ticket, id)
@@ -334,6 +360,67 @@ func testForwardAuth(t *testing.T, p siteProxy) {
 	refused(t, st.browser(), room, shop+"/flash", "Cookie", "wr_fa_other="+cookie)
 }
 
+// failsClosed checks the third round's forward-auth rule through the
+// proxy (DESIGN.md, "Fair play, third round": forward auth fails closed):
+// a Host the site does not have, none at all (HTTP/1.0), a request whose
+// target names the site but whose Host does not, and every spelling of a
+// guarded path that an origin may resolve to it (;-parameters, dot
+// segments, escapes) never reach the origin without a pass. Each request
+// is written as a client may write it, byte for byte.
+func (s *site) failsClosed(port int) {
+	t := s.t
+	t.Helper()
+	shop := fmt.Sprintf("%s:%d", shopHost, port)
+	var reqs []string
+	for _, head := range []string{
+		"GET /tour-tokyo HTTP/1.1\r\nHost: x\r\n",
+		"GET /tour-tokyo HTTP/1.1\r\nHost: evil.example:" + fmt.Sprint(port) + "\r\n",
+		"GET /tour-tokyo HTTP/1.1\r\nHost: 127.0.0.1:" + fmt.Sprint(port) + "\r\n",
+		"GET /tour-tokyo HTTP/1.0\r\n",
+		"GET /tour-tokyo/seats HTTP/1.0\r\nX-Forwarded-Host: " + shop + "\r\n",
+		"GET http://" + shop + "/tour-tokyo HTTP/1.1\r\nHost: x\r\n",
+	} {
+		reqs = append(reqs, head)
+	}
+	for _, target := range []string{
+		"/x/..;/tour-tokyo", "/;/tour-tokyo", "/.;/tour-tokyo", "/tour-tokyo;jsessionid=1/buy", "/x;a=b/..;c=d/tour-tokyo",
+		"/x/%2e%2e/tour-tokyo", "/x/.%2E/tour-tokyo/seats", "/%74our-tokyo", "/TOUR-TOKYO", "//tour-tokyo", "/x/../tour-tokyo",
+		"/x%2F..%2Ftour-tokyo", "/x%5C..%5Ctour-tokyo", "/x;%2F..%2F/tour-tokyo", "/tour-osaka%", "/x%3B/../tour-tokyo",
+	} {
+		reqs = append(reqs, "GET "+target+" HTTP/1.1\r\nHost: "+shop+"\r\n")
+	}
+	for _, req := range reqs {
+		hits, _, _, _, _ := s.o.last()
+		code, body := rawRequest(t, s.addr, req+"Connection: close\r\n\r\n")
+		if h, seen, _, _, _ := s.o.last(); h != hits || strings.HasPrefix(body, "origin ") {
+			t.Errorf("%q: %d %.60q, the origin saw %q; want it never reached", req, code, body, seen)
+		}
+	}
+}
+
+// rawRequest writes req (a whole request) to the proxy at addr and reads
+// the answer: its status and body, 0 when the proxy closed the connection
+// without one (nginx's 444).
+func rawRequest(t *testing.T, addr, req string) (int, string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, ""
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
 // enter takes the browser's fan through the room the way a browser without
 // JavaScript goes: the guarded page sends it to the room, it joins with
 // the form, waits (kept out of the site meanwhile), is admitted with a
@@ -357,7 +444,7 @@ func (s *site) enter(b *browser, event, page string) string {
 	}
 	refused(t, b, s.room, page) // in line: kept out
 	ev, _ := s.g.cfg.Event(event)
-	set := queue.Settings{Mode: "queue", AdmitPerSecond: 1000, MaxActive: 1000, AccessTTL: ev.Admission.AccessTTL.D(), AbandonAfter: time.Minute}
+	set := line.Settings{Mode: "queue", AdmitPerSecond: 1000, MaxActive: 1000, AccessTTL: ev.Admission.AccessTTL.D(), AbandonAfter: time.Minute}
 	var back string
 	for deadline := time.Now().Add(5 * time.Second); back == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if _, err := s.g.line.Tick(context.Background(), event, set); err != nil {
@@ -372,7 +459,11 @@ func (s *site) enter(b *browser, event, page string) string {
 	}
 	res, body = b.get(back)
 	_, seen, told, ticket, _ := s.o.last()
-	if res.StatusCode != http.StatusOK || !strings.HasPrefix(body, "origin ") || seen != strings.TrimPrefix(back, s.shop) || told != event || ticket == "" {
+	want := http.StatusOK
+	if strings.Contains(page, "/gone") {
+		want = http.StatusNotFound
+	}
+	if res.StatusCode != want || !strings.HasPrefix(body, "origin ") || seen != strings.TrimPrefix(back, s.shop) || told != event || ticket == "" {
 		t.Fatalf("back with the token: %d %q, the origin saw %q, event %q, ticket %q; want 200 from the origin, %s and a ticket", res.StatusCode, body, seen, told, ticket, event)
 	}
 	c := res.Header.Get("Set-Cookie")
@@ -469,6 +560,12 @@ func TestTraefikConfig(t *testing.T) {
 	loc := no.hdr.Get("X-Waitroom-Location")
 	if no.code != http.StatusUnauthorized || !strings.Contains(string(no.raw), `content="0; url=`+html.EscapeString(loc)+`"`) {
 		t.Errorf("refusal as Traefik shows it: %d %q; want 401, a page that goes to %s", no.code, no.raw, loc)
+	}
+	// A request with no Host: Traefik's forward request has no
+	// X-Forwarded-Host, and the room refuses it.
+	if r := g.doFrom(balancer, http.MethodGet, "/api/v1/forward-auth", "X-Forwarded-Method", "GET", "X-Forwarded-Proto", "https",
+		"X-Forwarded-Uri", "/tour-tokyo", "X-Forwarded-For", "203.0.113.9"); r.code != http.StatusForbidden || r.body["error"] != "unknown_host" {
+		t.Errorf("no Host, as Traefik asks: %d %s; want 403 unknown_host", r.code, r.raw)
 	}
 	_, st := g.admitWithReturn("https://" + shopHost + "/tour-tokyo")
 	yes := traefik(strings.TrimPrefix(st.body["returnUrl"].(string), "https://"+shopHost))

@@ -14,7 +14,7 @@ import (
 // trusted proxy's X-Forwarded-Proto and -Host, else the connection's and
 // its Host). A host no link can carry as it is (hostOK) gives "": links
 // relative to the page, never a header's bytes in one.
-func (s *Server) publicURL(c *fiber.Ctx) string {
+func (s *edge) publicURL(c *fiber.Ctx) string {
 	if u := s.config().Gateway.PublicURL; u != "" {
 		return u
 	}
@@ -35,7 +35,7 @@ func (s *Server) publicURL(c *fiber.Ctx) string {
 // another site must not join or leave the line in the fan's name
 // (SameSite=Lax keeps the cookie off such a post, but a join would still
 // replace it), nor a link from another site replace the fan's place.
-func (s *Server) sameSite(c *fiber.Ctx) bool {
+func (s *edge) sameSite(c *fiber.Ctx) bool {
 	h := &c.Request().Header
 	switch string(h.Peek("Sec-Fetch-Site")) {
 	case "", "same-origin", "none":
@@ -56,7 +56,7 @@ func (s *Server) sameSite(c *fiber.Ctx) bool {
 // (as clientOf reads it: a made-up X-Forwarded-Host changes nothing). A
 // browser sends the host it talks to, so another site's page cannot name
 // ours; only the host is compared, as the fair-play rule says.
-func (s *Server) ownHost(c *fiber.Ctx, u string) bool {
+func (s *edge) ownHost(c *fiber.Ctx, u string) bool {
 	pu, err := url.Parse(u)
 	if err != nil || pu.Host == "" {
 		return false

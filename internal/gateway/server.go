@@ -2,6 +2,14 @@
 // leave, events), the JWKS of the access pass, and the gate, the only way in
 // to the booking API, which lets a request through only with a valid pass
 // whose ticket is still active.
+//
+// It is laid out by feature: each (the queue API, the pages and the room,
+// the presale and the codes, transparency, forward auth, the gate, the
+// operators' API) is a small type holding the edge every feature reads
+// (edge.go), its own part of the line declared beside it, and what else it
+// uses. Server builds them, the app from the one route table (routes.go)
+// and the shared middleware; a route is a row of that table naming its
+// feature's method.
 package gateway
 
 import (
@@ -15,47 +23,50 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitroom/waitroom/internal/account"
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/gatekeeper"
 	"github.com/waitroom/waitroom/internal/gateway/web"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/operators"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/breaker"
-	"github.com/waitroom/waitroom/internal/platform/health"
-	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/proof"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // maxBody bounds every request body, proxied ones included.
 const maxBody = 64 << 10
 
-// Line is what the gateway needs of the line (package queue).
+// Line is what the gateway needs of the line (package queue implements
+// it): every feature's part together, as New takes it. No feature holds
+// it whole: New hands each the part it uses, in the line's words (package
+// line), each declared beside the feature that asks it.
 type Line interface {
 	Ping(ctx context.Context) error
+	EdgeLine         // every feature, through the edge (edge.go)
+	QueueLine        // join, status, leave (tickets.go)
+	EventsLine       // the events' routes, the metrics (events.go)
+	ViewsLine        // the pages' figures (look.go)
+	AwayLine         // stepping away (away.go)
+	PagesLine        // the fans' pages (pages.go)
+	RoomLine         // the waiting room (pages.go)
+	ReturnsLine      // the way back (forwardauth.go)
+	TransparencyLine // the lottery and the report (transparency.go)
+	ListsLine        // the published lists (transparency.go)
+	OperatorsLine    // the operators' API (admin.go)
+	gatekeeper.Line  // the gate's and forward auth's checks of a pass
+	gatekeeper.Renewer
+	GateLine        // the gate (gate.go)
+	ForwardAuthLine // forward auth (forwardauth.go)
+}
+
+// EdgeLine is what every feature reads of the line through the edge: the
+// settings the admitter published (events.go), and whether a ticket is an
+// authentic one of its event (a signature: no Redis).
+type EdgeLine interface {
+	Settings(ctx context.Context, event string) (line.Settings, error)
 	CheckTicket(event, ticket string) error
-	Enter(ctx context.Context, r queue.EnterRequest) (queue.Entry, error)
-	Status(ctx context.Context, event, ticket string, set queue.Settings) (queue.Status, error)
-	Leave(ctx context.Context, event, ticket string) error
-	StepAway(ctx context.Context, r queue.AwayRequest) error
-	Revoke(ctx context.Context, event, id string) error
-	Active(ctx context.Context, event, ticket string) (bool, error)
-	Extend(ctx context.Context, event, ticket string, until time.Time, window time.Duration) (time.Time, bool, error)
-	Settings(ctx context.Context, event string) (queue.Settings, error)
-	Counts(ctx context.Context, event string) (queue.Counts, error)
-	Stats(ctx context.Context, event string) (queue.Stats, error)
-	Report(ctx context.Context, event string) (queue.Report, error)
-	Lottery(ctx context.Context, event string, set queue.Settings) (queue.Lottery, error)
-	TicketDraw(ctx context.Context, event, ticket string) (queue.TicketDraw, error)
-	LotteryEntries(ctx context.Context, event string, w io.Writer) error
-	// The way back to a site behind the room, and its return tokens
-	// (forwardauth.go).
-	SetReturn(ctx context.Context, event, ticket, returnURL string, ttl time.Duration) error
-	Return(ctx context.Context, event, id string) (string, error)
-	SpendReturn(ctx context.Context, event, id, jti string, keep time.Duration) (until time.Time, active bool, err error)
 }
 
 // Operators is what the operators' API needs of their state (package
@@ -63,42 +74,58 @@ type Line interface {
 type Operators interface {
 	SetOverrides(ctx context.Context, event string, set map[string]operators.Override, clear []string) error
 	Overrides(ctx context.Context, event string) (map[string]operators.Override, error)
-	Audit(ctx context.Context, e operators.AuditEntry) error
+	Auditor
 	AuditLog(ctx context.Context, limit int) ([]operators.AuditEntry, error)
 }
 
-// Server is the gateway. Build it with New and serve App().
+// Auditor is the operators' audit trail, as a route that changes
+// something writes to it (audit).
+type Auditor interface {
+	Audit(ctx context.Context, e operators.AuditEntry) error
+}
+
+// Server is the gateway. Build it with New and serve App(). It holds the
+// features, each a small type with what it needs (the edge every one
+// reads, its part of the line), the app built from their routes, and the
+// jobs that run beside them.
 type Server struct {
-	cfg      *config.Live // re-read from its file on change
-	line     Line
-	ops      Operators
-	presale  Presale       // the presales and the access codes
-	proofs   *proof.Keeper // the join challenges (proof.go)
-	signer   *pass.Signer
-	verifier *pass.Verifier
-	accounts *account.Verifier // nil: no accounts (auth.account_keys_file empty)
-	log      *slog.Logger
-	now      func() time.Time
-	proxy    *proxy
-	// redis guards the gate's calls to the line (the active set, the
-	// window a hold stretches): a Redis that does not answer holds no fan
-	// for more than a second, and no one again while it stays silent.
-	redis    *breaker.Breaker
-	degraded prometheus.Counter // waitroom_gate_degraded_total{service="gateway"}
+	*edge
+	line   Line
+	signer *pass.Signer // the JWKS of its key
+	proxy  *proxy       // to the booking core: the gate's and the wallets' credits
+	// redis guards the gate's and forward auth's calls to the line (the
+	// active set, the window a hold stretches): a Redis that does not
+	// answer holds no fan for more than a second or two, and no one again
+	// once the breaker gave up on it.
+	redis *breaker.Breaker
+	// keeper answers whether a pass's place is active, through redis,
+	// and follows the line's ends (gatekeeper.Gatekeeper).
+	keeper *gatekeeper.Gatekeeper
 
-	proxies atomic.Pointer[proxies] // gateway.trusted_proxies, parsed; swapped on reload
-	guard   atomic.Pointer[guard]   // the events' protect rules, compiled; swapped on reload
+	guard atomic.Pointer[guard] // the events' protect rules, compiled; swapped on reload
 
-	// The site's pass (verified once per pass, then remembered) and the
-	// return token of forward auth (forwardauth.go).
-	sitePasses     *pass.Cache
-	returnVerifier *pass.Verifier
-	pages          *web.Pages // the fans' pages, rendered per request
-	history        *history   // the operators' chart (history.go)
+	lists *publishedLists // the drawn lists this gateway served (transparency.go)
 
-	settingsMu sync.RWMutex
-	settings   map[string]queue.Settings
-	stop       context.CancelFunc
+	views *views // the pages, in the events' looks (look.go)
+
+	queue   *queueAPI  // join, status, leave (tickets.go)
+	events  *eventsAPI // the events' routes (events.go)
+	away    *awayAPI   // stepping away (away.go)
+	returns *returns   // the way back to a site behind the room (forwardauth.go)
+	pages   *pages     // the fans' pages (pages.go)
+	room    *room      // the waiting room page (pages.go)
+
+	sessions    *sessions    // a pass's place checked, for the gate and forward auth (session.go)
+	forwardAuth *forwardAuth // forward auth (forwardauth.go)
+	gate        *gate        // the gate to the booking API (gate.go)
+
+	admin        *operatorsAPI  // the operators' API (admin*.go)
+	opsPage      *operatorsPage // the operators' page and its previews (preview.go)
+	presales     *presaleAPI    // the presale's routes and its register page (presale.go)
+	codes        *accessCodes   // the access codes (presale.go)
+	transparency *transparency  // the lottery's routes and the report (transparency.go)
+
+	stop context.CancelFunc
 
 	app *fiber.App
 }
@@ -111,6 +138,8 @@ type Options struct {
 	Line       Line
 	// Operators is the operators' state (overrides, the audit).
 	Operators Operators
+	// Webhooks is the webhooks' outbox (nil: none).
+	Webhooks Webhooks
 	// Presale is the presales' registrations and selections, and the
 	// access codes (nil: events with a presale or codes answer 404
 	// no_presale on its routes, and their joins are refused by the line).
@@ -125,23 +154,35 @@ type Options struct {
 
 // New builds the gateway and its routes.
 func New(o Options) (*Server, error) {
+	e := &edge{cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, log: o.Log, now: o.Now, accounts: o.Accounts, settings: map[string]line.Settings{}}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	s := &Server{
-		cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, ops: o.Operators, presale: o.Presale, signer: o.Signer, accounts: o.Accounts, log: o.Log, now: o.Now,
-		settings: map[string]queue.Settings{},
-		history:  newHistory(historyEvery, historySpan),
-		proofs:   proof.NewKeeper([]byte(o.Config.Auth.TicketSecret)),
+		edge: e, line: o.Line, signer: o.Signer,
 	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	s.redis = queue.NewBreaker(o.Line.Ping, s.log)
-	s.degraded = metrics.GateDegraded("gateway")
+	s.redis = gatekeeper.NewBreaker(o.Line.Ping, s.log)
+	s.keeper = gatekeeper.New(gatekeeper.Options{
+		Line: o.Line, Renewer: o.Line, Redis: s.redis, Service: "gateway", Log: s.log, Now: s.now,
+		Sells: func(event string) bool {
+			_, ok := s.config().Event(event)
+			return ok
+		},
+		Events: func() []string {
+			evs := s.config().Events
+			ids := make([]string, len(evs))
+			for i := range evs {
+				ids[i] = evs[i].ID
+			}
+			return ids
+		},
+	})
 	// The gateway verifies passes with its own key: no network hop.
-	s.verifier = pass.NewStaticVerifier(o.Signer.PublicKey())
-	s.verifier.Now = s.now // every pass is judged by the gateway's one clock
+	verifier := pass.NewStaticVerifier(o.Signer.PublicKey())
+	verifier.Now = s.now // every pass is judged by the gateway's one clock
 	p, err := newProxy(o.Config.Gateway.BookingURL, o.Config.Gateway.ProxyTimeout.D())
 	if err != nil {
 		return nil, err
@@ -151,10 +192,36 @@ func New(o Options) (*Server, error) {
 	s.proxies.Store(&ps)
 	g := guardOf(o.Config)
 	s.guard.Store(&g)
-	s.sitePasses, s.returnVerifier = passVerifiers(o.Signer, s.now)
-	if s.pages, err = web.NewPages(); err != nil {
+	s.views = &views{edge: e, line: o.Line}
+	if s.views.pages, err = web.NewPages(); err != nil {
 		return nil, err
 	}
+	if s.views.builtin, err = web.BuiltinLook(); err != nil {
+		return nil, err
+	}
+	ls, err := s.views.loadLooks(o.Config, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.views.looks.Store(&ls)
+	s.opsPage = &operatorsPage{edge: e, views: s.views}
+	s.lists = newPublishedLists(e, o.Line)
+	s.presales = &presaleAPI{edge: e, presale: o.Presale, lists: s.lists, views: s.views}
+	s.codes = &accessCodes{edge: e, presale: o.Presale, audit: o.Operators}
+	s.transparency = &transparency{edge: e, line: o.Line, presale: o.Presale, lists: s.lists, views: s.views}
+	s.returns = &returns{edge: e, line: o.Line, signer: o.Signer, guard: &s.guard}
+	s.queue = &queueAPI{edge: e, line: o.Line, signer: o.Signer, proofs: proof.NewKeeper([]byte(o.Config.Auth.TicketSecret)),
+		codes: s.codes, returns: s.returns}
+	s.events = &eventsAPI{edge: e, line: o.Line}
+	s.away = &awayAPI{edge: e, line: o.Line}
+	s.pages = &pages{edge: e, line: o.Line, views: s.views, join: s.queue.join}
+	s.room = &room{edge: e, line: o.Line, views: s.views, queue: s.queue, returns: s.returns, away: s.away}
+	s.sessions = &sessions{edge: e, keeper: s.keeper}
+	s.forwardAuth = &forwardAuth{edge: e, line: o.Line, signer: o.Signer, redis: s.redis, guard: &s.guard, sessions: s.sessions, returns: s.returns}
+	s.forwardAuth.sitePasses, s.forwardAuth.returnVerifier = passVerifiers(o.Signer, s.now)
+	s.gate = &gate{edge: e, line: o.Line, signer: o.Signer, verifier: verifier, proxy: s.proxy, redis: s.redis, sessions: s.sessions}
+	s.admin = &operatorsAPI{edge: e, line: o.Line, ops: o.Operators, hooks: o.Webhooks, history: newHistory(historyEvery, historySpan),
+		proxy: s.proxy}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "waitroom-gateway",
 		DisableStartupMessage: true,
@@ -169,11 +236,12 @@ func New(o Options) (*Server, error) {
 		// only (clientaddr.go), and prints links with publicURL.
 		EnableTrustedProxyCheck: true,
 	})
-	s.routes()
+	mount(s.app, s.routeTable())
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	go s.refreshSettings(ctx)
-	go s.sampleHistory(ctx)
+	go s.keeper.Follow(ctx)
+	go s.admin.sampleHistory(ctx)
 	exportSeries(o.Config)
 	return s, nil
 }
@@ -183,6 +251,7 @@ func New(o Options) (*Server, error) {
 func exportSeries(cfg *config.Config) {
 	for _, ev := range cfg.Events {
 		ticketsIssued.WithLabelValues(ev.ID)
+		straightThrough.WithLabelValues(ev.ID)
 		waitSeconds.WithLabelValues(ev.ID)
 		etaError.WithLabelValues(ev.ID)
 		for _, r := range proofResults {
@@ -191,18 +260,20 @@ func exportSeries(cfg *config.Config) {
 		for _, r := range forwardAuthResults {
 			forwardAuths.WithLabelValues(ev.ID, r)
 		}
+		if ev.Admission.Sliding() {
+			passesReissued.WithLabelValues(ev.ID, "gate")
+			passesReissued.WithLabelValues(ev.ID, "site")
+		}
 	}
 	for _, r := range []string{"timeout", "unavailable"} {
 		proxyErrors.WithLabelValues(r)
 	}
 }
 
-// config is the config in force.
-func (s *Server) config() *config.Config { return s.cfg.Load() }
-
 // Watch follows the config file until ctx ends (see config.Live.Watch):
-// events (added, removed, renamed, their showtimes and protect rules), the
-// per-IP join limit and the trusted proxies act at once; addresses, secrets, the signing key
+// events (added, removed, renamed, their showtimes, protect rules and page
+// folders, read again), the per-IP join limit and the trusted proxies act
+// at once; addresses, secrets, the signing key
 // and the booking URL need a restart.
 func (s *Server) Watch(ctx context.Context, hup <-chan os.Signal) {
 	s.cfg.Watch(ctx, hup, s.log, s.applied)
@@ -215,14 +286,11 @@ func (s *Server) applied(old, cfg *config.Config) {
 	s.proxies.Store(&ps)
 	g := guardOf(cfg)
 	s.guard.Store(&g)
+	s.lists.keepOnly(cfg)
 	s.loadSettings(context.Background())
+	ls, _ := s.views.loadLooks(cfg, *s.views.looks.Load()) // a reload never fails: a refused folder keeps its pages
+	s.views.looks.Store(&ls)
 }
-
-// clientOf is the fan behind c, as the trusted proxies in force report it.
-func (s *Server) clientOf(c *fiber.Ctx) client { return s.proxies.Load().clientOf(c) }
-
-// secure reports whether the fan's connection is HTTPS (clientOf(c).secure).
-func (s *Server) secure(c *fiber.Ctx) bool { return s.proxies.Load().secure(c) }
 
 // App is the fiber application (for Listen, or app.Test in tests).
 func (s *Server) App() *fiber.App { return s.app }
@@ -236,38 +304,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop()
 	s.proxy.close()
 	return err
-}
-
-func (s *Server) routes() {
-	a := s.app
-	a.Use(securityHeaders)
-	a.Use(metrics.Fiber("gateway"))
-
-	a.Get("/healthz", adaptor.HTTPHandlerFunc(health.Live))
-	a.Get("/readyz", adaptor.HTTPHandler(health.Ready(health.Check{Name: "redis", Ping: s.line.Ping})))
-	a.Get("/metrics", adaptor.HTTPHandler(metrics.Handler()))
-	a.Get("/.well-known/jwks.json", s.jwks)
-
-	api := a.Group("/api/v1")
-	api.All("/booking/*", s.gate)
-	api.All("/forward-auth", lineBudget, s.forwardAuth)
-	line := api.Group("/events", lineBudget)
-	line.Get("", s.listEvents)
-	line.Get("/:event", s.getEvent)
-	line.Post("/:event/tickets", s.join)
-	line.Get("/:event/tickets/:ticket", s.status)
-	line.Delete("/:event/tickets/:ticket", s.leave)
-	line.Post("/:event/tickets/:ticket/away", s.away)
-	line.Get("/:event/lottery", s.lottery)
-	line.Get("/:event/lottery/entries", s.lotteryEntries)
-	line.Get("/:event/lottery/:ticket", s.ticketDraw)
-	line.Get("/:event/report", s.report)
-	s.presaleRoutes(line)
-	s.adminRoutes(api)
-	a.Get("/admin", s.adminPage)
-
-	s.pageRoutes()
-	// No catch-all: fiber then answers 404 or 405 itself, through errorHandler.
 }
 
 // lineTimeout bounds what a request of the line may wait for Redis: a
@@ -307,7 +343,7 @@ type budget struct {
 }
 
 func (b *sharedBudget) current() context.Context {
-	now := time.Now()
+	now := time.Now() // the wall clock, as the budget's context deadline is
 	if cur := b.cur.Load(); cur != nil && now.Before(cur.until) {
 		return cur.ctx
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -9,13 +10,18 @@ import (
 	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/line"
+	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/presale"
+	"github.com/waitroom/waitroom/internal/proof"
 )
 
 var (
 	ticketsIssued = metrics.CounterVec("waitroom_tickets_issued_total",
 		"New places in line handed out (resumed tickets not counted).", "event")
+	straightThrough = metrics.CounterVec("waitroom_straight_through_total",
+		"New places admitted in their join's own step, never waiting: an auto event's while there is room (forward auth's included), every passthrough join.", "event")
 	waitSeconds = metrics.HistogramVec("waitroom_wait_seconds",
 		"Time from join to admission, observed once per ticket when its fan first sees it admitted.",
 		[]float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200}, "event")
@@ -31,6 +37,25 @@ const (
 	accountHeader = "X-Waitroom-Account" // the origin site's account token (accounts.go)
 	accountCookie = "wr_u"
 )
+
+// QueueLine is what the queue API asks of the line: a fan's way in, where
+// it stands, and leaving.
+type QueueLine interface {
+	Enter(ctx context.Context, r line.EnterRequest) (line.Entry, error)
+	Status(ctx context.Context, event, ticket string, set line.Settings) (line.Status, error)
+	Leave(ctx context.Context, event, ticket string) error
+}
+
+// queueAPI is the fans' API of the line: join, status, leave; the pass
+// an admitted place is granted, and the cookies that carry it.
+type queueAPI struct {
+	*edge
+	line    QueueLine
+	signer  *pass.Signer
+	proofs  *proof.Keeper // the join challenges (proof.go)
+	codes   *accessCodes  // a join's access code (presale.go)
+	returns *returns      // a join's way back, and the one handed out (forwardauth.go)
+}
 
 // waitingJSON is a waiting ticket's answer; etaSeconds is null while
 // paused or before opening; available (places left) is absent until the
@@ -56,8 +81,8 @@ type admittedJSON struct {
 	ReturnURL   string    `json:"returnUrl,omitempty"`
 }
 
-func waiting(ticket string, p queue.Position) waitingJSON {
-	out := waitingJSON{Ticket: ticket, Status: string(queue.Waiting), Position: p.Position, Ahead: p.Ahead,
+func waiting(ticket string, p line.Position) waitingJSON {
+	out := waitingJSON{Ticket: ticket, Status: string(line.Waiting), Position: p.Position, Ahead: p.Ahead,
 		PollAfterMs: p.PollAfter.Milliseconds(), Available: p.Available}
 	if out.Available != nil && *out.Available < 0 {
 		// Reservations of holds in flight may take it below 0 for an instant.
@@ -73,21 +98,21 @@ func waiting(ticket string, p queue.Position) waitingJSON {
 
 // grant mints the access pass for an admitted ticket (of account, "" =
 // none) and sets its cookie.
-func (s *Server) grant(c *fiber.Ctx, ev *config.Event, ticket, id, account string, until time.Time) (admittedJSON, error) {
+func (s *queueAPI) grant(c *fiber.Ctx, ev *config.Event, ticket, id, account string, until time.Time) (admittedJSON, error) {
 	tok, err := s.signer.MintFor(id, ev.ID, account, s.now(), until)
 	if err != nil {
 		return admittedJSON{}, err
 	}
 	s.setCookie(c, accessCookie+ev.ID, tok, until)
-	return admittedJSON{Ticket: ticket, Status: string(queue.Admitted), AccessToken: tok, ExpiresAt: until.UTC(),
-		ReturnURL: s.returnLink(c, ev, id)}, nil
+	return admittedJSON{Ticket: ticket, Status: string(line.Admitted), AccessToken: tok, ExpiresAt: until.UTC(),
+		ReturnURL: s.returns.returnLink(c, ev, id)}, nil
 }
 
-func (s *Server) setCookie(c *fiber.Ctx, name, value string, expires time.Time) {
+func (s *edge) setCookie(c *fiber.Ctx, name, value string, expires time.Time) {
 	putCookie(c, name, value, expires, s.secure(c))
 }
 
-func (s *Server) clearCookie(c *fiber.Ctx, name string) {
+func (s *edge) clearCookie(c *fiber.Ctx, name string) {
 	putCookie(c, name, "", time.Unix(1, 0), s.secure(c))
 }
 
@@ -102,8 +127,8 @@ func (s *Server) clearCookie(c *fiber.Ctx, name string) {
 // new place at the back, 201: it pays the sale's proof of work if it asks
 // one (428 proof_required with a challenge until it does), and counts
 // against its network's join limit. The line decides all of it in one
-// call (queue.Store.Enter); this handler speaks HTTP.
-func (s *Server) join(c *fiber.Ctx) error {
+// call (the line's Enter); this handler speaks HTTP.
+func (s *queueAPI) join(c *fiber.Ctx) error {
 	ev, err := s.event(c)
 	if err != nil {
 		return err
@@ -113,7 +138,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ret, err := s.joinReturn(c, ev)
+	ret, err := s.returns.joinReturn(c, ev)
 	if err != nil {
 		return err
 	}
@@ -121,34 +146,41 @@ func (s *Server) join(c *fiber.Ctx) error {
 	// one SHA-256, never Redis, and never the network's join budget.
 	paid, bad := s.proofOf(c, ev)
 	cfg := s.config()
-	e, err := s.line.Enter(c.UserContext(), queue.EnterRequest{
+	e, err := s.line.Enter(c.UserContext(), line.EnterRequest{
 		Event: ev.ID, Settings: set, Tickets: []string{c.Get(ticketHeader), c.Cookies(ticketCookie + ev.ID)},
-		Account: acct, ProofRequired: ev.Admission.JoinProofBits > 0, Proof: paid, Code: s.codeOf(c, ev),
+		Account: acct, ProofRequired: ev.Admission.JoinProofBits > 0, Proof: paid, Code: s.codes.codeOf(c, ev),
 		Addr: joinBudgetOf(s.clientOf(c).addr, *cfg.Gateway.IPv6Prefix), Limit: *cfg.Gateway.JoinsPerIPPerMinute, Now: s.now(),
 	})
 	switch {
-	case errors.Is(err, queue.ErrProofRequired):
+	case errors.Is(err, line.ErrProofRequired):
 		return s.proofRequired(c, ev, bad)
-	case errors.Is(err, queue.ErrProofSpent), errors.Is(err, queue.ErrProofExpired):
+	case errors.Is(err, line.ErrProofSpent), errors.Is(err, line.ErrProofExpired):
 		return s.proofRequired(c, ev, err)
+	case errors.Is(err, presale.ErrInvalidCode), errors.Is(err, presale.ErrCodeUsed):
+		// The code was judged, so the proof was good and is spent: a guess
+		// costs a proof as a place does.
+		if paid != nil {
+			joinProofs.WithLabelValues(ev.ID, proofOK).Inc()
+		}
+		return err
 	case err != nil:
 		return err
 	}
 	if ret != "" {
-		s.keepReturn(c, ev, e.Ticket, ret)
+		s.returns.keepReturn(c, ev, e.Ticket, ret)
 	}
 	if e.Resumed {
 		return s.resume(c, ev, set, e.Ticket, e.Status)
 	}
-	ticketsIssued.WithLabelValues(ev.ID).Inc()
+	counted(ev, e, s.now())
 	if paid != nil {
 		joinProofs.WithLabelValues(ev.ID, proofOK).Inc()
 	}
 	s.setTicketCookie(c, ev, e.Ticket, set)
 	noStore(c)
-	if e.State == queue.Admitted {
-		// Passthrough: let in and claimed at once, after no wait.
-		s.observeAdmission(ev, e.Status)
+	if e.State == line.Admitted {
+		// Passthrough, or straight through an auto event with room: let
+		// in and claimed at once, after no wait.
 		out, err := s.grant(c, ev, e.Ticket, e.ID, e.Account, e.ActiveUntil)
 		if err != nil {
 			return err
@@ -160,14 +192,14 @@ func (s *Server) join(c *fiber.Ctx) error {
 
 // resume answers a join with the fan's live place ticket, 200, as its
 // status st (read by this request, which claimed an admitted place) says.
-func (s *Server) resume(c *fiber.Ctx, ev *config.Event, set queue.Settings, ticket string, st queue.Status) error {
+func (s *queueAPI) resume(c *fiber.Ctx, ev *config.Event, set line.Settings, ticket string, st line.Status) error {
 	switch st.State {
-	case queue.Waiting:
+	case line.Waiting:
 		s.setTicketCookie(c, ev, ticket, set)
 		noStore(c)
 		return sendWaiting(c, fiber.StatusOK, waiting(ticket, st.Position))
-	case queue.Admitted:
-		s.observeAdmission(ev, st)
+	case line.Admitted:
+		observeAdmission(ev, st, s.now())
 		s.setTicketCookie(c, ev, ticket, set)
 		noStore(c)
 		out, err := s.grant(c, ev, ticket, st.ID, st.Account, st.ActiveUntil)
@@ -175,36 +207,36 @@ func (s *Server) resume(c *fiber.Ctx, ev *config.Event, set queue.Settings, tick
 			return err
 		}
 		return c.JSON(out)
-	case queue.Closed:
+	case line.Closed:
 		return errEventClosed
-	case queue.SoldOut:
+	case line.SoldOut:
 		return errSoldOut
 	}
 	return fmt.Errorf("join: resumed place %s in state %s", st.ID, st.State)
 }
 
 // setTicketCookie keeps the fan's ticket for as long as the sale may need it.
-func (s *Server) setTicketCookie(c *fiber.Ctx, ev *config.Event, ticket string, set queue.Settings) {
-	s.setCookie(c, ticketCookie+ev.ID, ticket, s.ticketCookieUntil(set))
+func (s *queueAPI) setTicketCookie(c *fiber.Ctx, ev *config.Event, ticket string, set line.Settings) {
+	s.setCookie(c, ticketCookie+ev.ID, ticket, ticketCookieUntil(set, s.now()))
 }
 
 // ticketCookieUntil is how long the sale may need a ticket: a day, or an
 // hour past its close.
-func (s *Server) ticketCookieUntil(set queue.Settings) time.Time {
-	until := s.now().Add(24 * time.Hour)
-	if set.ClosesAt != nil && set.ClosesAt.After(s.now()) {
+func ticketCookieUntil(set line.Settings, now time.Time) time.Time {
+	until := now.Add(24 * time.Hour)
+	if set.ClosesAt != nil && set.ClosesAt.After(now) {
 		until = set.ClosesAt.Add(time.Hour)
 	}
 	return until
 }
 
-// observeAdmission records the wait of a ticket whose place this request
-// claimed (once per ticket: the claim happens once).
-func (s *Server) observeAdmission(ev *config.Event, st queue.Status) {
+// observeAdmission records, at now, the wait of a ticket whose place this
+// request claimed (once per ticket: the claim happens once).
+func observeAdmission(ev *config.Event, st line.Status, now time.Time) {
 	if !st.FirstAdmission || st.JoinedAt.IsZero() {
 		return
 	}
-	wait := s.now().Sub(st.JoinedAt)
+	wait := now.Sub(st.JoinedAt)
 	waitSeconds.WithLabelValues(ev.ID).Observe(wait.Seconds())
 	if st.JoinETA != nil {
 		etaError.WithLabelValues(ev.ID).Observe((wait - *st.JoinETA).Seconds())
@@ -213,8 +245,8 @@ func (s *Server) observeAdmission(ev *config.Event, st queue.Status) {
 
 // ticketOf reads the event and the ticket of a ticket route. The store
 // checks the ticket's signature before it touches Redis and answers
-// queue.ErrInvalidTicket (400) for a bad one: it is checked once, there.
-func (s *Server) ticketOf(c *fiber.Ctx) (*config.Event, string, error) {
+// line.ErrInvalidTicket (400) for a bad one: it is checked once, there.
+func (s *edge) ticketOf(c *fiber.Ctx) (*config.Event, string, error) {
 	ev, err := s.event(c)
 	if err != nil {
 		return nil, "", err
@@ -223,7 +255,7 @@ func (s *Server) ticketOf(c *fiber.Ctx) (*config.Event, string, error) {
 }
 
 // status: GET /api/v1/events/:event/tickets/:ticket
-func (s *Server) status(c *fiber.Ctx) error {
+func (s *queueAPI) status(c *fiber.Ctx) error {
 	ev, ticket, err := s.ticketOf(c)
 	if err != nil {
 		return err
@@ -234,18 +266,18 @@ func (s *Server) status(c *fiber.Ctx) error {
 	}
 	noStore(c)
 	switch st.State {
-	case queue.Waiting:
+	case line.Waiting:
 		return sendWaiting(c, fiber.StatusOK, waiting("", st.Position))
-	case queue.Admitted:
-		s.observeAdmission(ev, st)
+	case line.Admitted:
+		observeAdmission(ev, st, s.now())
 		out, err := s.grant(c, ev, "", st.ID, st.Account, st.ActiveUntil)
 		if err != nil {
 			return err
 		}
 		return c.JSON(out)
-	case queue.SoldOut:
+	case line.SoldOut:
 		// The wait is over: the page says so and stops polling.
-		return c.JSON(fiber.Map{"status": string(queue.SoldOut)})
+		return c.JSON(fiber.Map{"status": string(line.SoldOut)})
 	default: // Expired, Closed
 		s.clearCookie(c, accessCookie+ev.ID)
 		return c.Status(fiber.StatusGone).JSON(fiber.Map{"status": string(st.State)})
@@ -253,7 +285,7 @@ func (s *Server) status(c *fiber.Ctx) error {
 }
 
 // leave: DELETE /api/v1/events/:event/tickets/:ticket
-func (s *Server) leave(c *fiber.Ctx) error {
+func (s *queueAPI) leave(c *fiber.Ctx) error {
 	ev, ticket, err := s.ticketOf(c)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -38,17 +39,17 @@ func awayPollLoad(tb testing.TB, fans int, share float64, window time.Duration) 
 	ctx := context.Background()
 	_, rc := testenv.Redis(tb)
 	store := queue.NewStore(rc, []byte("away-load-ticket-secret-0123456789"))
-	set := queue.Settings{Mode: queue.ModePaused, AdmitPerSecond: 5, MaxActive: 100, AccessTTL: 10 * time.Minute, AbandonAfter: 60 * time.Second}
+	set := line.Settings{Mode: line.ModePaused, AdmitPerSecond: 5, MaxActive: 100, AccessTTL: 10 * time.Minute, AbandonAfter: 60 * time.Second}
 	const event = "away-load"
 	next := &pollHeap{}
 	var away []string
 	for i := range fans {
-		r, err := store.JoinWith(ctx, event, set, queue.JoinOptions{Account: fmt.Sprintf("fan-%d", i)})
+		r, err := store.JoinWith(ctx, event, set, line.JoinOptions{Account: fmt.Sprintf("fan-%d", i)})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		if float64(i%10) < share*10 { // away: that share of every ten places, all along the line
-			err := store.StepAway(ctx, queue.AwayRequest{Event: event, Settings: set, Ticket: r.Ticket,
+			err := store.StepAway(ctx, line.AwayRequest{Event: event, Settings: set, Ticket: r.Ticket,
 				Account: fmt.Sprintf("fan-%d", i), Email: fmt.Sprintf("fan-%d@example.test", i), Lang: "en", Now: time.Now()})
 			if err != nil {
 				tb.Fatal(err)
@@ -76,7 +77,7 @@ func awayPollLoad(tb testing.TB, fans int, share float64, window time.Duration) 
 	}
 	kept := 0
 	for _, t := range away {
-		if st, err := store.Status(ctx, event, t, set); err == nil && st.State == queue.Waiting {
+		if st, err := store.Status(ctx, event, t, set); err == nil && st.State == line.Waiting {
 			kept++
 		}
 	}

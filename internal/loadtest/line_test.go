@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
 )
@@ -37,14 +38,14 @@ func lineStore(tb testing.TB, s *stack.Stack) (*queue.Store, *redis.Client) {
 }
 
 // settings waits for the admitter to publish the event's settings.
-func settings(ctx context.Context, tb testing.TB, st *queue.Store, event string) queue.Settings {
+func settings(ctx context.Context, tb testing.TB, st *queue.Store, event string) line.Settings {
 	tb.Helper()
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		set, err := st.Settings(ctx, event)
 		if err == nil {
 			return set
 		}
-		if !errors.Is(err, queue.ErrNoSettings) || time.Now().After(deadline) {
+		if !errors.Is(err, line.ErrNoSettings) || time.Now().After(deadline) {
 			tb.Fatalf("settings of %s: %v", event, err)
 		}
 	}

@@ -95,15 +95,15 @@ type solveRun struct {
 	Tries float64 `json:"tries"`
 }
 
-// pageSolve runs the waiting page's own solver (static/proof.js and its
-// workers) in the tab, on a gateway page, so under the gateway's CSP.
+// pageSolve runs the waiting page's own solver (the SDK's solveProof and
+// its workers) in the tab, on a gateway page, so under the gateway's CSP.
 func pageSolve(tb testing.TB, tab context.Context, challenge string, bits, workers int) (solveRun, string) {
 	tb.Helper()
 	var out struct {
 		solveRun
 		Header string `json:"header"`
 	}
-	js := fmt.Sprintf(`import('/static/proof.js').then((m) => m.solve(%q, %d, {workers: %d}))`, challenge, bits, workers)
+	js := fmt.Sprintf(`import('/sdk/waitroom.js').then((m) => m.solveProof(%q, %d, {workers: %d}))`, challenge, bits, workers)
 	c, cancel := context.WithTimeout(tab, 5*time.Minute)
 	defer cancel()
 	if err := chromedp.Run(c, chromedp.Evaluate(js, &out, awaitPromise)); err != nil {
@@ -170,7 +170,7 @@ func BenchmarkProofSolve(b *testing.B) {
 	if err := chromedp.Run(tab, chromedp.Evaluate(`navigator.hardwareConcurrency`, &cores)); err != nil {
 		b.Fatal(err)
 	}
-	workers := max(1, min(cores, 4)) // as proof.js picks them
+	workers := max(1, min(cores, 4)) // as solveProof picks them
 
 	type row struct {
 		bits              int
@@ -221,7 +221,7 @@ func BenchmarkProofSolve(b *testing.B) {
 	fmt.Fprintf(&md, `## Proof of work: what a place costs a fan's browser and a bot
 
 Measured %s. For each difficulty, %d challenges from the real gateway's 428 answers, each
-solved by the waiting page's own code (`+"`static/proof.js`"+` and its workers, %d here:
+solved by the waiting page's own code (the SDK's `+"`solveProof`"+` and its workers, %d here:
 one per core, at most four) in headless Chromium on a gateway page, under its CSP; each
 proof then joined (201: the gateway checked every one). The same challenges solved by
 `+"`proof.Solve`"+` in Go on one core stand for a bot's server. Times are per place.

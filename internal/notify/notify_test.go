@@ -3,6 +3,8 @@ package notify_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,8 +31,14 @@ type env struct {
 // required), both gone when the test ends.
 func setup(t *testing.T) *env {
 	t.Helper()
+	return setupWith(t, mailsink.Options{TLS: true, User: "room", Password: "s3cret"})
+}
+
+// setupWith is setup with a sink of its own options.
+func setupWith(t *testing.T, o mailsink.Options) *env {
+	t.Helper()
 	_, rc := testenv.Redis(t)
-	sink, err := mailsink.Start(mailsink.Options{TLS: true, User: "room", Password: "s3cret"})
+	sink, err := mailsink.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +72,14 @@ func (e *env) sender(o notify.SenderOptions) *notify.Sender {
 	}
 	o.Render, o.From, o.Events = render, "waitroom <noreply@example.com>", func() []string { return []string{event} }
 	return notify.NewSender(e.outbox, o)
+}
+
+// enqueue queues m for the test's event.
+func (e *env) enqueue(m notify.Message) {
+	e.t.Helper()
+	if _, err := e.outbox.Enqueue(context.Background(), event, m); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 func yourTurn(to, key string) notify.Message {
@@ -125,9 +141,7 @@ func TestRefusedThenAcceptedStillDelivers(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	e.sink.Refuse(2)
-	if _, err := e.outbox.Enqueue(ctx, event, yourTurn("bob@example.test", "t2")); err != nil {
-		t.Fatal(err)
-	}
+	e.enqueue(yourTurn("bob@example.test", "t2"))
 	s := e.sender(notify.SenderOptions{MaxBackoff: 50 * time.Millisecond})
 	deadline := time.Now().Add(10 * time.Second)
 	rounds := 0
@@ -147,9 +161,7 @@ func TestThreeSendersOneEach(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	for i := range 20 {
-		if _, err := e.outbox.Enqueue(ctx, event, yourTurn("fan@example.test", "k"+string(rune('a'+i)))); err != nil {
-			t.Fatal(err)
-		}
+		e.enqueue(yourTurn("fan@example.test", "k"+string(rune('a'+i))))
 	}
 	senders := []*notify.Sender{e.sender(notify.SenderOptions{}), e.sender(notify.SenderOptions{}), e.sender(notify.SenderOptions{})}
 	for range 3 {
@@ -164,6 +176,125 @@ func TestThreeSendersOneEach(t *testing.T) {
 	}
 }
 
+// One email per message (DESIGN.md, Fair play, third round): three
+// senders race over 30 messages to a slow server (each message takes
+// 100 ms to be accepted, so a round's sends last ~3 s, far longer than
+// the senders' lease, 300 ms, and than a message's claim, 1.5 s, which is
+// longer than one send's own time-out, 1 s). Each message arrives once,
+// counted by Message-ID at the server.
+func TestOneEmailPerMessageWhileSendersRace(t *testing.T) {
+	e := setupWith(t, mailsink.Options{TLS: true, User: "room", Password: "s3cret", Delay: 100 * time.Millisecond})
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	const n = 30
+	for i := range n {
+		e.enqueue(yourTurn("fan@example.test", fmt.Sprintf("k%02d", i)))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		testenv.Race(3, func(int) {
+			m := e.mailer()
+			m.Timeout = time.Second
+			s := e.sender(notify.SenderOptions{Mailer: m, Lease: 300 * time.Millisecond, Inflight: 1500 * time.Millisecond})
+			for ctx.Err() == nil {
+				s.Round(ctx)
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if p, _ := e.outbox.Pending(ctx, event); p == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("messages still pending after 60 s")
+		}
+	}
+	stop()
+	<-done
+	got := map[string]int{}
+	for _, m := range e.sink.Messages() {
+		got[m.MessageID]++
+	}
+	for id, c := range got {
+		if c != 1 {
+			t.Errorf("Message-ID %s arrived %d times; want once", id, c)
+		}
+	}
+	if len(got) != n {
+		t.Errorf("%d distinct messages arrived (%d emails); want %d", len(got), len(e.sink.Messages()), n)
+	}
+}
+
+// A sender frozen mid-send past its claim (a process paused) comes back to
+// a message another sender claimed since and is sending: its failure
+// changes nothing (the message is not put back under the other's feet),
+// and the other's send is the one copy.
+func TestALapsedClaimChangesNothing(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.enqueue(yourTurn("eun@example.test", "t6"))
+	frozen := &stall{taken: make(chan struct{}), thaw: make(chan struct{})}
+	a := e.sender(notify.SenderOptions{Mailer: frozen, Lease: 200 * time.Millisecond, Inflight: 400 * time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	aDone := make(chan struct{})
+	go func() { defer close(aDone); a.Round(ctx) }()
+	<-frozen.taken
+	// B takes the lease and the message once A's lapse, and is held at
+	// the server mid-send.
+	held, release := e.sink.Hold()
+	defer release()
+	b := e.sender(notify.SenderOptions{Lease: 200 * time.Millisecond, Inflight: 10 * time.Second})
+	bSent := make(chan int)
+	go func() {
+		for {
+			if n := b.Round(ctx); n > 0 {
+				bSent <- n
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("B never sent")
+	}
+	k := rdb.KeysOf(event)
+	claimBy, _ := e.rc.HGet(ctx, k.MailClaims, "your_turn:t6").Result()
+	due, _ := e.rc.ZScore(ctx, k.Outbox, "your_turn:t6").Result()
+	if claimBy != b.Owner() {
+		t.Fatalf("claimed by %q; want B, %q", claimBy, b.Owner())
+	}
+	close(frozen.thaw) // A wakes, its send failed
+	<-aDone
+	if by, _ := e.rc.HGet(ctx, k.MailClaims, "your_turn:t6").Result(); by != b.Owner() {
+		t.Errorf("after A's failure the claim is %q's; want still B's", by)
+	}
+	if now, _ := e.rc.ZScore(ctx, k.Outbox, "your_turn:t6").Result(); now != due {
+		t.Errorf("A's failure moved the message's due time from %v to %v", due, now)
+	}
+	release()
+	<-bSent
+	if got := e.sink.For("eun@example.test"); len(got) != 1 {
+		t.Fatalf("%d emails; want 1", len(got))
+	}
+	if st, _ := e.outbox.State(ctx, event, "your_turn:t6"); st != "sent" {
+		t.Errorf("state %q; want sent", st)
+	}
+}
+
+// stall is a mailer whose process freezes mid-send until thawed, then
+// finds its send failed.
+type stall struct{ taken, thaw chan struct{} }
+
+func (s *stall) Send(context.Context, string, string, []byte) error {
+	close(s.taken)
+	<-s.thaw
+	return errors.New("connection reset")
+}
+func (s *stall) Close() error { return nil }
+
 // A sender that dies mid-send (it took the message, the server may even
 // have it, but it never marked it sent) leaves it to another sender once
 // its lease and the message's visibility timeout pass: the mail goes out,
@@ -171,9 +302,7 @@ func TestThreeSendersOneEach(t *testing.T) {
 func TestSenderKilledMidSend(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	if _, err := e.outbox.Enqueue(ctx, event, yourTurn("chika@example.test", "t3")); err != nil {
-		t.Fatal(err)
-	}
+	e.enqueue(yourTurn("chika@example.test", "t3"))
 	h := &hang{taken: make(chan struct{}), dead: make(chan struct{})}
 	t.Cleanup(func() { close(h.dead) })
 	dead := e.sender(notify.SenderOptions{Mailer: h, Lease: 300 * time.Millisecond, Inflight: 500 * time.Millisecond})
@@ -214,9 +343,7 @@ func TestExpiredUnsentIsDropped(t *testing.T) {
 	ctx := context.Background()
 	m := yourTurn("minjun@example.test", "t4")
 	m.NotAfter = time.Now().Add(-time.Second)
-	if _, err := e.outbox.Enqueue(ctx, event, m); err != nil {
-		t.Fatal(err)
-	}
+	e.enqueue(m)
 	e.sender(notify.SenderOptions{}).Round(ctx)
 	if st, _ := e.outbox.State(ctx, event, m.ID()); st != "expired" || len(e.sink.Messages()) != 0 {
 		t.Fatalf("state %q, %d emails; want expired, none", st, len(e.sink.Messages()))
@@ -248,9 +375,8 @@ func TestEnqueueRefusesBadInput(t *testing.T) {
 	}
 }
 
-// AUTH is never sent in clear: a server that offers no STARTTLS, away from
-// loopback, gets no password (net/smtp's PlainAuth refuses); here, on
-// loopback without TLS, a wrong password is refused by the server.
+// A wrong password is refused by the server, and nothing is sent. (Where
+// a password may go at all is TestMailGoesOverTLS's.)
 func TestWrongPasswordFails(t *testing.T) {
 	e := setup(t)
 	m, err := notify.NewSMTP(strings.Replace(e.sink.URL(), "s3cret", "wrong", 1))
@@ -273,9 +399,7 @@ func TestWrongPasswordFails(t *testing.T) {
 func TestDiedAfterTheServerHadItSendsTwiceWithOneMessageID(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	if _, err := e.outbox.Enqueue(ctx, event, yourTurn("dana@example.test", "t5")); err != nil {
-		t.Fatal(err)
-	}
+	e.enqueue(yourTurn("dana@example.test", "t5"))
 	d := &deliverThenDie{SMTP: e.mailer(), delivered: make(chan struct{}), dead: make(chan struct{})}
 	t.Cleanup(func() { close(d.dead) })
 	go e.sender(notify.SenderOptions{Mailer: d, Lease: 300 * time.Millisecond, Inflight: 500 * time.Millisecond}).Round(ctx)

@@ -5,14 +5,21 @@
 // sender at a time (Sender, run by the admitters, under a lease) sends it
 // over SMTP (SMTP), retrying with backoff until its deadline.
 //
-// The guarantee is at least once, not exactly once. A message is taken for
-// sending with a visibility timeout (the sender's Inflight): a sender that
-// dies after the SMTP server accepted the message but before it marked it
-// sent leaves it to be sent again once that timeout passes. Every copy
-// carries the same Message-ID, derived from the message's identity, so a
-// mail store or client that dedupes by Message-ID shows one. Nothing else
-// sends it twice: the lease keeps a second sender off while one is alive,
-// and a message taken by one is not due to another until its timeout.
+// One email per message (DESIGN.md, Fair play, third round): a message is
+// claimed in Redis, atomically and on its own, just before it is sent, for
+// longer than its sending can last (the sender's Inflight, above the SMTP
+// client's own time-out; the sender gives the send up at three quarters of
+// it): until the claim lapses no other sender finds it due, and only its
+// claimant may put it back. The lease keeps a second sender off while one
+// is alive, renewed before every message, so a round of slow sends never
+// outlives it; were two to send at once, the claims still keep them off
+// each other's messages.
+//
+// The guarantee is at least once, not exactly once: a sender that dies
+// after the SMTP server accepted the message but before it marked it sent
+// leaves it to be sent again once its claim lapses. Every copy carries the
+// same Message-ID, derived from the message's identity, so a mail store or
+// client that dedupes by Message-ID shows one.
 package notify
 
 import (
@@ -29,11 +36,15 @@ import (
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
+// lua is the mail outbox's function library (rdb.Library).
+var lua = rdb.NewLibrary("notify", rdb.Prelude)
+
 // Kinds of message.
 const (
-	// KindYourTurn: an away fan's place was let in; Data "ticket" is the
-	// signed ticket its link carries, "claimBy" the RFC 3339 end of its
-	// wait for the claim.
+	// KindYourTurn: an away fan's place was let in; Data "place" is what
+	// its link's ticket is signed from when the email is written
+	// (queue.Store.AwayTicket: never the ticket itself, which Redis must
+	// not hold), "until" the RFC 3339 end of its wait for the claim.
 	KindYourTurn = "your_turn"
 	// KindPresaleSelected: a presale's registrant was invited (by the
 	// selection or a top-up); Data "opens" and "until" are its window
@@ -135,7 +146,7 @@ func (o *Outbox) Enqueue(ctx context.Context, event string, m Message) (bool, er
 // KEYS: 1 outbox, 2 mail
 // ARGV: 1 message id, 2 its record (JSON)
 // Returns 1 if queued now, 0 if the id was queued (or sent) before.
-var enqueueScript = redis.NewScript(rdb.Prelude + `
+var enqueueScript = lua.Script("enqueue", `
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('ZADD', KEYS[1], clock(), ARGV[1])
 return 1
@@ -147,11 +158,13 @@ type taken struct {
 	record
 }
 
-// take takes up to max messages of event that are due, each for inflight:
-// until then no other sender finds it due.
-func (o *Outbox) take(ctx context.Context, event string, max int, inflight time.Duration) ([]taken, error) {
+// take claims up to max messages of event that are due, each for claim,
+// for owner: until then no other sender finds it due, and only owner may
+// put it back or drop it (settle).
+func (o *Outbox) take(ctx context.Context, event string, max int, claim time.Duration, owner string) ([]taken, error) {
 	k := rdb.KeysOf(event)
-	v, err := o.c.Run(ctx, rdb.Call{Script: takeScript, Keys: []string{k.Outbox, k.Mail}, Args: []any{max, inflight.Milliseconds()}}).Slice()
+	v, err := o.c.Run(ctx, rdb.Call{Script: takeScript, Keys: []string{k.Outbox, k.Mail, k.MailClaims},
+		Args: []any{max, claim.Milliseconds(), owner}}).Slice()
 	if err != nil {
 		return nil, rdb.Interpret("take", err)
 	}
@@ -168,13 +181,13 @@ func (o *Outbox) take(ctx context.Context, event string, max int, inflight time.
 	return out, nil
 }
 
-// takeScript takes the due messages, pushing each one's due time past the
-// sender's visibility timeout.
+// takeScript claims the due messages for a sender, pushing each one's due
+// time past the claim and naming the sender in claims.
 //
-// KEYS: 1 outbox, 2 mail
-// ARGV: 1 how many at most, 2 the visibility timeout ms
+// KEYS: 1 outbox, 2 mail, 3 claims
+// ARGV: 1 how many at most, 2 the claim (ms), 3 the sender
 // Returns {id, record, …}; a queued id without its record is dropped.
-var takeScript = redis.NewScript(rdb.Prelude + `
+var takeScript = lua.Script("take", `
 local now = clock()
 local due = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[1]))
 local out = {}
@@ -182,19 +195,24 @@ for _, id in ipairs(due) do
   local r = redis.call('HGET', KEYS[2], id)
   if r and string.sub(r, 1, 1) == '{' then
     redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), id)
+    redis.call('HSET', KEYS[3], id, ARGV[3])
     out[#out + 1] = id
     out[#out + 1] = r
   else
     redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[3], id)
   end
 end
 return out
 `)
 
-// settle records how a taken message ended: sent or dropped (its record
-// becomes "<how> <ms>", enough to refuse the id again), or to be tried
-// again after retry (its record updated).
-func (o *Outbox) settle(ctx context.Context, event string, t taken, how string, retry time.Duration) error {
+// settle records how a message owner took ended: sent (its record
+// becomes "sent <ms>", enough to refuse the id again, whoever claims it
+// now: the server has it), or, while owner's claim is still the last
+// taken, dropped ("expired <ms>") or to be tried again after retry (its
+// record updated). A sender whose claim lapsed and was taken by another
+// changes nothing but a send: the other decides.
+func (o *Outbox) settle(ctx context.Context, event string, t taken, how string, retry time.Duration, owner string) error {
 	k := rdb.KeysOf(event)
 	var arg any = how
 	if how == "" {
@@ -204,17 +222,24 @@ func (o *Outbox) settle(ctx context.Context, event string, t taken, how string, 
 		}
 		arg = b
 	}
-	err := o.c.Run(ctx, rdb.Call{Script: settleScript, Keys: []string{k.Outbox, k.Mail}, Args: []any{t.id, arg, retry.Milliseconds()}}).Err()
+	err := o.c.Run(ctx, rdb.Call{Script: settleScript, Keys: []string{k.Outbox, k.Mail, k.MailClaims},
+		Args: []any{t.id, arg, retry.Milliseconds(), owner}}).Err()
 	return rdb.Interpret("settle", err)
 }
 
 // settleScript ends a message (sent, expired) or puts it back for later.
 //
-// KEYS: 1 outbox, 2 mail
+// KEYS: 1 outbox, 2 mail, 3 claims
 // ARGV: 1 id, 2 "sent" | "expired" | the updated record (JSON), 3 retry
-// after ms
-var settleScript = redis.NewScript(rdb.Prelude + `
+// after ms, 4 the sender
+// Returns 1 if it changed the message, else 0 (another sender's claim).
+var settleScript = lua.Script("settle", `
 local now = clock()
+if ARGV[2] ~= 'sent' then
+  local by = redis.call('HGET', KEYS[3], ARGV[1])
+  if by and by ~= ARGV[4] then return 0 end
+end
+redis.call('HDEL', KEYS[3], ARGV[1])
 if string.sub(ARGV[2], 1, 1) == '{' then
   if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[3]), ARGV[1]) == 1 then
     redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
@@ -234,7 +259,7 @@ func (o *Outbox) Pending(ctx context.Context, event string) (int64, error) {
 }
 
 // pendingScript: KEYS 1 outbox. Returns its size.
-var pendingScript = redis.NewScript(`return redis.call('ZCARD', KEYS[1])`)
+var pendingScript = lua.Script("pending", `return redis.call('ZCARD', KEYS[1])`)
 
 // State says what became of message id of event: "queued", "sent",
 // "expired", or "" (never queued).

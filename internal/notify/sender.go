@@ -9,10 +9,11 @@ import (
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/platform/metrics"
-	"github.com/waitroom/waitroom/internal/platform/service"
+	"github.com/waitroom/waitroom/internal/platform/periodic"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -28,8 +29,13 @@ var notifications = metrics.CounterVec("waitroom_notifications_total",
 	"Emails to fans, by event, kind and result (queued once per message; sent, failed attempts, expired unsent).",
 	"event", "kind", "result")
 
+// Kinds are the kinds of message there are.
+var Kinds = []string{KindYourTurn, KindPresaleSelected}
+
 // Export exports the series of event and kinds from the start, so that a
-// dashboard shows zeros and increase() sees the first one.
+// dashboard shows zeros and increase() sees the first one. A Sender does
+// it for every event it sends for (Events), from its start and as a
+// reload adds events.
 func Export(event string, kinds ...string) {
 	for _, k := range kinds {
 		for _, r := range []string{ResultQueued, ResultSent, ResultFailed, ResultExpired} {
@@ -65,6 +71,9 @@ type Sender struct {
 	o      SenderOptions
 	owner  string
 	held   bool // this sender held the lease at the last round
+
+	mu       sync.Mutex
+	exported map[string]bool // events whose series are exported
 }
 
 // SenderOptions are a Sender's dependencies and bounds.
@@ -78,11 +87,14 @@ type SenderOptions struct {
 	// at every round).
 	Events func() []string
 	// Lease is how long the sender's lease lasts unrenewed (default 15 s):
-	// another sender takes over that long after this one dies.
+	// another sender takes over that long after this one dies. It is
+	// renewed before every message.
 	Lease time.Duration
-	// Inflight is how long a message taken is not due to anyone else
-	// (default 45 s): a sender that dies mid-send leaves it to be sent
-	// again after it. Keep it above the Mailer's own time-out.
+	// Inflight is how long a message is claimed for its send (default
+	// 45 s): no other sender takes it meanwhile; this one gives the send
+	// up at three quarters of it, and one that dies mid-send leaves it to
+	// be sent again once it lapses. Keep it above the Mailer's own
+	// time-out (the admitter: 2 × notify.timeout + 5 s).
 	Inflight time.Duration
 	// Batch is how many messages of one event one round takes at most
 	// (default 100).
@@ -116,7 +128,23 @@ func NewSender(outbox *Outbox, o SenderOptions) *Sender {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &Sender{outbox: outbox, o: o, owner: "sender-" + hex.EncodeToString(b[:])}
+	s := &Sender{outbox: outbox, o: o, owner: "sender-" + hex.EncodeToString(b[:]), exported: map[string]bool{}}
+	s.export()
+	return s
+}
+
+// export exports the series of every event the sender sends for that has
+// none yet: waitroom_notifications_total is on /metrics, at 0, before the
+// first email, and a new event's as soon as a reload names it.
+func (s *Sender) export() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range s.o.Events() {
+		if !s.exported[ev] {
+			Export(ev, Kinds...)
+			s.exported[ev] = true
+		}
+	}
 }
 
 // Owner is this sender's id, as its lease names it (rdb.SenderLease).
@@ -130,62 +158,81 @@ func (s *Sender) Run(ctx context.Context) {
 			_ = s.outbox.c.ReleaseLease(ctx, rdb.SenderLease, s.owner)
 		}
 	}()
-	service.Periodic(ctx, service.Every(time.Second), func(ctx context.Context) { s.Round(ctx) })
+	periodic.Run(ctx, periodic.Every(time.Second), func(ctx context.Context) { s.Round(ctx) })
 }
 
-// Round is one pass: if this sender holds the lease (taking or renewing
-// it), every event's due messages, each sent or put back for later. It
-// reports how many were sent.
+// Round is one pass: while this sender holds the lease (taking or
+// renewing it before every message), every event's due messages, each
+// claimed, then sent or put back for later. It reports how many were sent.
 func (s *Sender) Round(ctx context.Context) int {
-	ok, err := s.outbox.c.TakeLease(ctx, rdb.SenderLease, s.owner, s.o.Lease)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.o.Log.Warn("notify: lease", "err", err)
-		}
+	s.export() // every replica's, lease or not: each serves its own /metrics
+	if !s.lease(ctx) {
 		return 0
-	}
-	s.held = ok
-	if !ok {
-		return 0 // another sender sends
 	}
 	defer s.o.Mailer.Close()
 	sent := 0
-	for _, event := range s.o.Events() {
-		due, err := s.outbox.take(ctx, event, s.o.Batch, s.o.Inflight)
-		if err != nil {
-			s.o.Log.Warn("notify: take", "event", event, "err", err)
-			continue
-		}
-		for _, t := range due {
-			if s.send(ctx, event, t) {
+	for i, event := range s.o.Events() {
+		for n := range s.o.Batch {
+			// Renewed before each message: a round of slow sends keeps
+			// its lease, and one that lost it stops.
+			if (i > 0 || n > 0) && !s.lease(ctx) {
+				return sent
+			}
+			claimed := s.o.Now()
+			due, err := s.outbox.take(ctx, event, 1, s.o.Inflight, s.owner)
+			if err != nil {
+				s.o.Log.Warn("notify: take", "event", event, "err", err)
+				break
+			}
+			if len(due) == 0 {
+				break
+			}
+			if s.send(ctx, event, due[0], claimed) {
 				sent++
 			}
 			if ctx.Err() != nil {
-				return sent // the rest is due again after Inflight
+				return sent // the rest is due as it was; this one once its claim lapses
 			}
 		}
 	}
 	return sent
 }
 
-// send tries one message once, and records how it went.
-func (s *Sender) send(ctx context.Context, event string, t taken) bool {
+// lease takes or renews the sender's lease, and says whether it holds it.
+func (s *Sender) lease(ctx context.Context) bool {
+	ok, err := s.outbox.c.TakeLease(ctx, rdb.SenderLease, s.owner, s.o.Lease)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.o.Log.Warn("notify: lease", "err", err)
+		}
+		return false
+	}
+	s.held = ok
+	return ok // false: another sender sends
+}
+
+// send tries one message once, claimed at claimed, and records how it
+// went. The attempt is given up at three quarters of the claim, so that
+// no other sender takes the message while this one may still send it.
+func (s *Sender) send(ctx context.Context, event string, t taken, claimed time.Time) bool {
 	now := s.o.Now()
 	log := s.o.Log.With("event", event, "message", t.id, "attempt", t.Attempts+1)
 	if !t.NotAfter.IsZero() && now.After(t.NotAfter) {
 		notifications.WithLabelValues(event, t.Kind, ResultExpired).Inc()
 		log.Warn("notify: message expired unsent", "notAfter", t.NotAfter, "lastError", t.Error)
-		if err := s.outbox.settle(ctx, event, t, "expired", 0); err != nil {
+		if err := s.outbox.settle(ctx, event, t, "expired", 0, s.owner); err != nil {
 			log.Warn("notify: settle", "err", err)
 		}
 		return false
 	}
-	err := s.deliver(ctx, event, t, now)
+	sendCtx, cancel := context.WithTimeout(ctx, s.o.Inflight*3/4-now.Sub(claimed))
+	err := s.deliver(sendCtx, event, t, now)
+	cancel()
 	if err == nil {
 		notifications.WithLabelValues(event, t.Kind, ResultSent).Inc()
 		log.Info("notify: sent", "kind", t.Kind)
 		// Settled even if ctx ended meanwhile: the server has it.
-		if err := s.outbox.settle(context.WithoutCancel(ctx), event, t, "sent", 0); err != nil {
+		if err := s.outbox.settle(context.WithoutCancel(ctx), event, t, "sent", 0, s.owner); err != nil {
 			log.Warn("notify: settle", "err", err)
 		}
 		return true
@@ -195,7 +242,7 @@ func (s *Sender) send(ctx context.Context, event string, t taken) bool {
 	t.Error = err.Error()
 	wait := s.backoff(t.Attempts)
 	log.Warn("notify: send failed, will retry", "err", err, "retryIn", wait)
-	if err := s.outbox.settle(context.WithoutCancel(ctx), event, t, "", wait); err != nil {
+	if err := s.outbox.settle(context.WithoutCancel(ctx), event, t, "", wait, s.owner); err != nil {
 		log.Warn("notify: settle", "err", err)
 	}
 	return false

@@ -12,10 +12,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom/internal/rdb"
 )
+
+// lua is the operators' state's function library (rdb.Library).
+var lua = rdb.NewLibrary("operators", rdb.Prelude)
 
 // Store is the operators' state, over waitroom's Redis.
 type Store struct{ c *rdb.Client }
@@ -93,7 +94,7 @@ func (s *Store) DropOverride(ctx context.Context, event, field string, o Overrid
 // KEYS: 1 overrides
 // ARGV: 1 n, then n pairs (field, JSON), then the fields to clear
 // Returns 1.
-var setOverridesScript = redis.NewScript(`
+var setOverridesScript = lua.Script("set_overrides", `
 local n = tonumber(ARGV[1])
 for i = 0, n - 1 do redis.call('HSET', KEYS[1], ARGV[2 + 2 * i], ARGV[3 + 2 * i]) end
 for i = 2 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
@@ -105,7 +106,7 @@ return 1
 // KEYS: 1 overrides
 // ARGV: 1 field, 2 its value as read
 // Returns 1 if deleted, else 0.
-var dropOverrideScript = redis.NewScript(`
+var dropOverrideScript = lua.Script("drop_override", `
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 return redis.call('HDEL', KEYS[1], ARGV[1])
 `)
@@ -147,7 +148,7 @@ func (s *Store) AdaptiveFactor(ctx context.Context, event string) (float64, erro
 // KEYS: 1 adaptive (HASH factor, at ms)
 // ARGV: 1 struggling (1, 0, or -1 = unknown), 2 interval ms, 3 step, 4 floor
 // Returns {factor now, factor before} as strings.
-var adaptScript = redis.NewScript(rdb.Prelude + `
+var adaptScript = lua.Script("adapt", `
 local now = clock()
 local v = redis.call('HMGET', KEYS[1], 'factor', 'at')
 local f, at = tonumber(v[1]) or 1, tonumber(v[2]) or 0
@@ -171,6 +172,10 @@ type AuditEntry struct {
 	Event  string    `json:"event"`
 	Change string    `json:"change"`
 	Source string    `json:"source"` // api | config | adaptive
+	// By names who made the change: the operators' token's name ("admin"
+	// for auth.admin_token), "config" for a reload, "adaptive" for the
+	// adaptive admitter.
+	By string `json:"by"`
 }
 
 // auditLen bounds the audit trail: the newest entries are kept (about).
@@ -189,7 +194,7 @@ func (s *Store) AuditOnce(ctx context.Context, once string, ttl time.Duration, e
 	if once != "" {
 		k[1] = rdb.AuditOnceKey(once)
 	}
-	err := s.c.Run(ctx, rdb.Call{Script: auditScript, Keys: k, Args: []any{auditLen, e.Event, e.Change, e.Source, ttl.Milliseconds()}}).Err()
+	err := s.c.Run(ctx, rdb.Call{Script: auditScript, Keys: k, Args: []any{auditLen, e.Event, e.Change, e.Source, ttl.Milliseconds(), byOf(e)}}).Err()
 	return rdb.Interpret("audit", err)
 }
 
@@ -203,6 +208,10 @@ func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
 	out := make([]AuditEntry, 0, len(msgs))
 	for _, m := range msgs {
 		e := AuditEntry{Event: fmt.Sprint(m.Values["event"]), Change: fmt.Sprint(m.Values["change"]), Source: fmt.Sprint(m.Values["source"])}
+		if by, ok := m.Values["by"].(string); ok {
+			e.By = by
+		}
+		e.By = byOf(e)
 		if ms, err := strconv.ParseInt(fmt.Sprint(m.Values["at"]), 10, 64); err == nil {
 			e.At = time.UnixMilli(ms).UTC()
 		}
@@ -211,17 +220,31 @@ func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
 	return out, nil
 }
 
+// byOf is who made e: its By, or for an entry that names nobody (written
+// before the audit named anyone) the one who could then: the admin token
+// for the API, else its source (config, adaptive).
+func byOf(e AuditEntry) string {
+	switch {
+	case e.By != "":
+		return e.By
+	case e.Source == "api":
+		return "admin"
+	}
+	return e.Source
+}
+
 // auditScript appends to the audit stream, once per once key.
 //
 // KEYS: 1 the audit stream, 2 the once key (= KEYS[1]: no once key)
-// ARGV: 1 max length, 2 event, 3 change, 4 source, 5 the once key's ttl ms
+// ARGV: 1 max length, 2 event, 3 change, 4 source, 5 the once key's ttl
+// ms, 6 by
 // Returns 1 if appended, 0 if the once key was there.
-var auditScript = redis.NewScript(rdb.Prelude + `
+var auditScript = lua.Script("audit", `
 if KEYS[2] ~= KEYS[1] then
   if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[5]) then return 0 end
 end
 local now = clock()
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'at', now, 'event', ARGV[2], 'change', ARGV[3], 'source', ARGV[4])
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'at', now, 'event', ARGV[2], 'change', ARGV[3], 'source', ARGV[4], 'by', ARGV[6])
 return 1
 `)
 
@@ -279,7 +302,7 @@ func (s *Store) BookingHealthOf(ctx context.Context, since time.Time) ([]Booking
 // KEYS: 1 booking health (HASH replica → JSON with "at")
 // ARGV: 1 replica, 2 JSON, 3 stale before (ms, the publisher's clock)
 // Returns 1.
-var healthScript = redis.NewScript(`
+var healthScript = lua.Script("health", `
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do

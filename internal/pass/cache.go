@@ -2,6 +2,7 @@ package pass
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 )
@@ -13,6 +14,12 @@ import (
 // (docs/EDGE.md, "Forward auth"). Only what verified is kept, so a token
 // differing by one byte is checked in full; what the token cannot say (a
 // leave, a revocation) is the caller's to ask, every time.
+//
+// The cache keeps its own copy of each token it takes: a caller's string
+// may share its bytes with a buffer the caller reuses (fiber's c.Cookies
+// is the request's own bytes, which the connection's next request
+// overwrites), and a key that changed under the map would answer one
+// token with another's claims.
 type Cache struct {
 	v   *Verifier
 	max int
@@ -44,7 +51,7 @@ func (c *Cache) Verify(ctx context.Context, token string) (Claims, error) {
 	if len(c.took) >= c.max {
 		c.evict(now)
 	}
-	c.took[token] = claims
+	c.took[strings.Clone(token)] = claims
 	c.mu.Unlock()
 	return claims, nil
 }

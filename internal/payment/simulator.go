@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/platform/service"
+	"github.com/waitroom/waitroom/internal/platform/periodic"
 )
 
 // Choice is what decided a session: the fan on the hosted page, or the
@@ -300,7 +300,7 @@ func (s *Simulator) Run(ctx context.Context) {
 	if s.cfg.Manual {
 		return
 	}
-	service.Periodic(ctx, service.Every(s.cfg.Tick), func(ctx context.Context) {
+	periodic.Run(ctx, periodic.Every(s.cfg.Tick), func(ctx context.Context) {
 		if err := s.DeliverOnce(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("simulator: callbacks not sent this tick", "err", err)
 		}

@@ -4,8 +4,8 @@ import (
 	"strconv"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/operators"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // Sources of a setting (GET /api/v1/admin/events) and of an audit entry.
@@ -39,7 +39,7 @@ func FormatRate(r float64) string { return strconv.FormatFloat(r, 'g', 7, 64) }
 // says where each overridable setting comes from. An override whose Base is
 // not the config's value any more is skipped: the config wins (the
 // admitter drops it, see Admitter.overlay).
-func Overlay(ev config.Event, set queue.Settings, ovs map[string]operators.Override) queue.Settings {
+func Overlay(ev config.Event, set line.Settings, ovs map[string]operators.Override) line.Settings {
 	cur := ConfigValues(ev)
 	set.Sources = map[string]string{}
 	for _, f := range Fields {

@@ -4,15 +4,15 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/config"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/presale"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // SettingsFor is what an event's config puts in force: the rate and cap are
 // computed from the capacity model when not given. The admitter publishes
 // it; the gateway falls back on it until an admitter has.
-func SettingsFor(ev config.Event) queue.Settings {
-	return queue.Settings{
+func SettingsFor(ev config.Event) line.Settings {
+	return line.Settings{
 		Mode:            ev.Mode,
 		AdmitPerSecond:  Rate(ev.Admission),
 		MaxActive:       Cap(ev.Admission),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/presale/presaletest"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -33,7 +34,7 @@ func benchSelection(b *testing.B, n int) {
 	_, c := testenv.Redis(b)
 	ctx := context.Background()
 	line := queue.NewStore(c, secret)
-	pre := presale.New(rdb.New(c), line, secret, "bench")
+	pre := presale.New(rdb.New(c), line, secret, "bench").WithDrawSecret(drawSecret)
 	p := presale.Plan{RegistrationOpensAt: time.Now().Add(-time.Hour), RegistrationClosesAt: time.Now().Add(time.Hour), Selected: 20_000,
 		GroupSize: 5_000, Window: 30 * time.Minute, OpensAt: time.Now().Add(2 * time.Hour)}
 	if err := pre.Step(ctx, "tour", p); err != nil { // commits
@@ -71,8 +72,8 @@ func benchSelection(b *testing.B, n int) {
 func BenchmarkRegisterVsJoin(b *testing.B) {
 	b.Run("register", func(b *testing.B) {
 		_, c := testenv.Redis(b)
-		line := queue.NewStore(c, secret)
-		pre := presale.New(rdb.New(c), line, secret, "bench")
+		store := queue.NewStore(c, secret)
+		pre := presale.New(rdb.New(c), store, secret, "bench").WithDrawSecret(drawSecret)
 		p := presale.Plan{RegistrationOpensAt: time.Now().Add(-time.Hour), RegistrationClosesAt: time.Now().Add(time.Hour)}
 		var n atomic.Int64
 		benchParallel(b, c, func(ctx context.Context) error {
@@ -82,11 +83,11 @@ func BenchmarkRegisterVsJoin(b *testing.B) {
 	})
 	b.Run("join", func(b *testing.B) {
 		_, c := testenv.Redis(b)
-		line := queue.NewStore(c, secret)
-		set := queue.Settings{Mode: queue.ModeQueue, AdmitPerSecond: 100, MaxActive: 100, AccessTTL: time.Minute, AbandonAfter: time.Minute}
+		store := queue.NewStore(c, secret)
+		set := line.Settings{Mode: line.ModeQueue, AdmitPerSecond: 100, MaxActive: 100, AccessTTL: time.Minute, AbandonAfter: time.Minute}
 		var n atomic.Int64
 		benchParallel(b, c, func(ctx context.Context) error {
-			_, err := line.JoinWith(ctx, "tour", set, queue.JoinOptions{Account: "account-" + strconv.FormatInt(n.Add(1), 10)})
+			_, err := store.JoinWith(ctx, "tour", set, line.JoinOptions{Account: "account-" + strconv.FormatInt(n.Add(1), 10)})
 			return err
 		})
 	})

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -110,7 +108,7 @@ func (s *Store) AddCodes(ctx context.Context, event string, codes []string, uses
 //
 // KEYS: 1 codes, 2 codes info
 // ARGV: 1 uses, then the codes' hashes
-var addCodesScript = redis.NewScript(`
+var addCodesScript = lua.Script("add_codes", `
 local uses, new = tonumber(ARGV[1]), 0
 for i = 2, #ARGV do
   new = new + 1 - redis.call('HEXISTS', KEYS[1], ARGV[i])

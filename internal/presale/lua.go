@@ -1,24 +1,32 @@
 package presale
 
 import (
-	"github.com/redis/go-redis/v9"
-
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
+// lua is the presale's function library (rdb.Library).
+var lua = rdb.NewLibrary("presale", rdb.Prelude, rdb.Base36, draw.Lua, selectionLua)
+
 // GateLua is the presale's gate, for the line's join script (package
 // queue): presale_gate(k, acct, now) is nil when the account may make a new
-// place now (invited, inside its window), else the refusal:
-// "account_required", "not_invited", or {"window", opens ms, closes ms}. k
-// holds the keys presale, registered, ranks and topups (rdb.Keys'
-// Presale, PresaleAccounts, PresaleRanks, PresaleTopUps). It needs
-// rdb.Prelude's int.
+// place now (invited, inside its window, its invitation not used), else
+// the refusal: "account_required", "not_invited", {"window", opens ms,
+// closes ms}, or "invitation_used". k holds the keys presale, registered,
+// ranks, topups and bought (rdb.Keys' Presale, PresaleAccounts,
+// PresaleRanks, PresaleTopUps, Bought). It needs rdb.Prelude's int.
 //
 // An account's invitation: its registration's rank (the ranks table, by
 // the registration's sequence number) is at most the invitations made so
 // far. Ranks 1…selected are the selection's groups of groupSize, group g's
 // window opening at opensAt + g × window; the ranks above are the top-up
 // groups, each with its own window (topups).
+//
+// An invitation buys once: once a booking of a place of the account was
+// confirmed (the line notes it in bought as it frees the place: queue's
+// completeScript), the account makes no new place in its window. A place
+// that ended without a booking (left, abandoned, expired) leaves the
+// invitation unused, as the top-ups count it.
 const GateLua = `
 local function presale_gate(k, acct, now)
   if acct == '' then return 'account_required' end
@@ -45,6 +53,7 @@ local function presale_gate(k, acct, now)
     if not opens then return 'not_invited' end
   end
   if now < opens or now >= closes then return {'window', int(opens), int(closes)} end
+  if redis.call('HEXISTS', k.bought, acct) == 1 then return 'invitation_used' end
   return nil
 end
 `
@@ -54,6 +63,11 @@ end
 // left, else "code_required", "invalid_code" or "code_used";
 // code_spend(k, code) spends one use, in the script that makes the place.
 // k holds the keys codes and codesinfo (rdb.Keys' Codes, CodesInfo).
+//
+// The join judges a code only after it spent the join's proof of work (a
+// missing code it refuses before: nothing to judge), so every guess costs
+// a proof, and one proof raced by many guesses gets one of them judged
+// (DESIGN.md, Fair play, third round: a wrong code costs its proof).
 const CodeLua = `
 local function code_check(k, code)
   if code == '' then return 'code_required' end
@@ -69,25 +83,48 @@ local function code_spend(k, code)
 end
 `
 
+// selectionLua is the selection's step of the draw's lifecycle (draw.Lua):
+// selection_step(k, now, opens, closes, commitment, nonce) commits the
+// selection once registration is open (the commitment and nonce the caller
+// drew, if nobody committed), and freezes the registrations at its close
+// (by Redis TIME; once frozen, for good): every registration made by then
+// is an entry, withdrawn ones too (DESIGN.md: withdrawing moves nothing),
+// so the entries are the sequence so far, and the log's length then says
+// which they are. k holds the keys presale, registered and log. It returns
+// draw_step's reply.
+const selectionLua = `
+local function selection_step(k, now, opens, closes, commitment, nonce)
+  local function freeze()
+    redis.call('HSET', k.presale, 'log', redis.call('LLEN', k.log))
+    return tonumber(redis.call('HGET', k.presale, 'seq')) or 0, closes
+  end
+  return draw_step(k.presale, 'drawn', now, opens, closes, commitment, nonce, freeze)
+end
+`
+
 // registerScript registers an account (one registration per account,
-// whatever the race), committing the selection's seed first if nobody has.
+// whatever the race) while registration is open, committing the
+// selection first if nobody has (selection_step). An account makes at
+// most ARGV[7] registrations per event, withdrawn ones included: each is
+// an entry of the selection for good, so this bounds them by the accounts.
 //
 // Every registration is also appended to the log ("<id> <account>"; a
 // withdrawal appends "-<id>"): the selection reads the log, in pages of
 // LRANGE, rather than scanning the hash.
 //
-// KEYS: 1 presale, 2 registered, 3 log
-// ARGV: 1 registration opens ms, 2 closes ms, 3 a seed (hex), 4 its
-// SHA-256 (hex), 5 the random part of a new id, 6 the account
-// Returns {"closed"} | {"had", id} | {"new", id}.
-var registerScript = redis.NewScript(rdb.Prelude + rdb.Base36 + `
-local now = clock()
-if now < tonumber(ARGV[1]) or now >= tonumber(ARGV[2]) then return {'closed'} end
-local p = redis.call('HMGET', KEYS[1], 'commitment', 'frozen')
-if p[2] then return {'closed'} end
-if not p[1] then redis.call('HSET', KEYS[1], 'commitment', ARGV[4], 'seed', ARGV[3], 'committedAt', int(now)) end
+// KEYS: 1 presale, 2 registered, 3 log, 4 made
+// ARGV: 1 registration opens ms, 2 closes ms, 3 a nonce (hex), 4 the
+// commitment it gives (draw.Secret.Commit), 5 the random part of a new id,
+// 6 the account, 7 registrations an account may make
+// Returns {"closed"} | {"had", id} | {"new", id} | {"limited"}.
+var registerScript = lua.Script("register", `
+local k = {presale = KEYS[1], registered = KEYS[2], log = KEYS[3]}
+local st = selection_step(k, clock(), tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[4], ARGV[3])
+if st[1] ~= 'open' then return {'closed'} end
 local had = redis.call('HGET', KEYS[2], ARGV[6])
 if had then return {'had', had} end
+if (tonumber(redis.call('HGET', KEYS[4], ARGV[6])) or 0) >= tonumber(ARGV[7]) then return {'limited'} end
+redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
 local id = b36(redis.call('HINCRBY', KEYS[1], 'seq', 1)) .. '.' .. ARGV[5]
 redis.call('HSET', KEYS[2], ARGV[6], id)
 redis.call('RPUSH', KEYS[3], id .. ' ' .. ARGV[6])
@@ -99,7 +136,7 @@ return {'new', id}
 // KEYS: 1 presale, 2 registered, 3 log
 // ARGV: 1 registration opens ms, 2 closes ms, 3 the account
 // Returns "closed", or how many registrations went (0 or 1).
-var withdrawScript = redis.NewScript(rdb.Prelude + `
+var withdrawScript = lua.Script("withdraw", `
 local now = clock()
 if now < tonumber(ARGV[1]) or now >= tonumber(ARGV[2]) or redis.call('HEXISTS', KEYS[1], 'frozen') == 1 then
   return 'closed'
@@ -111,45 +148,17 @@ redis.call('RPUSH', KEYS[3], '-' .. id)
 return 1
 `)
 
-// stepScript commits the selection once registration is open (with the
-// seed the caller drew, only if none is), freezes the registrations at its
-// close (by Redis TIME; once frozen, for good), and says what is due.
+// stepScript is the admitter's step of the selection (selection_step).
 //
 // KEYS: 1 presale, 2 registered, 3 log
-// ARGV: 1 registration opens ms, 2 closes ms, 3 seed (hex), 4 its SHA-256
-// Returns {"early"} | {"open"} | {"draw", seed, entries, log length} |
-// {"drawn"}.
-var stepScript = redis.NewScript(rdb.Prelude + `
-local now = clock()
-local p = redis.call('HMGET', KEYS[1], 'commitment', 'frozen', 'drawn', 'seed', 'entries')
-if not p[1] then
-  if now < tonumber(ARGV[1]) then return {'early'} end
-  redis.call('HSET', KEYS[1], 'commitment', ARGV[4], 'seed', ARGV[3], 'committedAt', int(now))
-  p = {ARGV[4], false, false, ARGV[3], false}
-end
-if p[3] then return {'drawn'} end
-if not p[2] then
-  if now < tonumber(ARGV[2]) then return {'open'} end
-  p[5] = redis.call('HLEN', KEYS[2])
-  redis.call('HSET', KEYS[1], 'frozen', int(now), 'entries', p[5], 'closesAt', ARGV[2], 'log', redis.call('LLEN', KEYS[3]))
-end
-return {'draw', p[4], tonumber(p[5]), tonumber(redis.call('HGET', KEYS[1], 'log'))}
-`)
-
-// drawnScript publishes the selection (once) with the plan it pins: a
-// reload that changes the plan afterwards changes no invitation or window.
-// It gives back the lease.
-//
-// KEYS: 1 presale, 2 drawing
-// ARGV: 1 digest (hex), 2 selected, 3 group size, 4 window ms, 5 opens_at
-// ms, 6 the lease's owner
-var drawnScript = redis.NewScript(rdb.Prelude + `
-if redis.call('HEXISTS', KEYS[1], 'drawn') == 0 then
-  redis.call('HSET', KEYS[1], 'drawn', int(clock()), 'digest', ARGV[1], 'selected', ARGV[2], 'invited', ARGV[2],
-    'toppedUp', 0, 'settled', 0, 'groupSize', ARGV[3], 'window', ARGV[4], 'opensAt', ARGV[5])
-end
-if redis.call('GET', KEYS[2]) == ARGV[6] then redis.call('DEL', KEYS[2]) end
-return 1
+// ARGV: 1 registration opens ms, 2 closes ms, 3 a nonce (hex), 4 the
+// commitment it gives
+// Returns draw_step's reply, then the log's length at the freeze.
+var stepScript = lua.Script("step", `
+local k = {presale = KEYS[1], registered = KEYS[2], log = KEYS[3]}
+local r = selection_step(k, clock(), tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[4], ARGV[3])
+r[#r + 1] = tonumber(redis.call('HGET', KEYS[1], 'log')) or 0
+return r
 `)
 
 // topUpScript settles a group whose window closed: k more ranks are
@@ -164,7 +173,7 @@ return 1
 // ARGV: 1 the group's name, 2 k, 3 the closed window's close (the new
 // window's opening) ms, 4 the new window's close ms, 5 the lease's owner
 // Returns {applied (0|1), k invited}, or {-1, 0} before the close.
-var topUpScript = redis.NewScript(rdb.Prelude + `
+var topUpScript = lua.Script("top_up", `
 if redis.call('GET', KEYS[3]) ~= ARGV[5] then return {0, 0} end
 if clock() < tonumber(ARGV[3]) then return {-1, 0} end
 local field = 'settled:' .. ARGV[1]

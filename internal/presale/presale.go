@@ -25,6 +25,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/notify"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
@@ -44,6 +46,9 @@ type Plan struct {
 var (
 	// ErrRegistrationClosed: outside the registration window (409).
 	ErrRegistrationClosed = errors.New("presale: registration closed")
+	// ErrTooManyRegistrations: the account has registered MaxRegistrations
+	// times for this event already, withdrawals included (429).
+	ErrTooManyRegistrations = errors.New("presale: too many registrations for one account")
 	// ErrNotRegistered: the account has no registration (404).
 	ErrNotRegistered = errors.New("presale: not registered")
 	// ErrNoPresale: the event has no presale (404).
@@ -56,6 +61,9 @@ var (
 	// ErrNotInvited: a join of a presale by an account that holds no
 	// invitation (403).
 	ErrNotInvited = errors.New("presale: not invited")
+	// ErrInvitationUsed: a join of a presale by an invited account whose
+	// place ended with a confirmed booking: an invitation buys once (403).
+	ErrInvitationUsed = errors.New("presale: invitation used")
 	// ErrCodeRequired, ErrInvalidCode, ErrCodeUsed: a new place of an event
 	// with admission.codes required (403, 403, 409).
 	ErrCodeRequired = errors.New("presale: access code required")
@@ -100,10 +108,15 @@ type Registration struct {
 type Store struct {
 	c       *rdb.Client
 	places  Places
-	codeKey []byte // the HMAC key codes are stored under (from auth.ticket_secret)
-	owner   string // this process, in the selection's lease
-	now     func() time.Time
-	outbox  Outbox // nil: nobody is emailed
+	codeKey []byte      // the HMAC key codes are stored under (from auth.ticket_secret)
+	seeds   draw.Secret // keys the selection's seed (WithDrawSecret)
+	owner   string      // this process, in the selection's lease
+	outbox  Outbox      // nil: nobody is emailed
+
+	// Now is the store's clock (nil = time.Now); set it before use. It
+	// only says when to look: every window opens and closes by Redis
+	// TIME, in the scripts.
+	Now func() time.Time
 }
 
 // Outbox is where the invited are told their windows (notify.Outbox).
@@ -117,37 +130,43 @@ type Outbox interface {
 // message per kind and key).
 func (s *Store) MailInvitations(o Outbox) { s.outbox = o }
 
-// WithClock makes now the store's clock (time.Now by default), and returns
-// the store. The clock only says when to look: every window opens and
-// closes by Redis TIME, in the scripts.
-func (s *Store) WithClock(now func() time.Time) *Store {
-	s.now = now
+func (s *Store) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+// WithDrawSecret gives the store the draw secret (config auth.draw_secret)
+// its selections' seeds are derived from, and returns it. A store without
+// one commits and draws no selection (draw.ErrNoSecret): the gateway
+// (whose registration may commit) and the admitter both need it.
+func (s *Store) WithDrawSecret(secret []byte) *Store {
+	s.seeds = append(draw.Secret(nil), secret...)
 	return s
 }
 
 // Places is what the presale asks of the line.
 type Places interface {
 	// PlaceStates says what became of each account's place in event's line.
-	PlaceStates(ctx context.Context, event string, accounts []string) ([]PlaceState, error)
+	PlaceStates(ctx context.Context, event string, accounts []string) ([]line.PlaceState, error)
 	// PlacesLeft is how many more fans the sale can serve: the places the
 	// booking core says are available, less the fans live in line (waiting
 	// or let in). ok is false while the booking core has said nothing.
 	PlacesLeft(ctx context.Context, event string) (n int64, ok bool, err error)
 }
 
-// PlaceState is what became of an account's place.
-type PlaceState int
+// PlaceState is what became of an account's place: the line's word
+// (line.PlaceState). The names below stay until every user says line's.
+type PlaceState = line.PlaceState
 
+// What became of a place (line's).
 const (
-	NoPlace     PlaceState = iota // never joined
-	LivePlace                     // waiting, or let in and not expired
-	BookedPlace                   // its booking was confirmed
-	EndedPlace                    // left, abandoned or expired without a booking
+	NoPlace     = line.NoPlace
+	LivePlace   = line.LivePlace
+	BookedPlace = line.BookedPlace
+	EndedPlace  = line.EndedPlace
 )
-
-// Used reports whether an invitation was used: a place that still may buy
-// or bought.
-func (p PlaceState) Used() bool { return p == LivePlace || p == BookedPlace }
 
 // New is the presale of the events in Redis c. codeKey is the secret codes
 // are hashed with; owner names this process in leases ("" = a name of its
@@ -159,5 +178,5 @@ func New(c *rdb.Client, places Places, codeKey []byte, owner string) *Store {
 		_, _ = rand.Read(r[:])
 		owner = fmt.Sprintf("%s/%d/%x", host, os.Getpid(), r)
 	}
-	return &Store{c: c, places: places, codeKey: append([]byte(nil), codeKey...), owner: owner, now: time.Now}
+	return &Store{c: c, places: places, codeKey: append([]byte(nil), codeKey...), owner: owner}
 }

@@ -3,6 +3,7 @@ package presale_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,15 +13,22 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/notify"
 	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/presale/presaletest"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
+	"github.com/waitroom/waitroom/internal/testsupport/atrest"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 var secret = []byte("presale-test-secret-0123456789abcdef")
+
+// drawSecret is the tests' auth.draw_secret: the selection's seed is
+// derived from it.
+var drawSecret = []byte("presale-draw-secret-0123456789abcd")
 
 // sale is one event's presale over a private Redis: the line and the
 // presale, as the gateway and the admitter hold them.
@@ -32,7 +40,7 @@ type sale struct {
 	pre   *presale.Store
 	event string
 	plan  presale.Plan
-	set   queue.Settings
+	set   line.Settings
 }
 
 func newSale(t *testing.T, plan presale.Plan) *sale {
@@ -44,18 +52,18 @@ func newSale(t *testing.T, plan presale.Plan) *sale {
 // newSaleOn is newSale on the Redis (a server, or a Cluster) of c.
 func newSaleOn(t *testing.T, c redis.UniversalClient, plan presale.Plan) *sale {
 	t.Helper()
-	line := queue.NewStore(c, secret)
-	s := &sale{t: t, ctx: context.Background(), rdb: c, line: line, event: "tour",
-		plan: plan, pre: presale.New(rdb.New(c), line, secret, "test-admitter")}
+	store := queue.NewStore(c, secret)
+	s := &sale{t: t, ctx: context.Background(), rdb: c, line: store, event: "tour",
+		plan: plan, pre: presale.New(rdb.New(c), store, secret, "test-admitter").WithDrawSecret(drawSecret)}
 	opens := plan.OpensAt
-	s.set = queue.Settings{Mode: queue.ModeQueue, AdmitPerSecond: 100, MaxActive: 1000, AccessTTL: time.Minute,
+	s.set = line.Settings{Mode: line.ModeQueue, AdmitPerSecond: 100, MaxActive: 1000, AccessTTL: time.Minute,
 		AbandonAfter: time.Minute, OpensAt: &opens, Presale: true, GeneralSaleAt: plan.GeneralSaleAt}
 	return s
 }
 
 // another is a second admitter (or gateway) on the same Redis.
 func (s *sale) another(owner string) *presale.Store {
-	return presale.New(rdb.New(s.rdb), s.line, secret, owner)
+	return presale.New(rdb.New(s.rdb), s.line, secret, owner).WithDrawSecret(drawSecret)
 }
 
 func (s *sale) register(account string) string {
@@ -81,8 +89,8 @@ func (s *sale) closeAndDraw() {
 	}
 }
 
-func (s *sale) join(account string) (queue.JoinResult, error) {
-	return s.line.JoinWith(s.ctx, s.event, s.set, queue.JoinOptions{Account: account})
+func (s *sale) join(account string) (line.JoinResult, error) {
+	return s.line.JoinWith(s.ctx, s.event, s.set, line.JoinOptions{Account: account})
 }
 
 // plan: registration open now for reg, the first window opening after
@@ -192,7 +200,8 @@ func TestSelectionAnyoneCanRecompute(t *testing.T) {
 		accounts[a] = true
 		s.register(a)
 	}
-	// Five withdraw, and one of them registers again (a new id).
+	// Five withdraw (they stay entries), and one of them registers again
+	// (a new id, a new entry).
 	for i := 10; i < 15; i++ {
 		if err := s.pre.Withdraw(s.ctx, s.event, s.plan, fmt.Sprintf("acct-%03d", i)); err != nil {
 			t.Fatal(err)
@@ -213,10 +222,10 @@ func TestSelectionAnyoneCanRecompute(t *testing.T) {
 		t.Fatal(err)
 	}
 	list := strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n")
-	if len(list) != 296 || sel.Entries != 296 {
-		t.Fatalf("%d entries listed, %d said, want 296 (300, 4 withdrawn)", len(list), sel.Entries)
+	if len(list) != 301 || sel.Entries != 301 {
+		t.Fatalf("%d entries listed, %d said, want 301 (300, and one made again after withdrawing: the withdrawn stay entries)", len(list), sel.Entries)
 	}
-	if err := presaletest.CheckSelection(sel.Seed, sel.Commitment, sel.EntriesDigest, w.Bytes()); err != nil {
+	if err := presaletest.CheckDraw(sel.Seed, sel.Commitment, sel.EntriesDigest, w.Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range list {
@@ -319,7 +328,7 @@ func TestWindowsOpenByRedisTime(t *testing.T) {
 	}
 	time.Sleep(time.Until(p.OpensAt) + 2*time.Millisecond)
 	for _, r := range []int64{1, 2} {
-		if res, err := s.join(byRank[r]); err != nil || res.State != queue.Waiting {
+		if res, err := s.join(byRank[r]); err != nil || res.State != line.Waiting {
 			t.Fatalf("rank %d in its window: %+v, %v", r, res, err)
 		}
 	}
@@ -331,7 +340,7 @@ func TestWindowsOpenByRedisTime(t *testing.T) {
 		t.Fatalf("rank 3 in its window: %v", err)
 	}
 	time.Sleep(time.Until(general) + 2*time.Millisecond)
-	if res, err := s.join("stranger"); err != nil || res.State != queue.Waiting {
+	if res, err := s.join("stranger"); err != nil || res.State != line.Waiting {
 		t.Fatalf("general sale: %+v, %v", res, err)
 	}
 }
@@ -353,7 +362,7 @@ func TestSingleUseCodeRaced(t *testing.T) {
 				_, c = testenv.Redis(t)
 			}
 			s := newSaleOn(t, c, plan(time.Minute, time.Minute, time.Hour, 1, 1))
-			s.set = queue.Settings{Mode: queue.ModeQueue, AdmitPerSecond: 100, MaxActive: 100, AccessTTL: time.Minute,
+			s.set = line.Settings{Mode: line.ModeQueue, AdmitPerSecond: 100, MaxActive: 100, AccessTTL: time.Minute,
 				AbandonAfter: time.Minute, Codes: true, Shards: shards}
 			codes, err := s.pre.NewCodes(s.ctx, s.event, 1, 1)
 			if err != nil {
@@ -362,7 +371,7 @@ func TestSingleUseCodeRaced(t *testing.T) {
 			hash := s.pre.CodeHash(s.event, strings.ToLower(codes[0])+" ")
 			var placed, used atomic.Int64
 			testenv.Race(50, func(i int) {
-				_, err := s.line.JoinWith(s.ctx, s.event, s.set, queue.JoinOptions{Code: hash})
+				_, err := s.line.JoinWith(s.ctx, s.event, s.set, line.JoinOptions{Code: hash})
 				switch {
 				case err == nil:
 					placed.Add(1)
@@ -387,7 +396,7 @@ func TestSingleUseCodeRaced(t *testing.T) {
 				code string
 				want error
 			}{{"", presale.ErrCodeRequired}, {"NOPE-NOPE", presale.ErrInvalidCode}, {"bad*code", presale.ErrInvalidCode}} {
-				if _, err := s.line.JoinWith(s.ctx, s.event, s.set, queue.JoinOptions{Code: s.pre.CodeHash(s.event, bad.code)}); !errors.Is(err, bad.want) {
+				if _, err := s.line.JoinWith(s.ctx, s.event, s.set, line.JoinOptions{Code: s.pre.CodeHash(s.event, bad.code)}); !errors.Is(err, bad.want) {
 					t.Errorf("code %q: %v, want %v", bad.code, err, bad.want)
 				}
 			}
@@ -398,7 +407,7 @@ func TestSingleUseCodeRaced(t *testing.T) {
 // Given codes with many uses: exactly that many places, whatever the race.
 func TestGivenCodeUses(t *testing.T) {
 	s := newSale(t, plan(time.Minute, time.Minute, time.Hour, 1, 1))
-	s.set = queue.Settings{Mode: queue.ModeQueue, AdmitPerSecond: 100, MaxActive: 100, AccessTTL: time.Minute, AbandonAfter: time.Minute, Codes: true}
+	s.set = line.Settings{Mode: line.ModeQueue, AdmitPerSecond: 100, MaxActive: 100, AccessTTL: time.Minute, AbandonAfter: time.Minute, Codes: true}
 	if err := s.pre.AddCodes(s.ctx, s.event, []string{"FANCLUB-2026"}, 7); err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +416,7 @@ func TestGivenCodeUses(t *testing.T) {
 	}
 	var placed atomic.Int64
 	testenv.Race(30, func(int) {
-		if _, err := s.line.JoinWith(s.ctx, s.event, s.set, queue.JoinOptions{Code: s.pre.CodeHash(s.event, "fanclub2026")}); err == nil {
+		if _, err := s.line.JoinWith(s.ctx, s.event, s.set, line.JoinOptions{Code: s.pre.CodeHash(s.event, "fanclub2026")}); err == nil {
 			placed.Add(1)
 		}
 	})
@@ -531,7 +540,8 @@ func TestTopUpsWaitForTheWindowsClose(t *testing.T) {
 	}
 	s.closeAndDraw()
 	s.rdb.HSet(s.ctx, rdb.KeysOf(s.event).Inventory, "available", 100, "held", 0, "pending", 0)
-	ahead := s.another("admitter-an-hour-ahead").WithClock(func() time.Time { return time.Now().Add(time.Hour) })
+	ahead := s.another("admitter-an-hour-ahead")
+	ahead.Now = func() time.Time { return time.Now().Add(time.Hour) }
 	time.Sleep(time.Until(s.plan.OpensAt) + 5*time.Millisecond)
 	if err := ahead.Step(s.ctx, s.event, s.plan); err != nil {
 		t.Fatal(err)
@@ -595,5 +605,174 @@ func TestInvitedAreEmailedOnce(t *testing.T) {
 	}
 	if n, _ := outbox.Pending(s.ctx, s.event); n != want || want == 0 {
 		t.Fatalf("%d emails queued, want %d", n, want)
+	}
+}
+
+// The selection's seed is not in Redis before the draw (DESIGN.md, Fair
+// play, third round): a reader of every key while registration is open
+// finds neither the seed (raw or hex) nor anything that gives it; once
+// drawn, the seed and the nonce are published, and the seed is HMAC-SHA256
+// of the draw secret over the event, the kind and the nonce, whose SHA-256
+// is the commitment.
+func TestSelectionSeedNotInRedisBeforeTheDraw(t *testing.T) {
+	s := newSale(t, plan(1200*time.Millisecond, time.Minute, time.Hour, 3, 3))
+	for i := range 8 {
+		s.register(fmt.Sprintf("fan-%d", i))
+	}
+	if err := s.pre.Withdraw(s.ctx, s.event, s.plan, "fan-0"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := atrest.Dump(s.ctx, s.rdb.(*redis.Client))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.closeAndDraw()
+	sel, err := s.pre.Selection(s.ctx, s.event, s.plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := atrest.CheckDerived(before, drawSecret, atrest.Draw{Event: s.event, Kind: "selection", Seed: sel.Seed, Nonce: sel.Nonce, Commitment: sel.Commitment}); err != nil {
+		t.Error(err)
+	}
+	// A store without the secret commits and draws nothing.
+	bare := presale.New(rdb.New(s.rdb), s.line, secret, "no-secret")
+	if _, _, err := bare.Register(s.ctx, "other", plan(time.Minute, time.Minute, time.Hour, 1, 1), "fan"); !errors.Is(err, draw.ErrNoSecret) {
+		t.Errorf("a registration with no draw secret: %v; want draw.ErrNoSecret", err)
+	}
+}
+
+// Withdrawing moves nothing (DESIGN.md, Fair play, third round): a
+// registration withdrawn before the close stays an entry of the selection,
+// listed and ranked, so no withdrawal changes the digest (one who read
+// Redis could otherwise try subsets of throwaway registrations to withdraw
+// and steer the key); its rank is skipped when invitations go out: nobody
+// holds it, nobody is emailed for it, and it counts as unused when its
+// window closes (docs/QUEUE.md).
+func TestWithdrawingMovesNothing(t *testing.T) {
+	s := newSale(t, plan(1500*time.Millisecond, time.Hour, time.Hour, 20, 20))
+	outbox := notify.NewOutbox(rdb.New(s.rdb))
+	s.pre.MailInvitations(outbox)
+	var all []string // every registration made, withdrawn ones too
+	for i := range 12 {
+		a := fmt.Sprintf("fan-%d", i)
+		all = append(all, s.register(a))
+		if err := s.pre.Remember(s.ctx, s.event, a, a+"@example.com", "en"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range []string{"fan-1", "fan-2"} {
+		if err := s.pre.Withdraw(s.ctx, s.event, s.plan, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := s.register("fan-2") // a new registration, a new entry
+	all = append(all, again)
+	s.closeAndDraw()
+	if err := s.pre.Step(s.ctx, s.event, s.plan); err != nil { // the invitations' emails
+		t.Fatal(err)
+	}
+	sel, err := s.pre.Selection(s.ctx, s.event, s.plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w bytes.Buffer
+	if err := s.pre.Entries(s.ctx, s.event, &w); err != nil {
+		t.Fatal(err)
+	}
+	list := strings.Fields(w.String())
+	if sel.Entries != int64(len(all)) || len(list) != len(all) || sel.EntriesDigest != hex.EncodeToString(draw.Digest(all)) {
+		t.Fatalf("%d entries said, %d listed, digest %s; want all %d registrations made, withdrawn ones too, digest %x",
+			sel.Entries, len(list), sel.EntriesDigest, len(all), draw.Digest(all))
+	}
+	if err := presaletest.CheckDraw(sel.Seed, sel.Commitment, sel.EntriesDigest, w.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	rank := map[string]int64{}
+	for i, id := range list {
+		rank[id] = int64(i + 1)
+	}
+	if _, err := s.pre.Status(s.ctx, s.event, s.plan, "fan-1"); !errors.Is(err, presale.ErrNotRegistered) {
+		t.Errorf("a withdrawn account's status: %v; want ErrNotRegistered", err)
+	}
+	if reg, err := s.pre.Status(s.ctx, s.event, s.plan, "fan-2"); err != nil || reg.ID != again || reg.Rank != rank[again] || reg.Status != presale.Selected {
+		t.Errorf("fan-2 registered again: %+v, %v; want %s at rank %d, selected", reg, err, again, rank[again])
+	}
+	// Every rank is invited (20 for 13 entries); the withdrawn ones are
+	// skipped: no email, no way in.
+	for i, id := range all {
+		st, err := outbox.State(s.ctx, s.event, notify.KindPresaleSelected+":"+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		withdrawn := i == 1 || i == 2
+		if (st == "queued") == withdrawn {
+			t.Errorf("registration %d (%s, withdrawn %v, rank %d): its email %q", i, id, withdrawn, rank[id], st)
+		}
+	}
+	if f := s.figures(); f.Registrations != 11 || f.Selected != 13 {
+		t.Errorf("figures %+v; want 11 registrations standing and 13 ranks invited", f)
+	}
+}
+
+// An account registers at most 3 times per event, withdrawals included:
+// the fourth is refused (429 rate_limited at the edge) and changes
+// nothing; registering again while registered is the same registration
+// and counts once. That also bounds the rank table (4 bytes a registration
+// made) by the accounts, not by how long one account cycles.
+func TestThreeRegistrationsPerAccount(t *testing.T) {
+	s := newSale(t, plan(time.Minute, time.Minute, time.Hour, 10, 10))
+	first := s.register("cycler")
+	if again := s.register("cycler"); again != first {
+		t.Fatalf("registering again while registered: %q, want the same %q", again, first)
+	}
+	for i := range 2 {
+		if err := s.pre.Withdraw(s.ctx, s.event, s.plan, "cycler"); err != nil {
+			t.Fatal(err)
+		}
+		s.register("cycler") // the second and the third
+		_ = i
+	}
+	if err := s.pre.Withdraw(s.ctx, s.event, s.plan, "cycler"); err != nil {
+		t.Fatal(err)
+	}
+	k := rdb.KeysOf(s.event)
+	before := s.rdb.LLen(s.ctx, k.PresaleLog).Val()
+	if _, _, err := s.pre.Register(s.ctx, s.event, s.plan, "cycler"); !errors.Is(err, presale.ErrTooManyRegistrations) {
+		t.Fatalf("a fourth registration: %v; want ErrTooManyRegistrations", err)
+	}
+	if n := s.rdb.LLen(s.ctx, k.PresaleLog).Val(); n != before {
+		t.Fatalf("a refused registration wrote the log: %d entries, %d before", n, before)
+	}
+	if _, err := s.pre.Status(s.ctx, s.event, s.plan, "cycler"); !errors.Is(err, presale.ErrNotRegistered) {
+		t.Fatalf("status after the refusal: %v; want ErrNotRegistered", err)
+	}
+	// Another account is not held to this one's count.
+	s.register("other")
+}
+
+// One account's many devices registering and withdrawing at once never
+// make more than 3 registrations.
+func TestRegistrationLimitRaced(t *testing.T) {
+	s := newSale(t, plan(time.Minute, time.Minute, time.Hour, 10, 10))
+	testenv.Race(48, func(i int) {
+		for range 4 {
+			if i%2 == 0 {
+				_, _, err := s.pre.Register(s.ctx, s.event, s.plan, "racer")
+				if err != nil && !errors.Is(err, presale.ErrTooManyRegistrations) {
+					t.Errorf("register: %v", err)
+				}
+			} else if err := s.pre.Withdraw(s.ctx, s.event, s.plan, "racer"); err != nil && !errors.Is(err, presale.ErrNotRegistered) {
+				t.Errorf("withdraw: %v", err)
+			}
+		}
+	})
+	made := 0
+	for _, e := range s.rdb.LRange(s.ctx, rdb.KeysOf(s.event).PresaleLog, 0, -1).Val() {
+		if strings.HasSuffix(e, " racer") {
+			made++
+		}
+	}
+	if made == 0 || made > 3 {
+		t.Fatalf("%d registrations made by one account; want 1 to 3", made)
 	}
 }

@@ -19,9 +19,14 @@ import (
 // maxAccountLen bounds an account id (as the line's).
 const maxAccountLen = 128
 
+// MaxRegistrations is how many registrations an account may make per
+// event, withdrawn ones included (DESIGN.md, Fair play, third round).
+const MaxRegistrations = 3
+
 // Register registers account for event's presale: one registration per
 // account, however many devices race (the second gets the first's, created
-// false). Outside the registration window ErrRegistrationClosed.
+// false). Outside the registration window ErrRegistrationClosed; an
+// account that made MaxRegistrations already ErrTooManyRegistrations.
 func (s *Store) Register(ctx context.Context, event string, p Plan, account string) (id string, created bool, err error) {
 	if account == "" {
 		return "", false, ErrAccountRequired
@@ -29,18 +34,18 @@ func (s *Store) Register(ctx context.Context, event string, p Plan, account stri
 	if len(account) > maxAccountLen || strings.ContainsAny(account, "\n ") {
 		return "", false, fmt.Errorf("register: account id %.20q: longer than %d, or holds a space or a line break", account, maxAccountLen)
 	}
-	seed, commitment, err := draw.NewSeed()
+	nonce, commitment, err := s.seeds.Commit(event, draw.Selection)
 	if err != nil {
-		return "", false, err
+		return "", false, fmt.Errorf("register: %w", err)
 	}
 	var random [12]byte
 	if _, err := rand.Read(random[:]); err != nil {
 		return "", false, fmt.Errorf("register: %w", err)
 	}
 	k := rdb.KeysOf(event)
-	v, err := s.c.Run(ctx, rdb.Call{Script: registerScript, Keys: []string{k.Presale, k.PresaleAccounts, k.PresaleLog},
-		Args: []any{p.RegistrationOpensAt.UnixMilli(), p.RegistrationClosesAt.UnixMilli(), seed, commitment,
-			base64.RawURLEncoding.EncodeToString(random[:]), account}}).Slice()
+	v, err := s.c.Run(ctx, rdb.Call{Script: registerScript, Keys: []string{k.Presale, k.PresaleAccounts, k.PresaleLog, k.PresaleMade},
+		Args: []any{p.RegistrationOpensAt.UnixMilli(), p.RegistrationClosesAt.UnixMilli(), nonce, commitment,
+			base64.RawURLEncoding.EncodeToString(random[:]), account, MaxRegistrations}}).Slice()
 	if err != nil {
 		return "", false, rdb.Interpret("register", err)
 	}
@@ -52,6 +57,8 @@ func (s *Store) Register(ctx context.Context, event string, p Plan, account stri
 		return r.Str(1), false, r.Err()
 	case "new":
 		return r.Str(1), true, r.Err()
+	case "limited":
+		return "", false, ErrTooManyRegistrations
 	}
 	return "", false, fmt.Errorf("register: unexpected reply %v", v)
 }
@@ -132,9 +139,6 @@ func (s *Store) Status(ctx context.Context, event string, p Plan, account string
 
 // selection is the presale's state as Redis holds it.
 type selection struct {
-	commitment, seed, digest  string
-	committedAt, drawnAt      time.Time
-	closesAt                  time.Time // the freeze's (zero: not frozen)
 	drawn                     bool
 	entries                   int64
 	selected, invited, topped int64
@@ -170,14 +174,10 @@ func (s *Store) state(ctx context.Context, event string) (selection, error) {
 	}
 	h, tops := hc.Val(), tc.Val()
 	n := func(f string) int64 { v, _ := strconv.ParseInt(h[f], 10, 64); return v }
-	st := selection{commitment: h["commitment"], seed: h["seed"], digest: h["digest"],
-		committedAt: msTime(n("committedAt")), drawnAt: msTime(n("drawn")), drawn: h["drawn"] != "",
+	st := selection{drawn: h["drawn"] != "",
 		entries: n("entries"), selected: n("selected"), invited: n("invited"), topped: n("toppedUp"),
 		settledCount: n("settled"), mailed: n("mailed"), groupSize: n("groupSize"), window: time.Duration(n("window")) * time.Millisecond,
 		opensAt: msTime(n("opensAt")), settled: map[string]bool{}}
-	if h["frozen"] != "" {
-		st.closesAt = msTime(n("closesAt"))
-	}
 	for f := range h {
 		if name, ok := strings.CutPrefix(f, "settled:"); ok {
 			st.settled[name] = true

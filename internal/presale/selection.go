@@ -1,9 +1,8 @@
 package presale
 
 import (
-	"bufio"
 	"context"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -26,34 +25,43 @@ import (
 // every time (it depends on the seed and the frozen registrations alone),
 // and a window is settled once (topUpScript).
 
-// drawLease is how long one admitter may draw or top up before another
-// takes over.
-const drawLease = 30 * time.Second
-
 // Step moves event's presale on (the admitter, every tick): commit, freeze
 // and draw at the close, then settle the windows that closed.
 func (s *Store) Step(ctx context.Context, event string, p Plan) error {
-	seed, commitment, err := draw.NewSeed()
+	nonce, commitment, err := s.seeds.Commit(event, draw.Selection)
 	if err != nil {
-		return err
+		return fmt.Errorf("presale step: %w", err)
 	}
 	k := rdb.KeysOf(event)
 	v, err := s.c.Run(ctx, rdb.Call{Script: stepScript, Keys: []string{k.Presale, k.PresaleAccounts, k.PresaleLog},
-		Args: []any{p.RegistrationOpensAt.UnixMilli(), p.RegistrationClosesAt.UnixMilli(), seed, commitment}}).Slice()
+		Args: []any{p.RegistrationOpensAt.UnixMilli(), p.RegistrationClosesAt.UnixMilli(), nonce, commitment}}).Slice()
 	if err != nil {
 		return rdb.Interpret("presale step", err)
 	}
-	r := rdb.ReplyOf(v)
-	switch r.Str(0) {
-	case "draw":
-		return s.draw(ctx, event, p, r.Str(1), r.Int(2), r.Int(3))
-	case "drawn":
+	st, err := draw.StepOf(v)
+	if err != nil {
+		return err
+	}
+	switch st.Phase {
+	case draw.Due:
+		logLen := st.Rest.Int(0)
+		if err := st.Rest.Err(); err != nil {
+			return fmt.Errorf("presale step: %w", err)
+		}
+		// The admitter derives the seed now, from the draw secret and the
+		// nonce: it was never in Redis.
+		seed, err := s.seeds.SeedOf(event, draw.Selection, st)
+		if err != nil {
+			return fmt.Errorf("selection: %w", err)
+		}
+		return s.draw(ctx, event, p, seed, st.Entries, logLen)
+	case draw.Done:
 		if err := s.topUps(ctx, event); err != nil {
 			return err
 		}
 		return s.mail(ctx, event)
 	}
-	return r.Err()
+	return nil
 }
 
 // mail emails the invitations made since the last step (ranks mailed+1 …
@@ -83,6 +91,9 @@ func (s *Store) mail(ctx context.Context, event string) error {
 	}
 	path := "/e/" + event + "/register"
 	for i, c := range contacts {
+		if accounts[i] == "" {
+			continue // withdrawn: skipped when invitations go out
+		}
 		contact, _ := c.(string)
 		lang, email, ok := strings.Cut(contact, " ")
 		g, invited := st.groupOf(st.mailed + 1 + int64(i))
@@ -98,64 +109,53 @@ func (s *Store) mail(ctx context.Context, event string) error {
 	return rdb.Interpret("presale mail", s.c.HSet(ctx, k.Presale, "mailed", st.invited).Err())
 }
 
-// draw ranks the frozen registrations and publishes the selection, under
-// the lease (an admitter that finds another drawing leaves it be).
-func (s *Store) draw(ctx context.Context, event string, p Plan, seedHex string, n, logLen int64) (err error) {
-	k := rdb.KeysOf(event)
-	ok, err := s.c.TakeLease(ctx, k.PresaleDrawing, s.owner, drawLease)
-	if err != nil || !ok {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = s.c.ReleaseLease(ctx, k.PresaleDrawing, s.owner)
-		}
-	}()
-	regs, err := s.registrations(ctx, event, n, logLen)
-	if err != nil {
-		return err
-	}
-	ids := make([]string, len(regs))
-	for i, r := range regs {
-		ids[i] = r.id
-	}
-	digest := draw.DigestSorted(ids)
-	seed, err := hex.DecodeString(seedHex)
-	if err != nil {
-		return fmt.Errorf("selection: seed: %w", err)
-	}
-	entries := draw.Rank(draw.Key(seed, digest), ids)
-	table, err := draw.Ranks(entries, draw.Seq)
-	if err != nil {
-		return err
-	}
-	holders := make([]draw.Entry, len(entries))
-	for i, e := range entries {
-		holders[i] = draw.Entry{ID: regs[e.Index].account}
-	}
-	_, err = s.c.Pipelined(ctx, func(pl redis.Pipeliner) error {
-		pl.Set(ctx, k.PresaleRanks, table, 0)
-		draw.Parts(entries, func(i int, part string) { pl.Set(ctx, rdb.PresaleRankedKey(event, i), part, 0) })
-		draw.Parts(holders, func(i int, part string) { pl.Set(ctx, rdb.PresaleHoldersKey(event, i), part, 0) })
-		return nil
+// draw ranks the frozen registrations and publishes the selection, in the
+// draw's lifecycle (draw.Run, under its lease: an admitter that finds
+// another drawing leaves it be), with the private list of the accounts
+// behind the ranks and the plan it pins: a reload that changes the plan
+// afterwards changes no invitation or window.
+func (s *Store) draw(ctx context.Context, event string, p Plan, seed []byte, n, logLen int64) error {
+	var regs []registration // sorted by id: the entries as draw.Run was given them
+	_, err := draw.Run(ctx, s.c, rdb.SelectionDraw(event), s.owner, seed, draw.Apply{
+		Entries: func(ctx context.Context) ([]string, error) {
+			var err error
+			if regs, err = s.registrations(ctx, event, n, logLen); err != nil {
+				return nil, err
+			}
+			ids := make([]string, len(regs))
+			for i, r := range regs {
+				ids[i] = r.id
+			}
+			return ids, nil
+		},
+		With: func(ctx context.Context, pl redis.Pipeliner, d *draw.Drawn) {
+			holders := make([]draw.Entry, len(d.Entries))
+			for i, e := range d.Entries {
+				holders[i] = draw.Entry{ID: regs[e.Index].account}
+			}
+			draw.Parts(holders, func(i int, part string) { pl.Set(ctx, rdb.PresaleHoldersKey(event, i), part, 0) })
+		},
+		Fields: func(d *draw.Drawn) []any {
+			selected := min(int64(p.Selected), int64(len(d.IDs)))
+			return []any{"selected", selected, "invited", selected, "toppedUp", 0, "settled", 0,
+				"groupSize", p.GroupSize, "window", p.Window.Milliseconds(), "opensAt", p.OpensAt.UnixMilli()}
+		},
 	})
 	if err != nil {
-		return rdb.Interpret("selection", err)
+		return fmt.Errorf("selection: %w", err)
 	}
-	selected := min(int64(p.Selected), int64(len(ids)))
-	err = s.c.Run(ctx, rdb.Call{Script: drawnScript, Keys: []string{k.Presale, k.PresaleDrawing},
-		Args: []any{hex.EncodeToString(digest), selected, p.GroupSize, p.Window.Milliseconds(), p.OpensAt.UnixMilli(), s.owner}}).Err()
-	return rdb.Interpret("selection", err)
+	return nil
 }
 
-// registration is one frozen registration.
+// registration is one frozen registration; account is "" once withdrawn.
 type registration struct{ id, account string }
 
 // registrations reads the n frozen registrations, sorted by id, from the
-// first logLen entries of the log (frozen with them): every registration,
-// less those withdrawn.
+// first logLen entries of the log (frozen with them): every registration
+// made, those withdrawn too (an entry for good, its account forgotten:
+// nobody holds its rank).
 func (s *Store) registrations(ctx context.Context, event string, n, logLen int64) ([]registration, error) {
-	out := make([]registration, 0, n+n/8)
+	out := make([]registration, 0, n)
 	var gone []string
 	err := s.c.ReadList(ctx, rdb.KeysOf(event).PresaleLog, logLen, func(page []string) {
 		for _, e := range page {
@@ -170,9 +170,10 @@ func (s *Store) registrations(ctx context.Context, event string, n, logLen int64
 		return nil, rdb.Interpret("selection", err)
 	}
 	slices.SortFunc(out, func(a, b registration) int { return strings.Compare(a.id, b.id) })
-	if len(gone) > 0 {
-		slices.Sort(gone)
-		out = slices.DeleteFunc(out, func(r registration) bool { _, found := slices.BinarySearch(gone, r.id); return found })
+	for _, id := range gone {
+		if i, found := slices.BinarySearchFunc(out, id, func(r registration, id string) int { return strings.Compare(r.id, id) }); found {
+			out[i].account = ""
+		}
 	}
 	if int64(len(out)) != n {
 		return nil, fmt.Errorf("selection: %d registrations froze, %d in the log", n, len(out))
@@ -198,7 +199,7 @@ func (s *Store) topUps(ctx context.Context, event string) (err error) {
 		return nil
 	}
 	k := rdb.KeysOf(event)
-	ok, err := s.c.TakeLease(ctx, k.PresaleDrawing, s.owner, drawLease)
+	ok, err := s.c.TakeLease(ctx, k.PresaleDrawing, s.owner, draw.Lease)
 	if err != nil || !ok {
 		return err
 	}
@@ -287,17 +288,33 @@ func (s *Store) topUpSize(ctx context.Context, event string, st selection, g gro
 	return max(0, min(k, left)), nil
 }
 
-// groupStates says what became of the places of g's accounts.
+// groupStates says what became of the places of g's accounts. A rank
+// whose registration was withdrawn is held by nobody: its invitation is
+// never used.
 func (s *Store) groupStates(ctx context.Context, event string, g group) ([]PlaceState, error) {
 	accounts, err := s.holders(ctx, event, g.from, g.to)
 	if err != nil {
 		return nil, err
 	}
-	return s.places.PlaceStates(ctx, event, accounts)
+	held := make([]string, 0, len(accounts))
+	for _, a := range accounts {
+		if a != "" {
+			held = append(held, a)
+		}
+	}
+	states, err := s.places.PlaceStates(ctx, event, held)
+	if err != nil {
+		return nil, err
+	}
+	for range len(accounts) - len(held) {
+		states = append(states, NoPlace)
+	}
+	return states, nil
 }
 
 // holders reads the accounts of ranks from…to (1 = first), from the
-// private parts the draw wrote.
+// private parts the draw wrote: "" for a rank whose registration was
+// withdrawn.
 func (s *Store) holders(ctx context.Context, event string, from, to int64) ([]string, error) {
 	return s.parts(ctx, event, rdb.PresaleHoldersKey, from, to)
 }
@@ -329,49 +346,25 @@ func (s *Store) parts(ctx context.Context, event string, key func(string, int) s
 
 // Selection is the selection's public face: the lottery's shape.
 func (s *Store) Selection(ctx context.Context, event string, p Plan) (draw.Published, error) {
-	st, err := s.state(ctx, event)
-	if err != nil {
-		return draw.Published{}, err
-	}
-	if st.commitment == "" {
+	out, err := draw.Read(ctx, s.c, rdb.SelectionDraw(event), p.RegistrationClosesAt)
+	if errors.Is(err, draw.ErrNone) {
 		return draw.Published{}, ErrNoPresale
 	}
-	out := draw.Published{Commitment: st.commitment, CommittedAt: st.committedAt, DrawAt: p.RegistrationClosesAt}
-	if !st.closesAt.IsZero() {
-		out.DrawAt = st.closesAt
-	}
-	if st.drawn {
-		out.Drawn, out.DrawnAt, out.Seed, out.EntriesDigest, out.Entries = true, st.drawnAt, st.seed, st.digest, st.entries
-	}
-	return out, nil
+	return out, err
 }
 
 // Entries writes the drawn selection's registration ids in rank order, one
 // per line, part by part. ErrNoPresale or ErrNotDrawn (nothing written)
 // before.
 func (s *Store) Entries(ctx context.Context, event string, w io.Writer) error {
-	st, err := s.state(ctx, event)
+	err := draw.WriteEntries(ctx, s.c, rdb.SelectionDraw(event), w)
 	switch {
-	case err != nil:
-		return err
-	case st.commitment == "":
+	case errors.Is(err, draw.ErrNone):
 		return ErrNoPresale
-	case !st.drawn:
+	case errors.Is(err, draw.ErrNotDrawn):
 		return ErrNotDrawn
 	}
-	for i := 0; int64(i*draw.PartSize) < st.entries; i++ {
-		part, err := s.c.Get(ctx, rdb.PresaleRankedKey(event, i)).Result()
-		if err != nil {
-			return rdb.Interpret("selection entries", err)
-		}
-		if _, err := io.WriteString(w, part); err != nil {
-			return err
-		}
-		if f, ok := w.(*bufio.Writer); ok {
-			_ = f.Flush()
-		}
-	}
-	return nil
+	return err
 }
 
 // Figures are the presale's lines of the sale's report.

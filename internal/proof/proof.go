@@ -210,7 +210,7 @@ func Meets(sum []byte, bits int) bool {
 // only its nonce (about 120 ns a try on one core of the machine the figures
 // in docs/OPERATIONS.md come from). It is what the tests, the benchmarks
 // and a Go client use; the fans' pages run the same search in JavaScript
-// (gateway/web/static/proofworker.js).
+// (the SDK's solveProof, gateway/web/sdk/waitroom.js).
 func Solve(challenge string, bits int) string {
 	h := sha256.New()
 	h.Write([]byte(challenge + ":"))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -59,7 +60,7 @@ func (e errAccountPlace) Error() string { return "queue: the account has a place
 // shard, as the join runs); each look is one status call.
 const accountTries = 60
 
-func (s *Store) joinAccount(ctx context.Context, event string, set Settings, o JoinOptions) (JoinResult, error) {
+func (s *Store) joinAccount(ctx context.Context, event string, set line.Settings, o line.JoinOptions) (line.JoinResult, error) {
 	replace := ""
 	for try := 0; ; try++ {
 		r, err := s.join(ctx, event, set, o, replace)
@@ -72,33 +73,33 @@ func (s *Store) joinAccount(ctx context.Context, event string, set Settings, o J
 		}
 		t, pending, err := s.entryTicket(had.entry, o.Account)
 		if err != nil {
-			return JoinResult{}, fmt.Errorf("join: %w", err)
+			return line.JoinResult{}, fmt.Errorf("join: %w", err)
 		}
 		if pending && try < accountTries {
 			// Its ETA is on its way: the same ticket is answered, or none.
 			if err := pause(ctx); err != nil {
-				return JoinResult{}, err
+				return line.JoinResult{}, err
 			}
 			continue
 		}
 		st, err := s.statusOf(ctx, event, t, set)
 		if err != nil {
-			return JoinResult{}, err
+			return line.JoinResult{}, err
 		}
-		if st.State != Expired {
-			return JoinResult{Ticket: s.encode(event, t), ID: t.id(), State: st.State, Position: st.Position,
-				ActiveUntil: st.ActiveUntil, Account: t.account, Resumed: true, Status: st}, nil
+		if st.State != line.Expired {
+			return line.JoinResult{Ticket: s.sign(event, t), ID: t.ID(), State: st.State, Position: st.Position,
+				ActiveUntil: st.ActiveUntil, Account: t.Account(), Resumed: true, Status: st}, nil
 		}
 		if try >= accountTries {
-			return JoinResult{}, fmt.Errorf("join: the account's place %s stays on its way", t.id())
+			return line.JoinResult{}, fmt.Errorf("join: the account's place %s stays on its way", t.ID())
 		}
-		if t.id() == replace {
+		if t.ID() == replace {
 			// A sharded place not on its shard yet (see accountGraceMs).
 			if err := pause(ctx); err != nil {
-				return JoinResult{}, err
+				return line.JoinResult{}, err
 			}
 		}
-		replace = t.id()
+		replace = t.ID()
 	}
 }
 
@@ -118,98 +119,102 @@ func pause(ctx context.Context) error {
 // KEYS: 1 accounts
 // ARGV: 1 account, 2 the entry the join wrote, 3 the entry with the ETA
 // Returns 1 if it wrote, else 0.
-var fillAccountScript = redis.NewScript(`
+var fillAccountScript = lua.Script("fill_account", `
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 `)
 
-func (s *Store) fillAccount(ctx context.Context, event, account string, r JoinResult) error {
-	t, err := s.decode(event, r.Ticket)
+func (s *Store) fillAccount(ctx context.Context, event, account string, r line.JoinResult) error {
+	t, err := s.codec.Parse(event, r.Ticket)
 	if err != nil {
 		return err
 	}
-	entry := t.id() + " " + strconv.FormatInt(t.joinedAt, 10)
-	eta := int64(0)
-	if t.joinETA != nil {
-		eta = *t.joinETA + 1
-	}
-	full := entry + " " + strconv.FormatInt(eta, 10)
+	entry := t.ID() + " " + strconv.FormatInt(t.JoinedAtMs(), 10)
+	full := entry + " " + etaField(t)
 	err = s.c.Start(ctx, rdb.Call{Script: fillAccountScript, Keys: []string{rdb.KeysOf(event).Accounts}, Args: []any{account, entry + " ?", full}, Told: true}).Wait().Err()
 	return rdb.Interpret("join", err)
 }
 
-// entryTicket rebuilds the ticket of account an accounts entry names;
-// pending: its ETA is not filled in yet (and it is younger than
+// etaField is the ETA told at t's join as an entry writes it: the ms plus
+// one, 0 when none was told.
+func etaField(t line.Ticket) string {
+	ms, ok := t.JoinETA()
+	if !ok {
+		return "0"
+	}
+	return strconv.FormatInt(ms+1, 10)
+}
+
+// entryTicket rebuilds the ticket of account an accounts entry names (not
+// signed); pending: its ETA is not filled in yet (and it is younger than
 // accountGrace by the local clock: a join that died leaves no ETA).
-func (s *Store) entryTicket(entry, account string) (t ticket, pending bool, err error) {
-	t, err = parseEntry(entry, account)
-	if err == nil && t.joinETA != nil && *t.joinETA == -1 {
-		t.joinETA = nil
-		pending = time.Since(msToTime(t.joinedAt)) < accountGrace
+func (s *Store) entryTicket(entry, account string) (t line.Ticket, pending bool, err error) {
+	t, pending, err = parseEntry(entry, account)
+	if pending {
+		pending = s.now().Sub(msToTime(t.JoinedAtMs())) < accountGrace
 	}
 	return t, pending, err
 }
 
-// parseEntry parses an entry; an ETA "?" reads as -1.
-func parseEntry(entry, account string) (ticket, error) {
+// parseEntry parses an entry; unknown: its ETA is "?" (not filled in yet).
+func parseEntry(entry, account string) (t line.Ticket, unknown bool, err error) {
 	f := strings.Fields(entry)
 	if len(f) != 3 {
-		return ticket{}, fmt.Errorf("accounts entry %q", entry)
+		return line.Ticket{}, false, fmt.Errorf("accounts entry %q", entry)
 	}
 	seqPart, randPart, ok := strings.Cut(f[0], ".")
 	seq, err := strconv.ParseInt(seqPart, 36, 64)
 	if !ok || err != nil || seq < 1 {
-		return ticket{}, fmt.Errorf("accounts entry %q", entry)
+		return line.Ticket{}, false, fmt.Errorf("accounts entry %q", entry)
 	}
-	t := ticket{seq: seq, account: account}
-	if b, err := b64.DecodeString(randPart); err != nil || len(b) != len(t.random) {
-		return ticket{}, fmt.Errorf("accounts entry %q", entry)
+	var random [16]byte
+	if b, err := b64.DecodeString(randPart); err != nil || len(b) != len(random) {
+		return line.Ticket{}, false, fmt.Errorf("accounts entry %q", entry)
 	} else {
-		copy(t.random[:], b)
+		copy(random[:], b)
 	}
-	if t.joinedAt, err = strconv.ParseInt(f[1], 10, 64); err != nil {
-		return ticket{}, fmt.Errorf("accounts entry %q", entry)
+	joinedAt, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return line.Ticket{}, false, fmt.Errorf("accounts entry %q", entry)
 	}
+	t = line.NewTicket(seq, random, joinedAt, account)
 	if f[2] == "?" {
-		unknown := int64(-1)
-		t.joinETA = &unknown
-		return t, nil
+		return t, true, nil
 	}
 	eta, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil || eta < 0 {
-		return ticket{}, fmt.Errorf("accounts entry %q", entry)
+		return line.Ticket{}, false, fmt.Errorf("accounts entry %q", entry)
 	}
 	if eta > 0 {
-		eta--
-		t.joinETA = &eta
+		t = t.WithJoinETA(eta - 1)
 	}
-	return t, nil
+	return t, false, nil
 }
 
 // AccountPlace returns the ticket of account's place in event and its
 // status, as a poll has it ("" and a zero Status if the account never
 // joined, or its place is being made right now). A place on its way to its shard reads Expired here; JoinWith
 // tells it from a dead one.
-func (s *Store) AccountPlace(ctx context.Context, event, account string, set Settings) (string, Status, error) {
+func (s *Store) AccountPlace(ctx context.Context, event, account string, set line.Settings) (string, line.Status, error) {
 	entry, err := s.c.HGet(ctx, rdb.KeysOf(event).Accounts, account).Result()
 	if errors.Is(err, redis.Nil) {
-		return "", Status{}, nil
+		return "", line.Status{}, nil
 	}
 	if err != nil {
-		return "", Status{}, rdb.Interpret("account", err)
+		return "", line.Status{}, rdb.Interpret("account", err)
 	}
 	t, pending, err := s.entryTicket(entry, account)
 	if err != nil {
-		return "", Status{}, fmt.Errorf("account: %w", err)
+		return "", line.Status{}, fmt.Errorf("account: %w", err)
 	}
 	if pending {
 		// Being made right now: JoinWith waits for it.
-		return "", Status{}, nil
+		return "", line.Status{}, nil
 	}
 	st, err := s.statusOf(ctx, event, t, set)
 	if err != nil {
-		return "", Status{}, err
+		return "", line.Status{}, err
 	}
-	return s.encode(event, t), st, nil
+	return s.sign(event, t), st, nil
 }

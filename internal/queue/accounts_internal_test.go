@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -19,23 +20,23 @@ func TestLateShardStepMakesNoSecondPlace(t *testing.T) {
 	ctx := context.Background()
 	_, rc := testenv.Redis(t)
 	s := NewStore(rc, []byte("a ticket secret of thirty-two bytes!"))
-	set := Settings{Mode: "queue", AdmitPerSecond: 5, MaxActive: 10, AccessTTL: time.Minute, AbandonAfter: time.Minute, Shards: 3}
+	set := line.Settings{Mode: "queue", AdmitPerSecond: 5, MaxActive: 10, AccessTTL: time.Minute, AbandonAfter: time.Minute, Shards: 3}
 	const event, account = "late", "acct-1"
 
-	first, err := s.joinBegin(ctx, event, set, JoinOptions{Account: account}, "")
+	first, err := s.joinBegin(ctx, event, set, line.JoinOptions{Account: account}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(accountGrace + 100*time.Millisecond)
-	second, err := s.JoinWith(ctx, event, set, JoinOptions{Account: account})
+	second, err := s.JoinWith(ctx, event, set, line.JoinOptions{Account: account})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Resumed || second.ID == first.t.id() {
+	if second.Resumed || second.ID == first.t.ID() {
 		t.Fatalf("the second join resumed %s; want a new place (the first is on no shard)", second.ID)
 	}
 	_, err = s.joinEnd(ctx, event, set, first)
-	if !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, line.ErrUnavailable) {
 		t.Errorf("the late second step: %v; want ErrUnavailable, no place", err)
 	}
 	var places []string

@@ -5,21 +5,21 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // joinAccountRace has n joins for account released together and returns
 // their results.
-func joinAccountRace(t *testing.T, e env, set queue.Settings, account string, n int) []queue.JoinResult {
+func joinAccountRace(t *testing.T, e env, set line.Settings, account string, n int) []line.JoinResult {
 	t.Helper()
 	var (
 		mu   sync.Mutex
-		out  []queue.JoinResult
+		out  []line.JoinResult
 		errs []error
 	)
 	testenv.Race(n, func(int) {
-		r, err := e.store.JoinWith(context.Background(), event, set, queue.JoinOptions{Account: account})
+		r, err := e.store.JoinWith(context.Background(), event, set, line.JoinOptions{Account: account})
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -53,26 +53,26 @@ func TestOnePlacePerAccount(t *testing.T) {
 			if r.Ticket != got[0].Ticket || r.ID != got[0].ID {
 				t.Fatalf("join answered ticket %s (%s); another answered %s (%s): want one ticket", r.ID, r.Ticket, got[0].ID, got[0].Ticket)
 			}
-			if r.State != queue.Waiting || r.Account != "fan-1" {
+			if r.State != line.Waiting || r.Account != "fan-1" {
 				t.Fatalf("join = %+v; want waiting, account fan-1", r)
 			}
 		}
 		if fresh != 1 {
 			t.Errorf("%d joins made a place; want exactly 1", fresh)
 		}
-		line := e.line(t)
-		if len(line) != 2 || line[1] != got[0].ID {
-			t.Fatalf("line = %v; want the anonymous fan and %s", line, got[0].ID)
+		order := e.line(t)
+		if len(order) != 2 || order[1] != got[0].ID {
+			t.Fatalf("line = %v; want the anonymous fan and %s", order, got[0].ID)
 		}
 		if st := checkBooks(t, e); st.Joined != 2 {
 			t.Errorf("joined %d; want 2", st.Joined)
 		}
 		st, err := e.store.Status(ctx, event, got[0].Ticket, set)
-		if err != nil || st.State != queue.Waiting || st.Account != "fan-1" || st.Position.Position != 2 {
+		if err != nil || st.State != line.Waiting || st.Account != "fan-1" || st.Position.Position != 2 {
 			t.Fatalf("status = %+v, %v; want waiting at 2, account fan-1", st, err)
 		}
 		ticket, st, err := e.store.AccountPlace(ctx, event, "fan-1", set)
-		if err != nil || ticket != got[0].Ticket || st.State != queue.Waiting {
+		if err != nil || ticket != got[0].Ticket || st.State != line.Waiting {
 			t.Fatalf("AccountPlace = %q, %+v, %v; want the account's ticket, waiting", ticket, st, err)
 		}
 
@@ -90,8 +90,8 @@ func TestOnePlacePerAccount(t *testing.T) {
 				t.Fatalf("after leaving: joins answered %s and %s (left %s); want one new place", r.ID, again[0].ID, got[0].ID)
 			}
 		}
-		if line := e.line(t); len(line) != 3 || line[2] != again[0].ID {
-			t.Fatalf("line = %v; want the anonymous fan, fan-2 and fan-1's new place %s", line, again[0].ID)
+		if order := e.line(t); len(order) != 3 || order[2] != again[0].ID {
+			t.Fatalf("line = %v; want the anonymous fan, fan-2 and fan-1's new place %s", order, again[0].ID)
 		}
 		if st := checkBooks(t, e); st.Joined != 4 || st.Left != 1 {
 			t.Errorf("joined %d, left %d; want 4 and 1", st.Joined, st.Left)
@@ -107,13 +107,13 @@ func TestAccountResumedAdmitted(t *testing.T) {
 		ctx := context.Background()
 		set := e.open()
 		set.AdmitPerSecond = 1000
-		first, err := e.store.JoinWith(ctx, event, set, queue.JoinOptions{Account: "fan-9"})
+		first, err := e.store.JoinWith(ctx, event, set, line.JoinOptions{Account: "fan-9"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		letIn(t, e.store, set)
-		r, err := e.store.JoinWith(ctx, event, set, queue.JoinOptions{Account: "fan-9"})
-		if err != nil || !r.Resumed || r.State != queue.Admitted || r.ID != first.ID || !r.Status.FirstAdmission {
+		r, err := e.store.JoinWith(ctx, event, set, line.JoinOptions{Account: "fan-9"})
+		if err != nil || !r.Resumed || r.State != line.Admitted || r.ID != first.ID || !r.Status.FirstAdmission {
 			t.Fatalf("join after admission = %+v, %v; want the same place resumed, admitted, claimed now", r, err)
 		}
 		if err := e.store.CheckTicket(event, first.Ticket+"x"); err == nil {

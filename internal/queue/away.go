@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -22,7 +24,16 @@ import (
 // crash anywhere loses no email to send. The admitter then hands each due
 // fan to the outbox (package notify) and drops it from the set
 // (AwayAdmitted, AwayNotified): a crash between the two hands it over again,
-// and the outbox takes a message once. The first look at the place (the
+// and the outbox takes a message once.
+//
+// No bearer credential at rest (DESIGN.md, Fair play, third round): the
+// note never holds the ticket, which would let a reader of Redis (or of a
+// backup) take the place. It holds the place (AwayFan.Place): the ticket's
+// id and the facts it was signed with, and a seal binding them to the
+// address the fan gave, made with the ticket secret. The email's link is
+// signed only when the email is written (AwayTicket), from the place and
+// for that address alone: a writer of Redis cannot have a place's ticket
+// sent anywhere else. The first look at the place (the
 // emailed link, or any poll) claims it, and its access window starts then;
 // a place never claimed is given up once the wait ends, and moves from
 // admitted to abandoned in the event's books (expire_actives).
@@ -30,52 +41,7 @@ import (
 // The event's stats count away (places that stepped away), away_admitted,
 // away_claimed and away_lapsed.
 
-// Sentinel errors of StepAway.
-var (
-	// ErrNotYours: the ticket has no account, or another one than the
-	// token's: only a place's own account may have its turn emailed.
-	ErrNotYours = errors.New("queue: the ticket is not this account's")
-	// ErrAlreadyAdmitted: the place is let in already; there is nothing
-	// to keep.
-	ErrAlreadyAdmitted = errors.New("queue: the place is admitted already")
-)
-
-// AwayLimited is StepAway's answer when the account stepped away its
-// hour's share of times already.
-type AwayLimited struct {
-	RetryAfter time.Duration
-}
-
-func (e AwayLimited) Error() string {
-	return fmt.Sprintf("queue: this account stepped away too often, retry after %v", e.RetryAfter)
-}
-
-// DefaultAwayClaimWithin is how long an away place waits for its claim when
-// the settings say nothing (settings published before the key existed).
-const DefaultAwayClaimWithin = 10 * time.Minute
-
-func awayClaimWithin(set Settings) time.Duration {
-	if set.AwayClaimWithin > 0 {
-		return set.AwayClaimWithin
-	}
-	return DefaultAwayClaimWithin
-}
-
-// AwayRequest is a fan stepping away.
-type AwayRequest struct {
-	Event    string
-	Settings Settings
-	Ticket   string
-	// Account is the verified account token's sub, and Email its email
-	// claim, checked by the caller: the place must be this account's.
-	Account, Email string
-	// Lang is the language the email is to speak.
-	Lang string
-	// Limit is how many times an account may step away per hour (0 = no
-	// bound); Now is the caller's clock, the hour counted.
-	Limit int
-	Now   time.Time
-}
+func awayClaimWithin(set line.Settings) time.Duration { return set.ClaimWithin() }
 
 // StepAway keeps the ticket's place without polls and notes where to email
 // its fan when it is admitted. Stepping away again (a new address or
@@ -84,15 +50,15 @@ type AwayRequest struct {
 // Errors: ErrInvalidTicket (before any Redis call), ErrNotYours,
 // ErrAlreadyAdmitted, ErrUnknownTicket (neither waiting nor admitted),
 // AwayLimited.
-func (s *Store) StepAway(ctx context.Context, r AwayRequest) error {
-	t, err := s.decode(r.Event, r.Ticket)
+func (s *Store) StepAway(ctx context.Context, r line.AwayRequest) error {
+	t, err := s.codec.Parse(r.Event, r.Ticket)
 	if err != nil {
 		return err
 	}
-	if t.account == "" || t.account != r.Account {
-		return ErrNotYours
+	if t.Account() == "" || t.Account() != r.Account {
+		return line.ErrNotYours
 	}
-	id, k := t.id(), rdb.KeysOf(r.Event)
+	id, k := t.ID(), rdb.KeysOf(r.Event)
 	if r.Limit > 0 {
 		err := s.c.HGet(ctx, k.Away, id).Err()
 		if err != nil && !errors.Is(err, redis.Nil) {
@@ -105,11 +71,14 @@ func (s *Store) StepAway(ctx context.Context, r AwayRequest) error {
 				return rdb.Interpret("away limit", err)
 			}
 			if n > int64(r.Limit) {
-				return AwayLimited{RetryAfter: time.Unix((hour+1)*3600, 0).Sub(r.Now)}
+				return line.AwayLimited{RetryAfter: time.Unix((hour+1)*3600, 0).Sub(r.Now)}
 			}
 		}
 	}
-	entry := strings.Join([]string{r.Lang, r.Account, r.Email, r.Ticket}, " ")
+	if !noteable(r.Lang) || !noteable(r.Email) {
+		return fmt.Errorf("away: a language or address with a space")
+	}
+	entry := r.Lang + " " + r.Email + " " + s.placeOf(r.Event, t, r.Email)
 	code, err := s.stepAway(ctx, r.Event, t, entry, r.Settings)
 	if again, ok := relayout(r.Settings, err); ok {
 		code, err = s.stepAway(ctx, r.Event, t, entry, again)
@@ -118,9 +87,9 @@ func (s *Store) StepAway(ctx context.Context, r AwayRequest) error {
 	case err != nil:
 		return err
 	case code == awayAdmitted:
-		return ErrAlreadyAdmitted
+		return line.ErrAlreadyAdmitted
 	case code == awayGone:
-		return ErrUnknownTicket
+		return line.ErrUnknownTicket
 	}
 	return nil
 }
@@ -134,12 +103,12 @@ const (
 // stepAway is one step away in the event's layout: one script on one
 // shard; on many, the fan's shard first (the place kept, if it waits),
 // then the event's tag (the note).
-func (s *Store) stepAway(ctx context.Context, event string, t ticket, entry string, set Settings) (int64, error) {
-	k, id := rdb.KeysOf(event), t.id()
+func (s *Store) stepAway(ctx context.Context, event string, t line.Ticket, entry string, set line.Settings) (int64, error) {
+	k, id := rdb.KeysOf(event), t.ID()
 	n := shardsOf(set)
 	if n == 1 {
 		v, err := s.c.Run(ctx, rdb.Call{Script: awayScript, Keys: []string{k.Wait, k.Seen, k.Away, k.Stats, k.Active},
-			Args: []any{id, t.slot(), entry}, Told: true}).Result()
+			Args: []any{id, slot(t), entry}, Told: true}).Result()
 		if err != nil {
 			return 0, rdb.Interpret("away", err)
 		}
@@ -149,9 +118,9 @@ func (s *Store) stepAway(ctx context.Context, event string, t ticket, entry stri
 		code, _ := v.(int64)
 		return code, nil
 	}
-	sk := rdb.ShardKeysFor(event, n)[int(t.seq%int64(n))]
+	sk := rdb.ShardKeysFor(event, n)[int(t.Seq()%int64(n))]
 	waiting, err := s.c.Run(ctx, rdb.Call{Script: awayShardScript, Keys: []string{sk.Wait, sk.Seen},
-		Args: []any{id, "#" + itoa(t.seq/int64(n))}, Told: true}).Int()
+		Args: []any{id, "#" + itoa(t.Seq()/int64(n))}, Told: true}).Int()
 	if err != nil {
 		return 0, rdb.Interpret("away", err)
 	}
@@ -164,12 +133,12 @@ func (s *Store) stepAway(ctx context.Context, event string, t ticket, entry stri
 // kept (its deadline KEPT) and noted in away.
 //
 // KEYS: 1 wait, 2 seen, 3 away, 4 stats, 5 active
-// ARGV: 1 ticket id, 2 its seen slot, 3 the note ("<lang> <account> <email>
-// <ticket>")
+// ARGV: 1 ticket id, 2 its seen slot, 3 the note ("<lang> <email> <place>",
+// Store.placeOf)
 // Returns 1 (away now), 2 (away already: the note replaced), 0 (admitted:
 // nothing done), -1 (neither waiting nor admitted), {"layout", k} (a
 // sharded event).
-var awayScript = redis.NewScript(prelude + layoutPrelude + `
+var awayScript = lua.Script("away", `
 local k = sharded(KEYS[4])
 if k then return {'layout', k} end
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
@@ -191,7 +160,7 @@ return 2
 // KEYS: 1 wait, 2 seen
 // ARGV: 1 ticket id, 2 its seen slot ("#" and seq div shards)
 // Returns 1 if it waits (kept now), else 0.
-var awayShardScript = redis.NewScript(prelude + `
+var awayShardScript = lua.Script("away_shard", `
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 redis.call('BITFIELD', KEYS[2], 'SET', 'u32', ARGV[2], int(KEPT))
 return 1
@@ -203,7 +172,7 @@ return 1
 // KEYS: 1 stats, 2 active, 3 away
 // ARGV: 1 ticket id, 2 the note, 3 1 if the shard kept its place, else 0
 // Returns awayScript's numbers.
-var awayGlobalScript = redis.NewScript(rdb.Prelude + `
+var awayGlobalScript = lua.Script("away_global", `
 if ARGV[3] ~= '1' then
   local now = clock()
   local exp = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]))
@@ -217,33 +186,21 @@ end
 return 2
 `)
 
-// AwayFan is an away fan let in, whose email is due.
-type AwayFan struct {
-	ID         string // the ticket's id
-	Ticket     string // the signed ticket: the emailed link carries it
-	Account    string
-	Email      string // "" when the fan left since (nothing to send)
-	Lang       string
-	AdmittedAt time.Time
-}
-
 // AwayAdmitted lists up to max away fans let in whose email is still to be
 // queued, those let in first first. Several admitters may read the same
 // fans: whoever queues an email queues it once (package notify).
-func (s *Store) AwayAdmitted(ctx context.Context, event string, max int) ([]AwayFan, error) {
+func (s *Store) AwayAdmitted(ctx context.Context, event string, max int) ([]line.AwayFan, error) {
 	k := rdb.KeysOf(event)
 	v, err := s.c.Run(ctx, rdb.Call{Script: awayDueScript, Keys: []string{k.AwayDue, k.Away}, Args: []any{max}}).Slice()
 	if err != nil {
 		return nil, rdb.Interpret("away due", err)
 	}
 	r := rdb.ReplyOf(v)
-	out := make([]AwayFan, 0, len(v)/3)
+	out := make([]line.AwayFan, 0, len(v)/3)
 	for i := 0; i+2 < len(v); i += 3 {
-		f := AwayFan{ID: r.Str(i), AdmittedAt: msToTime(r.Int(i + 1))}
+		f := line.AwayFan{ID: r.Str(i), AdmittedAt: msToTime(r.Int(i + 1))}
 		if note, ok := v[i+2].(string); ok {
-			if p := strings.Fields(note); len(p) == 4 {
-				f.Lang, f.Account, f.Email, f.Ticket = p[0], p[1], p[2], p[3]
-			}
+			s.readNote(event, note, &f)
 		}
 		out = append(out, f)
 	}
@@ -253,12 +210,63 @@ func (s *Store) AwayAdmitted(ctx context.Context, event string, max int) ([]Away
 	return out, nil
 }
 
+// readNote fills f from an away note: "<lang> <email> <place>", or, as a
+// gateway of an earlier release wrote it, "<lang> <account> <email>
+// <ticket>" (its place is made here: the note goes once its email is
+// queued). A note it cannot read leaves f without an address.
+func (s *Store) readNote(event, note string, f *line.AwayFan) {
+	p := strings.Fields(note)
+	switch len(p) {
+	case 2 + placeFields:
+		f.Lang, f.Email, f.Place, f.Account = p[0], p[1], strings.Join(p[2:], " "), p[2+3]
+	case 4:
+		if t, err := s.codec.Parse(event, p[3]); err == nil && t.ID() == f.ID {
+			f.Lang, f.Account, f.Email, f.Place = p[0], p[1], p[2], s.placeOf(event, t, p[2])
+		}
+	}
+}
+
+// placeFields is how many fields a place has: "<id> <joined ms> <eta>
+// <account> <seal>", the eta 0 when none was told, else the ms plus one
+// (as an accounts entry writes it).
+const placeFields = 5
+
+// placeOf is the place of ticket t of event, sealed for address to.
+func (s *Store) placeOf(event string, t line.Ticket, to string) string {
+	facts := t.ID() + " " + itoa(t.JoinedAtMs()) + " " + etaField(t) + " " + t.Account()
+	return facts + " " + s.codec.Seal(event, facts, to)
+}
+
+// AwayTicket rebuilds the signed ticket of an away fan's place (AwayFan.Place)
+// for its email to address to: the very ticket the fan held when it
+// stepped away. A place not sealed for to by this secret, for this event,
+// is ErrInvalidTicket. It never touches Redis.
+func (s *Store) AwayTicket(event, place, to string) (string, error) {
+	p := strings.Fields(place)
+	if len(p) != placeFields || p[2] == "?" {
+		return "", line.ErrInvalidTicket
+	}
+	facts := strings.Join(p[:placeFields-1], " ")
+	want := s.codec.Seal(event, facts, to)
+	if !hmac.Equal([]byte(p[placeFields-1]), []byte(want)) {
+		return "", line.ErrInvalidTicket
+	}
+	t, _, err := parseEntry(strings.Join(p[:3], " "), p[3])
+	if err != nil || t.Account() == "" || len(t.Account()) > line.MaxAccountLen {
+		return "", line.ErrInvalidTicket
+	}
+	return s.sign(event, t), nil
+}
+
+// noteable: a word of a note, no space in it.
+func noteable(s string) bool { return s != "" && !strings.ContainsAny(s, " \t\r\n") }
+
 // awayDueScript reads the away fans let in whose email is due.
 //
 // KEYS: 1 away due, 2 away
 // ARGV: 1 how many at most
 // Returns {id, admitted at ms, note or false, …}.
-var awayDueScript = redis.NewScript(`
+var awayDueScript = lua.Script("away_due", `
 local due = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
 local out = {}
 for i = 1, #due, 2 do
@@ -282,14 +290,6 @@ func (s *Store) AwayNotified(ctx context.Context, event string, ids []string) er
 		return nil
 	})
 	return rdb.Interpret("away notified", err)
-}
-
-// AwayBooks are what away changed in an event's books.
-type AwayBooks struct {
-	Away     int64 // places whose fans stepped away
-	Admitted int64 // of them, let in (counted in Stats.Admitted while claimed or waiting for the claim)
-	Claimed  int64 // of those, claimed (the link opened, or any poll)
-	Lapsed   int64 // let in, never claimed: given up (counted in Stats.Abandoned, no longer in Stats.Admitted)
 }
 
 // countIn adds one to the count at key, which lives ttl from its first

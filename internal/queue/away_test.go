@@ -10,8 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
+	"github.com/waitroom/waitroom/internal/testsupport/atrest"
 )
 
 // kept is the abandon deadline of a place kept away (lua.go's KEPT).
@@ -54,9 +55,9 @@ func (e env) setDeadline(t testing.TB, id string, v int64) {
 
 // tickFor ticks until n fans are let in (the bucket fills from the first
 // tick on), and sums what the ticks did.
-func tickFor(t testing.TB, e env, set queue.Settings, n int64) queue.TickResult {
+func tickFor(t testing.TB, e env, set line.Settings, n int64) line.TickResult {
 	t.Helper()
-	var sum queue.TickResult
+	var sum line.TickResult
 	for range 50 {
 		r := tick(t, e.store, set)
 		sum.Admitted += r.Admitted
@@ -70,9 +71,9 @@ func tickFor(t testing.TB, e env, set queue.Settings, n int64) queue.TickResult 
 	return sum
 }
 
-func (e env) stepAway(t testing.TB, set queue.Settings, r queue.JoinResult, account string) error {
+func (e env) stepAway(t testing.TB, set line.Settings, r line.JoinResult, account string) error {
 	t.Helper()
-	return e.store.StepAway(context.Background(), queue.AwayRequest{Event: event, Settings: set, Ticket: r.Ticket,
+	return e.store.StepAway(context.Background(), line.AwayRequest{Event: event, Settings: set, Ticket: r.Ticket,
 		Account: account, Email: account + "@example.test", Lang: "ja", Limit: 10, Now: time.Now()})
 }
 
@@ -82,6 +83,39 @@ func (e env) stepAway(t testing.TB, set queue.Settings, r queue.JoinResult, acco
 // the usual deadline) and is due its email, once; the first look claims it
 // and its access window starts then. An away place never claimed lapses,
 // moving from admitted to abandoned; the books balance throughout.
+// joinAs is a new place of account's in the line as set has it.
+func (e env) joinAs(t testing.TB, set line.Settings, account string) line.JoinResult {
+	t.Helper()
+	r, err := e.store.JoinWith(context.Background(), event, set, line.JoinOptions{Account: account})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// aliceAway is a paused line (nobody let in until the test says) and
+// alice's place in it, stepped away from.
+func (e env) aliceAway(t testing.TB) (line.Settings, line.JoinResult) {
+	t.Helper()
+	set := e.open()
+	set.Mode = line.ModePaused
+	r := e.joinAs(t, set, "alice")
+	if err := e.stepAway(t, set, r, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	return set, r
+}
+
+// dueOne is the one away fan let in whose email is due (alice).
+func (e env) dueOne(t testing.TB) line.AwayFan {
+	t.Helper()
+	due, err := e.store.AwayAdmitted(context.Background(), event, 10)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("due %+v, %v; want alice", due, err)
+	}
+	return due[0]
+}
+
 func TestAwayPlaceKeptAdmittedClaimedOrLapsed(t *testing.T) {
 	for _, b := range []backend{backends[0], sharded[0]} {
 		t.Run(b.name, func(t *testing.T) { testAway(t, setupOn(t, b)) })
@@ -91,18 +125,11 @@ func TestAwayPlaceKeptAdmittedClaimedOrLapsed(t *testing.T) {
 func testAway(t *testing.T, e env) {
 	ctx := context.Background()
 	set := e.open()
-	set.Mode = queue.ModePaused // nobody let in until the test says
+	set.Mode = line.ModePaused // nobody let in until the test says
 	set.AwayClaimWithin = time.Hour
-	join := func(acct string) queue.JoinResult {
-		r, err := e.store.JoinWith(ctx, event, set, queue.JoinOptions{Account: acct})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	away, silent, lapsing := join("alice"), join("bob"), join("chika")
+	away, silent, lapsing := e.joinAs(t, set, "alice"), e.joinAs(t, set, "bob"), e.joinAs(t, set, "chika")
 	for _, f := range []struct {
-		r    queue.JoinResult
+		r    line.JoinResult
 		acct string
 	}{{away, "alice"}, {lapsing, "chika"}} {
 		if err := e.stepAway(t, set, f.r, f.acct); err != nil {
@@ -113,7 +140,7 @@ func testAway(t *testing.T, e env) {
 		t.Fatalf("away deadline %d; want %d (kept)", got, kept)
 	}
 	// A page of the away fan still polls: its place stays kept.
-	if st := status(t, e.store, away.Ticket, set); st.State != queue.Waiting {
+	if st := status(t, e.store, away.Ticket, set); st.State != line.Waiting {
 		t.Fatalf("away fan's poll: %s; want waiting", st.State)
 	}
 	if got := e.deadlineOf(t, away.ID); got != kept {
@@ -121,13 +148,13 @@ func testAway(t *testing.T, e env) {
 	}
 	// Far past abandon_after: the silent fan's deadline long gone (1970).
 	e.setDeadline(t, silent.ID, 2)
-	set.Mode = queue.ModeQueue
+	set.Mode = line.ModeQueue
 	set.AdmitPerSecond, set.MaxActive = 1000, 1000
 	r := tickFor(t, e, set, 2)
 	if r.Abandoned != 1 || r.Admitted != 2 {
 		t.Fatalf("tick: admitted %d abandoned %d; want 2 (the away fans) and 1 (the silent one)", r.Admitted, r.Abandoned)
 	}
-	if st := status(t, e.store, silent.Ticket, set); st.State != queue.Expired {
+	if st := status(t, e.store, silent.Ticket, set); st.State != line.Expired {
 		t.Errorf("silent fan: %s; want expired", st.State)
 	}
 	// Both away fans are due their email, once each, with where to send it.
@@ -135,11 +162,11 @@ func testAway(t *testing.T, e env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(due) != 2 || due[0].Email == "" || due[0].Lang != "ja" || due[0].Ticket == "" {
-		t.Fatalf("due %+v; want alice's and chika's, with their addresses, language and tickets", due)
+	if len(due) != 2 || due[0].Email == "" || due[0].Lang != "ja" || due[0].Place == "" {
+		t.Fatalf("due %+v; want alice's and chika's, with their addresses, language and places", due)
 	}
 	for _, d := range due {
-		if (d.ID == away.ID && (d.Email != "alice@example.test" || d.Ticket != away.Ticket)) || (d.ID != away.ID && d.ID != lapsing.ID) {
+		if tk, _ := e.store.AwayTicket(event, d.Place, d.Email); (d.ID == away.ID && (d.Email != "alice@example.test" || tk != away.Ticket)) || (d.ID != away.ID && d.ID != lapsing.ID) {
 			t.Errorf("due %+v", d)
 		}
 	}
@@ -157,7 +184,7 @@ func testAway(t *testing.T, e env) {
 	// The claim (the link opened): the window is access_ttl from now,
 	// shorter than the wait it had.
 	st := status(t, e.store, away.Ticket, set)
-	if st.State != queue.Admitted || !st.FirstAdmission {
+	if st.State != line.Admitted || !st.FirstAdmission {
 		t.Fatalf("claim: %+v; want admitted, first", st)
 	}
 	if d := time.Until(st.ActiveUntil); d > set.AccessTTL+time.Second || d < set.AccessTTL-5*time.Second {
@@ -171,11 +198,11 @@ func testAway(t *testing.T, e env) {
 	if r.Lapsed != 1 {
 		t.Errorf("tick lapsed %d; want 1", r.Lapsed)
 	}
-	if st := status(t, e.store, lapsing.Ticket, set); st.State != queue.Expired {
+	if st := status(t, e.store, lapsing.Ticket, set); st.State != line.Expired {
 		t.Errorf("lapsed place: %s; want expired", st.State)
 	}
 	books := checkBooks(t, e)
-	want := queue.AwayBooks{Away: 2, Admitted: 2, Claimed: 1, Lapsed: 1}
+	want := line.AwayBooks{Away: 2, Admitted: 2, Claimed: 1, Lapsed: 1}
 	if books.Away != want || books.Admitted != 1 || books.Abandoned != 2 {
 		t.Errorf("books %+v; want away %+v, admitted 1 (alice), abandoned 2 (bob, chika)", books, want)
 	}
@@ -189,11 +216,8 @@ func TestStepAwayRefusals(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	set := e.open()
-	set.Mode = queue.ModePaused
-	mine, err := e.store.JoinWith(ctx, event, set, queue.JoinOptions{Account: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set.Mode = line.ModePaused
+	mine := e.joinAs(t, set, "alice")
 	anon := join(t, e.store, set)
 	for _, c := range []struct {
 		name    string
@@ -201,11 +225,11 @@ func TestStepAwayRefusals(t *testing.T) {
 		account string
 		want    error
 	}{
-		{"another account's", mine.Ticket, "mallory", queue.ErrNotYours},
-		{"no account's", anon.Ticket, "alice", queue.ErrNotYours},
-		{"forged", mine.Ticket[:len(mine.Ticket)-2] + "AA", "alice", queue.ErrInvalidTicket},
+		{"another account's", mine.Ticket, "mallory", line.ErrNotYours},
+		{"no account's", anon.Ticket, "alice", line.ErrNotYours},
+		{"forged", mine.Ticket[:len(mine.Ticket)-2] + "AA", "alice", line.ErrInvalidTicket},
 	} {
-		err := e.store.StepAway(ctx, queue.AwayRequest{Event: event, Settings: set, Ticket: c.ticket, Account: c.account,
+		err := e.store.StepAway(ctx, line.AwayRequest{Event: event, Settings: set, Ticket: c.ticket, Account: c.account,
 			Email: "x@example.test", Lang: "en", Now: time.Now()})
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: %v; want %v", c.name, err, c.want)
@@ -218,8 +242,8 @@ func TestStepAwayRefusals(t *testing.T) {
 		t.Fatal("a refused step away kept the place")
 	}
 	// Limit 2 an hour: the same ticket again is free; a third new one is not.
-	step := func(r queue.JoinResult, acct string) error {
-		return e.store.StepAway(ctx, queue.AwayRequest{Event: event, Settings: set, Ticket: r.Ticket, Account: acct,
+	step := func(r line.JoinResult, acct string) error {
+		return e.store.StepAway(ctx, line.AwayRequest{Event: event, Settings: set, Ticket: r.Ticket, Account: acct,
 			Email: acct + "@example.test", Lang: "en", Limit: 2, Now: time.Now()})
 	}
 	if err := step(mine, "alice"); err != nil {
@@ -234,19 +258,103 @@ func TestStepAwayRefusals(t *testing.T) {
 	if n, _ := e.rdb.HLen(ctx, rdb.KeysOf(event).Away).Result(); n != 0 {
 		t.Errorf("away notes %d after leaving; want 0", n)
 	}
-	if err := step(mine, "alice"); !errors.Is(err, queue.ErrUnknownTicket) {
+	if err := step(mine, "alice"); !errors.Is(err, line.ErrUnknownTicket) {
 		t.Errorf("a place that left: %v; want ErrUnknownTicket", err)
 	}
-	second, _ := e.store.JoinWith(ctx, event, set, queue.JoinOptions{Account: "alice"})
-	var limited queue.AwayLimited
+	second := e.joinAs(t, set, "alice")
+	var limited line.AwayLimited
 	if err := step(second, "alice"); !errors.As(err, &limited) || limited.RetryAfter <= 0 || limited.RetryAfter > time.Hour {
 		t.Errorf("a third step away in the hour: %v; want AwayLimited with a retry within the hour", err)
 	}
 	// Let in already: nothing to keep.
-	set.Mode = queue.ModeQueue
-	other, _ := e.store.JoinWith(ctx, event, set, queue.JoinOptions{Account: "bob"})
+	set.Mode = line.ModeQueue
+	other := e.joinAs(t, set, "bob")
 	tickFor(t, e, set, 3) // anon, second and bob
-	if err := step(other, "bob"); !errors.Is(err, queue.ErrAlreadyAdmitted) {
+	if err := step(other, "bob"); !errors.Is(err, line.ErrAlreadyAdmitted) {
 		t.Errorf("an admitted place: %v; want ErrAlreadyAdmitted", err)
 	}
+}
+
+// No bearer credential at rest: from the step away to the email's turn,
+// Redis holds no away fan's ticket, only its id and what rebuilds it
+// (AwayFan.Place); the ticket rebuilt from it, for the address the fan
+// gave, is the very ticket the fan holds; for any other address, or from
+// a place changed in Redis, there is none.
+func TestAwayKeepsNoTicketAtRest(t *testing.T) {
+	for _, b := range []backend{backends[0], sharded[0]} {
+		t.Run(b.name, func(t *testing.T) {
+			e := setupOn(t, b)
+			set, r := e.aliceAway(t)
+			noTicketAtRest(t, e, "stepped away")
+			set.Mode = line.ModeQueue
+			set.AdmitPerSecond, set.MaxActive = 1000, 1000
+			tickFor(t, e, set, 1)
+			noTicketAtRest(t, e, "let in")
+			f := e.dueOne(t)
+			if f.ID != r.ID || f.Account != "alice" || f.Email != "alice@example.test" || f.Place == "" || strings.Contains(f.Place, r.Ticket) {
+				t.Fatalf("due %+v; want alice's id, account, address and place (not her ticket)", f)
+			}
+			got, err := e.store.AwayTicket(event, f.Place, f.Email)
+			if err != nil || got != r.Ticket {
+				t.Fatalf("AwayTicket = %q, %v; want the fan's ticket %q", got, err, r.Ticket)
+			}
+			// A place is good for its own address only, and as it was
+			// written: a Redis writer cannot have another's ticket sent
+			// to itself.
+			fields := strings.Fields(f.Place)
+			for name, c := range map[string][2]string{
+				"another address":     {f.Place, "mallory@example.test"},
+				"another account":     {strings.Replace(f.Place, " alice ", " mallory ", 1), f.Email},
+				"another join time":   {strings.Join(append([]string{fields[0], fields[1] + "1"}, fields[2:]...), " "), f.Email},
+				"a seal of another's": {strings.Join(append(fields[:len(fields)-1:len(fields)-1], strings.Repeat("A", 22)), " "), f.Email},
+				"no seal":             {strings.Join(fields[:len(fields)-1], " "), f.Email},
+				"empty":               {"", f.Email},
+				"the ticket itself":   {r.Ticket, f.Email},
+			} {
+				if tk, err := e.store.AwayTicket(event, c[0], c[1]); !errors.Is(err, line.ErrInvalidTicket) {
+					t.Errorf("%s: %q, %v; want ErrInvalidTicket", name, tk, err)
+				}
+			}
+			if tk, err := e.store.AwayTicket("other", f.Place, f.Email); !errors.Is(err, line.ErrInvalidTicket) {
+				t.Errorf("another event: %q, %v; want ErrInvalidTicket", tk, err)
+			}
+		})
+	}
+}
+
+// noTicketAtRest fails the test if Redis holds a ticket of the event
+// anywhere (or any JWT).
+func noTicketAtRest(t *testing.T, e env, when string) {
+	t.Helper()
+	items, err := atrest.Dump(context.Background(), e.rdb.(*redis.Client))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range atrest.Find(items, func(s string) bool { return e.store.CheckTicket(event, s) == nil }) {
+		t.Errorf("%s: %s", when, f)
+	}
+}
+
+// A note written by a gateway of the earlier release ("<lang> <account>
+// <email> <ticket>", during a rolling upgrade) still has its fan emailed:
+// AwayAdmitted reads it as a place, and the ticket leaves Redis with the
+// note once the email is queued.
+func TestAwayNoteOfTheEarlierReleaseIsRead(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	set, r := e.aliceAway(t)
+	if err := e.rdb.HSet(ctx, rdb.KeysOf(event).Away, r.ID, "ko alice alice@example.test "+r.Ticket).Err(); err != nil {
+		t.Fatal(err)
+	}
+	set.Mode = line.ModeQueue
+	set.AdmitPerSecond, set.MaxActive = 1000, 1000
+	tickFor(t, e, set, 1)
+	f := e.dueOne(t)
+	if tk, err := e.store.AwayTicket(event, f.Place, f.Email); err != nil || tk != r.Ticket || f.Lang != "ko" || f.Account != "alice" {
+		t.Fatalf("due %+v: ticket %q, %v; want alice's, in Korean", f, tk, err)
+	}
+	if err := e.store.AwayNotified(ctx, event, []string{f.ID}); err != nil {
+		t.Fatal(err)
+	}
+	noTicketAtRest(t, e, "notified")
 }

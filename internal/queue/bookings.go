@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -13,18 +14,10 @@ import (
 // (DESIGN.md: booking-events, one entry per booking, keyed by bookingId).
 const BookingStream = rdb.BookingStream
 
-// BookingEvent is one confirmed booking to publish to BookingStream.
-type BookingEvent struct {
-	BookingID string
-	Type      string // "BookingConfirmed"
-	OutboxID  int64  // the booking core's outbox row: consumers de-duplicate by it
-	Payload   []byte // JSON
-}
-
 // PublishBookings appends events to BookingStream, in order: one pipeline
 // on one connection keeps them in the order given. At least once: a caller
 // that fails after this returned publishes them again.
-func (s *Store) PublishBookings(ctx context.Context, events []BookingEvent) error {
+func (s *Store) PublishBookings(ctx context.Context, events []line.BookingEvent) error {
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, e := range events {
 			p.XAdd(ctx, &redis.XAddArgs{Stream: BookingStream, Values: []any{

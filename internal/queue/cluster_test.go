@@ -27,7 +27,7 @@ func TestOnRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	s := queue.New(rc, secret)
+	s := queue.New(rc, secret).WithDrawSecret(drawSecret)
 	set := open()
 	set.AdmitPerSecond = 1000
 	for i, ev := range []string{"premiere", "live-20", "x"} {
@@ -81,7 +81,7 @@ func TestOnRedisCluster(t *testing.T) {
 func TestEventsSpreadOverShards(t *testing.T) {
 	c, rdb := testenv.Cluster(t)
 	ctx := context.Background()
-	s := queue.NewStore(rdb, secret)
+	s := queue.NewStore(rdb, secret).WithDrawSecret(drawSecret)
 	set := open()
 	set.AdmitPerSecond = 1000
 	events := make([]string, 30)

@@ -5,15 +5,20 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/testsupport/atrest"
 )
 
 // The draw's rules of the second round (DESIGN.md, Transparency): the key
@@ -46,24 +51,35 @@ func hmacOf(key []byte, id string) []byte {
 	return m.Sum(nil)
 }
 
-// rankOrder sorts ids by their draw under key, lowest first.
+// rankOrder sorts ids by their draw under key, lowest first: the whole 32
+// bytes, then the id (DESIGN.md, "Ties are broken as written").
 func rankOrder(key []byte, ids []string) []string {
 	out := append([]string(nil), ids...)
 	sort.Slice(out, func(a, b int) bool {
-		// The first 52 bits rank (what a ZSET score holds exactly); ties,
-		// which need two draws to share them, go by id.
-		da, db := binary.BigEndian.Uint64(hmacOf(key, out[a]))>>12, binary.BigEndian.Uint64(hmacOf(key, out[b]))>>12
-		if da != db {
-			return da < db
+		if c := bytes.Compare(hmacOf(key, out[a]), hmacOf(key, out[b])); c != 0 {
+			return c < 0
 		}
 		return out[a] < out[b]
 	})
 	return out
 }
 
+// drawnLine is a line whose pre-queue of n fans is drawn, nobody let in
+// yet (max_active 0, admitting at once when it is raised): its settings and
+// its fans.
+func drawnLine(t *testing.T, e env, n int) (line.Settings, []line.JoinResult) {
+	t.Helper()
+	set := prequeue(e.open())
+	set.AdmitPerSecond, set.MaxActive = 1e6, 0
+	fans := joinMany(t, e.store, set, n)
+	set.OpensAt = at(0)
+	drawNow(t, e, set)
+	return set, fans
+}
+
 // drawn opens the event's line at once and ticks until its lottery is
 // drawn.
-func drawNow(t *testing.T, e env, set queue.Settings) queue.Lottery {
+func drawNow(t *testing.T, e env, set line.Settings) line.Draw {
 	t.Helper()
 	ctx := context.Background()
 	for range 50 {
@@ -76,7 +92,7 @@ func drawNow(t *testing.T, e env, set queue.Settings) queue.Lottery {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("the lottery is never drawn")
-	return queue.Lottery{}
+	return line.Draw{}
 }
 
 // The key mixes the seed with the frozen entries: anyone recomputes the
@@ -130,7 +146,7 @@ func testDrawKeyMixesTheEntries(t *testing.T, e env) {
 	}
 }
 
-func ticketOf(fans []queue.JoinResult, id string) string {
+func ticketOf(fans []line.JoinResult, id string) string {
 	for _, f := range fans {
 		if f.ID == id {
 			return f.Ticket
@@ -153,11 +169,11 @@ func testSeedHiddenUntilDrawn(t *testing.T, e env) {
 	if l.Seed != "" || l.Drawn || l.EntriesDigest != "" {
 		t.Errorf("after opens_at, before the draw: seed %q drawn %v digest %q; want none shown", l.Seed, l.Drawn, l.EntriesDigest)
 	}
-	if _, err := e.store.TicketDraw(ctx, event, f.Ticket); !errors.Is(err, queue.ErrNotDrawn) {
+	if _, err := e.store.TicketDraw(ctx, event, f.Ticket); !errors.Is(err, line.ErrNotDrawn) {
 		t.Errorf("a draw before the draw is done: %v; want ErrNotDrawn", err)
 	}
 	var list strings.Builder
-	if err := e.store.LotteryEntries(ctx, event, &list); !errors.Is(err, queue.ErrNotDrawn) || list.Len() != 0 {
+	if err := e.store.LotteryEntries(ctx, event, &list); !errors.Is(err, line.ErrNotDrawn) || list.Len() != 0 {
 		t.Errorf("the entries before the draw: %v, %q; want ErrNotDrawn and nothing", err, list.String())
 	}
 	l = drawNow(t, e, set)
@@ -174,11 +190,7 @@ func TestJoinAfterTheDrawIsFIFO(t *testing.T) { onEachLayout(t, testJoinAfterThe
 
 func testJoinAfterTheDrawIsFIFO(t *testing.T, e env) {
 	ctx := context.Background()
-	set := prequeue(e.open())
-	set.AdmitPerSecond, set.MaxActive = 1e6, 0
-	fans := joinMany(t, e.store, set, 30)
-	set.OpensAt = at(0)
-	drawNow(t, e, set)
+	set, fans := drawnLine(t, e, 30)
 
 	later := set
 	later.OpensAt = at(time.Hour) // postponed after the draw
@@ -186,12 +198,12 @@ func testJoinAfterTheDrawIsFIFO(t *testing.T, e env) {
 	for _, f := range fans {
 		tickets[f.ID] = f.Ticket
 	}
-	var late []queue.JoinResult
+	var late []line.JoinResult
 	for range 8 {
 		r := join(t, e.store, later)
 		late = append(late, r)
 		tickets[r.ID] = r.Ticket
-		if _, err := e.store.TicketDraw(ctx, event, r.Ticket); !errors.Is(err, queue.ErrNotInLottery) {
+		if _, err := e.store.TicketDraw(ctx, event, r.Ticket); !errors.Is(err, line.ErrNotInLottery) {
 			t.Errorf("a join after the draw: its draw %v; want ErrNotInLottery", err)
 		}
 		if r.Position.Position != int64(len(fans)+len(late)) {
@@ -262,9 +274,10 @@ func testPrequeueRemovedAfterTheCommitment(t *testing.T, e env) {
 	}
 }
 
-// An insider who reads the seed from Redis during the pre-queue and keeps
-// the tickets whose HMAC under it is lowest (the old draw), letting the
-// rest lapse, gains nothing: the kept tickets' ranks are spread as anyone's.
+// An insider who knows the seed during the pre-queue (the nonce from Redis
+// and the draw secret from the config) and keeps the tickets whose HMAC
+// under it is lowest (the old draw), letting the rest lapse, gains nothing:
+// the kept tickets' ranks are spread as anyone's.
 func TestInsiderWhoKnowsTheSeedGainsNothing(t *testing.T) {
 	onEachLayout(t, testInsiderWhoKnowsTheSeedGainsNothing)
 }
@@ -274,9 +287,9 @@ func testInsiderWhoKnowsTheSeedGainsNothing(t *testing.T, e env) {
 	set := prequeue(e.open())
 	set.MaxActive = 0
 	honest := joinMany(t, e.store, set, 200)
-	seed := e.state(t).Seed()
-	if len(seed) != 32 {
-		t.Fatalf("the insider reads the seed: %x", seed)
+	seed, err := draw.Secret(drawSecret).Seed(event, draw.Lottery, e.state(t).Nonce())
+	if err != nil || len(seed) != 32 {
+		t.Fatalf("the insider derives the seed: %x, %v", seed, err)
 	}
 	ground := joinMany(t, e.store, set, 400)
 	sort.Slice(ground, func(a, b int) bool {
@@ -288,7 +301,7 @@ func testInsiderWhoKnowsTheSeedGainsNothing(t *testing.T, e env) {
 	}
 	set.OpensAt = at(0)
 	l := drawNow(t, e, set)
-	mean := func(fans []queue.JoinResult) float64 {
+	mean := func(fans []line.JoinResult) float64 {
 		var sum float64
 		for _, f := range fans {
 			d, err := e.store.TicketDraw(ctx, event, f.Ticket)
@@ -323,7 +336,7 @@ func testLetInWhileTheDrawIsApplied(t *testing.T, e env) {
 	tick(t, e.store, set)
 	time.Sleep(time.Until(opens))
 
-	drawer, other := queue.NewStore(e.rdb, secret), queue.NewStore(e.rdb, secret)
+	drawer, other := queue.NewStore(e.rdb, secret).WithDrawSecret(drawSecret), queue.NewStore(e.rdb, secret).WithDrawSecret(drawSecret)
 	drawn := make(chan error, 1)
 	go func() { _, err := drawer.Tick(ctx, event, set); drawn <- err }()
 	for l := e.state(t); !l.Has(l.Keys().Drawing); {
@@ -426,5 +439,56 @@ func testDrawBoundHoldsTheLine(t *testing.T, e env) {
 	}
 	if n := e.state(t).ActiveCount(); n != int64(len(fans)-1) {
 		t.Errorf("%d fans in once the draw is applied; want all %d", n, len(fans)-1)
+	}
+}
+
+// everything is every string the env's Redis holds (on a cluster, every
+// master's): keys, values, fields, members, scores, as someone reading
+// Redis, its AOF or a backup would find them.
+func everything(t *testing.T, e env) []atrest.Item {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		mu  sync.Mutex
+		out []atrest.Item
+	)
+	read := func(ctx context.Context, c *redis.Client) error {
+		items, err := atrest.Dump(ctx, c)
+		mu.Lock()
+		out = append(out, items...)
+		mu.Unlock()
+		return err
+	}
+	var err error
+	switch c := e.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, read)
+	case *redis.Client:
+		err = read(ctx, c)
+	default:
+		t.Fatalf("a Redis client of type %T", e.rdb)
+	}
+	must(t, err)
+	return out
+}
+
+// The draw's seed is not in Redis before the draw (DESIGN.md, Fair play,
+// third round): a reader of every key during the pre-queue finds neither
+// the seed (raw or hex) nor anything that gives it; once drawn, the seed
+// and the nonce are published, and the seed is HMAC-SHA256 of the draw
+// secret over the event, the kind and the nonce, whose SHA-256 is the
+// commitment.
+func TestSeedNotInRedisBeforeTheDraw(t *testing.T) { onEachLayout(t, testSeedNotInRedisBeforeTheDraw) }
+
+func testSeedNotInRedisBeforeTheDraw(t *testing.T, e env) {
+	set := prequeue(e.open())
+	set.MaxActive = 0
+	fans := joinMany(t, e.store, set, 20)
+	must(t, e.store.Leave(context.Background(), event, fans[0].Ticket))
+	before := everything(t, e)
+	set.OpensAt = at(0)
+	l := drawNow(t, e, set)
+	if err := atrest.CheckDerived(before, drawSecret, atrest.Draw{Event: event, Kind: "lottery", Seed: l.Seed, Nonce: l.Nonce, Commitment: l.Commitment}); err != nil {
+		t.Error(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/rdb"
@@ -27,7 +28,7 @@ func TestDurableWritesWaitForAReplica(t *testing.T) {
 	ctx := context.Background()
 	told := rdb.New(rc)
 	told.WaitReplicas(1)
-	s := queue.New(told, secret)
+	s := queue.New(told, secret).WithDrawSecret(drawSecret)
 	for _, shards := range []int{1, 3} {
 		set := open()
 		set.AdmitPerSecond = 1000
@@ -43,7 +44,7 @@ func TestDurableWritesWaitForAReplica(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if st, err := s.Status(ctx, ev, r.Ticket, set); err != nil || st.State != queue.Admitted {
+		if st, err := s.Status(ctx, ev, r.Ticket, set); err != nil || st.State != line.Admitted {
 			t.Fatalf("%d shard(s): %+v, %v; want admitted", shards, st, err)
 		}
 	}
@@ -63,10 +64,10 @@ func TestDurableWritesWaitForAReplica(t *testing.T) {
 	}
 	set := open()
 	r, err := s.Join(ctx, "one", set)
-	if !errors.Is(err, queue.ErrUnavailable) {
+	if !errors.Is(err, line.ErrUnavailable) {
 		t.Fatalf("join with the replica stalled: %+v, %v; want ErrUnavailable", r, err)
 	}
-	plain := queue.NewStore(rc, secret) // wait_replicas 0: answered at once
+	plain := queue.NewStore(rc, secret).WithDrawSecret(drawSecret) // wait_replicas 0: answered at once
 	r, err = plain.Join(ctx, "one", set)
 	if err != nil {
 		t.Fatalf("join without waiting: %v", err)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
-	"time"
+
+	"github.com/waitroom/waitroom/internal/line"
 )
 
 // Enter is the fan's way in, in one call: the live place it already has
@@ -19,22 +19,26 @@ import (
 // ErrProofRequired when a new place needs a proof and none was brought;
 // ErrProofSpent or ErrProofExpired for a proof that buys nothing (the
 // network gets its join back); a RateLimited when the network's budget is
-// spent. A resumed place that is closed or sold out is answered as such:
-// Entry.State says it.
-func (s *Store) Enter(ctx context.Context, r EnterRequest) (Entry, error) {
+// spent. A new place's proof is judged before its access code: a join
+// without one is ErrProofRequired whatever code it brings, and a code
+// refused (presale.ErrInvalidCode, ErrCodeUsed) has cost its proof and
+// the network's join. A resumed place that is closed or sold out is answered as such:
+// Entry.State says it. A join that asked StraightOnly and would have waited
+// is ErrWouldWait, and made nothing.
+func (s *Store) Enter(ctx context.Context, r line.EnterRequest) (line.Entry, error) {
 	for _, str := range r.Tickets {
-		t, err := s.decode(r.Event, str)
-		if err != nil || (r.Account != "" && t.account != r.Account) {
+		t, err := s.codec.Parse(r.Event, str)
+		if err != nil || (r.Account != "" && t.Account() != r.Account) {
 			// A bad ticket never hides a good one and is no error here; a
 			// ticket of another account (or none) is not this fan's place.
 			continue
 		}
 		st, err := s.statusOf(ctx, r.Event, t, r.Settings)
 		if err != nil {
-			return Entry{}, err
+			return line.Entry{}, err
 		}
-		if st.State != Expired {
-			return Entry{Ticket: strings.Clone(str), Resumed: true, Status: st}, nil
+		if st.State != line.Expired {
+			return line.Entry{Ticket: strings.Clone(str), Resumed: true, Status: st}, nil
 		}
 		// Expired: the other ticket may still be live; if not, this fan
 		// gets a new place like anyone else.
@@ -42,107 +46,51 @@ func (s *Store) Enter(ctx context.Context, r EnterRequest) (Entry, error) {
 	if r.Account != "" {
 		ticket, st, err := s.AccountPlace(ctx, r.Event, r.Account, r.Settings)
 		if err != nil {
-			return Entry{}, err
+			return line.Entry{}, err
 		}
-		if ticket != "" && st.State != Expired {
-			return Entry{Ticket: ticket, Resumed: true, Status: st}, nil
+		if ticket != "" && st.State != line.Expired {
+			return line.Entry{Ticket: ticket, Resumed: true, Status: st}, nil
 		}
 	}
 	if r.ProofRequired && r.Proof == nil {
-		return Entry{}, ErrProofRequired
+		return line.Entry{}, line.ErrProofRequired
 	}
 	if wait, err := s.AllowJoin(ctx, r.Addr, r.Limit, r.Now); err != nil {
-		return Entry{}, err
+		return line.Entry{}, err
 	} else if wait > 0 {
-		return Entry{}, RateLimited{RetryAfter: wait}
+		return line.Entry{}, line.RateLimited{RetryAfter: wait}
 	}
 	// The proof is spent in the join's own script (one place per proof,
 	// whatever the race), and so is the account's place (one per account).
-	res, err := s.JoinWith(ctx, r.Event, r.Settings, JoinOptions{Proof: r.Proof, Account: r.Account, Code: r.Code})
-	if errors.Is(err, ErrNotOpen) {
+	res, err := s.JoinWith(ctx, r.Event, r.Settings, line.JoinOptions{Proof: r.Proof, Account: r.Account, Code: r.Code, StraightOnly: r.StraightOnly})
+	if errors.Is(err, line.ErrNotOpen) {
 		err = notOpen(r.Settings)
 	}
-	if (err == nil && res.Resumed) || errors.Is(err, ErrProofSpent) || errors.Is(err, ErrProofExpired) {
+	if (err == nil && res.Resumed) || errors.Is(err, line.ErrProofSpent) || errors.Is(err, line.ErrProofExpired) || (r.StraightOnly && err != nil) {
 		// Nothing was bought (another device of the account made its place
-		// meanwhile, or the proof was spent already): the network gets its
-		// join back. Best effort: if Redis fails it now, the fan's network
-		// has one join less this minute, and the fan still its answer.
+		// meanwhile, the proof was spent already, or a join that takes only
+		// a place let in at once was refused, ErrWouldWait or any other
+		// way): the network gets its join back. Best effort: if
+		// Redis fails it now, the fan's network has one join less this
+		// minute, and the fan still its answer.
 		if r.Limit > 0 {
 			_ = s.UndoJoin(ctx, r.Addr, r.Now)
 		}
 	}
 	if err != nil {
-		return Entry{}, err
+		return line.Entry{}, err
 	}
 	if res.Resumed {
-		if res.Status.State == Expired {
-			return Entry{}, fmt.Errorf("join: the account's place %s ended as it was resumed", res.ID)
+		if res.Status.State == line.Expired {
+			return line.Entry{}, fmt.Errorf("join: the account's place %s ended as it was resumed", res.ID)
 		}
-		return Entry{Ticket: res.Ticket, Resumed: true, Status: res.Status}, nil
+		return line.Entry{Ticket: res.Ticket, Resumed: true, Status: res.Status}, nil
 	}
-	st := Status{ID: res.ID, Account: res.Account, State: res.State, Position: res.Position, ActiveUntil: res.ActiveUntil, JoinedAt: r.Now}
-	if res.State == Admitted {
+	st := line.Status{ID: res.ID, Account: res.Account, State: res.State, Position: res.Position, ActiveUntil: res.ActiveUntil, JoinedAt: r.Now}
+	if res.State == line.Admitted {
 		st.FirstAdmission = true // passthrough: let in and claimed at once
 	}
-	return Entry{Ticket: res.Ticket, Status: st}, nil
+	return line.Entry{Ticket: res.Ticket, Status: st}, nil
 }
 
-// EnterRequest is a fan at the door of event.
-type EnterRequest struct {
-	Event    string
-	Settings Settings
-	// Tickets are the tickets the fan carries (a header, a cookie), in the
-	// order to try them.
-	Tickets []string
-	// Account is the fan's verified account ("" = none).
-	Account string
-	// ProofRequired: the sale asks a proof of work for a new place; Proof
-	// is the fan's, verified by the caller (nil: none, or a bad one).
-	ProofRequired bool
-	Proof         *Proof
-	// Code is the access code's hash the fan brought (presale.Store.CodeHash;
-	// "" = none): spent by a new place of an event with codes.
-	Code string
-	// Addr is the fan's network (the caller masks an IPv6 address to its
-	// prefix), counted against Limit joins per calendar minute of Now (0 =
-	// no limit).
-	Addr  netip.Addr
-	Limit int
-	Now   time.Time
-}
-
-// Entry is what Enter gave the fan: a resumed place (its status, as a
-// poll would read it, the place claimed if it was admitted) or a new one.
-type Entry struct {
-	Ticket  string
-	Resumed bool
-	Status
-}
-
-// ErrProofRequired: a new place needs a proof of work and the fan brought
-// none (or a bad one).
-var ErrProofRequired = errors.New("queue: proof of work required")
-
-// NotOpen is ErrNotOpen with when the line opens to joins: the pre-queue
-// if the sale has one, else the opening (nil: unknown).
-type NotOpen struct{ OpensAt *time.Time }
-
-func (e NotOpen) Error() string { return ErrNotOpen.Error() }
-
-func (e NotOpen) Unwrap() error { return ErrNotOpen }
-
-func notOpen(set Settings) NotOpen {
-	if set.PrequeueOpensAt != nil {
-		return NotOpen{OpensAt: set.PrequeueOpensAt}
-	}
-	return NotOpen{OpensAt: set.OpensAt}
-}
-
-// RateLimited: the fan's network spent its join budget of the minute.
-type RateLimited struct {
-	RetryAfter time.Duration
-}
-
-func (e RateLimited) Error() string {
-	return fmt.Sprintf("queue: too many joins from this network, retry after %v", e.RetryAfter)
-}
+func notOpen(set line.Settings) line.NotOpen { return line.NotOpenUnder(set) }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -43,7 +44,7 @@ func testExtendNeverPassesTheCeiling(t *testing.T, e env) {
 	r := joinAndLetIn(t, e.store, set)
 	before := time.Now().Truncate(time.Second) // the claim time is kept in whole seconds
 	st := status(t, e.store, r.Ticket, set)
-	if st.State != queue.Admitted || !st.FirstAdmission {
+	if st.State != line.Admitted || !st.FirstAdmission {
 		t.Fatalf("status: %+v; want the claim", st)
 	}
 	ceiling := time.Now().Add(window)
@@ -74,7 +75,7 @@ func testExtendNeverPassesTheCeiling(t *testing.T, e env) {
 func TestRedisDownIsUnavailable(t *testing.T) {
 	t.Parallel()
 	srv, rdb := testenv.Redis(t)
-	s := queue.NewStore(rdb, secret)
+	s := queue.NewStore(rdb, secret).WithDrawSecret(drawSecret)
 	ctx := context.Background()
 	set := open()
 	r := join(t, s, set)
@@ -88,7 +89,7 @@ func TestRedisDownIsUnavailable(t *testing.T) {
 	_, checks["tick"] = s.Tick(ctx, event, set)
 	checks["ping"] = s.Ping(ctx)
 	for op, err := range checks {
-		if !errors.Is(err, queue.ErrUnavailable) {
+		if !errors.Is(err, line.ErrUnavailable) {
 			t.Errorf("%s with Redis gone: %v; want ErrUnavailable", op, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -89,7 +90,7 @@ func FuzzTicket(f *testing.F) {
 				t.Fatalf("ticket %q of %q: CheckTicket %v, TicketID %v, TicketAccount %v; want them to agree", tk, event, checkErr, idErr, acctErr)
 			}
 			if checkErr != nil {
-				if !errors.Is(checkErr, queue.ErrInvalidTicket) || !errors.Is(idErr, queue.ErrInvalidTicket) || !errors.Is(acctErr, queue.ErrInvalidTicket) {
+				if !errors.Is(checkErr, line.ErrInvalidTicket) || !errors.Is(idErr, line.ErrInvalidTicket) || !errors.Is(acctErr, line.ErrInvalidTicket) {
 					t.Fatalf("ticket %q refused with %v / %v / %v; want ErrInvalidTicket", tk, checkErr, idErr, acctErr)
 				}
 				continue

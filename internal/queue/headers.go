@@ -3,6 +3,7 @@ package queue
 import (
 	"time"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -39,7 +40,7 @@ type headers struct {
 	statusKeys, joinKeys, joinGlobalKeys []string
 }
 
-func headerKeyOf(set Settings) headerKey {
+func headerKeyOf(set line.Settings) headerKey {
 	ms := func(t *time.Time) int64 {
 		if t == nil {
 			return noTime
@@ -53,7 +54,7 @@ func headerKeyOf(set Settings) headerKey {
 
 // headersOf returns event's headers for set, built on first use and again
 // whenever the settings differ from those they were built for.
-func (s *Store) headersOf(event string, set Settings) *headers {
+func (s *Store) headersOf(event string, set line.Settings) *headers {
 	key := headerKeyOf(set)
 	if h, ok := s.headers.Load(event); ok && h.(*headers).key == key {
 		return h.(*headers)
@@ -64,9 +65,9 @@ func (s *Store) headersOf(event string, set Settings) *headers {
 		key:        key,
 		statusKeys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Claims},
 		joinKeys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Inventory, k.Lottery, k.Entries, k.Accounts, k.Claims,
-			k.Presale, k.PresaleAccounts, k.PresaleRanks, k.PresaleTopUps, k.Codes, k.CodesInfo},
+			k.Presale, k.PresaleAccounts, k.PresaleRanks, k.PresaleTopUps, k.Codes, k.CodesInfo, k.Bought, k.Bucket, k.Report},
 		joinGlobalKeys: []string{k.Stats, k.Active, k.Inventory, k.Claims, k.Lottery, k.Entries, k.Accounts,
-			k.Presale, k.PresaleAccounts, k.PresaleRanks, k.PresaleTopUps, k.Codes, k.CodesInfo},
+			k.Presale, k.PresaleAccounts, k.PresaleRanks, k.PresaleTopUps, k.Codes, k.CodesInfo, k.Bought, k.Bucket, k.Report},
 		status: []any{set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rate,
 			set.AbandonAfter.Milliseconds(), set.AccessTTL.Milliseconds()},
 		statusShard: []any{set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rate,
@@ -82,7 +83,7 @@ func (s *Store) headersOf(event string, set Settings) *headers {
 
 // gateArg is the presale's gate as the join scripts take it: "" none,
 // "inf" for ever, else until general_sale_at (unix ms, by Redis TIME).
-func gateArg(set Settings) string {
+func gateArg(set line.Settings) string {
 	switch {
 	case !set.Presale:
 		return ""

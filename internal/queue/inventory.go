@@ -2,11 +2,11 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -38,47 +38,9 @@ import (
 // (at the booking core's start, after a Redis flush, and every few seconds
 // to repair what a crash between the two stores left).
 
-// Inventory is what the booking core publishes for an event.
-type Inventory struct {
-	Known     bool // false until the booking core published the event
-	Available int64
-	Held      int64
-	Pending   int64
-	UpdatedAt time.Time
-}
-
-// SoldOut reports whether every place is sold: nothing available, held or
-// waiting on a payment.
-func (i Inventory) SoldOut() bool {
-	return i.Known && i.Available <= 0 && i.Held <= 0 && i.Pending <= 0
-}
-
-// LiveHold is one hold of a PostgreSQL snapshot.
-type LiveHold struct {
-	HoldID string
-	Ticket string // the customer: the ticket id
-	Places int
-}
-
-// Snapshot is an event's inventory as PostgreSQL had it at one instant.
-type Snapshot struct {
-	Free     int64 // places AVAILABLE or held but lapsed
-	Holds    []LiveHold
-	Payments []string // PENDING payment ids
-	// Booked are the holds confirmed in the last RecentlyBooked: those the
-	// snapshot already counts as sold.
-	Booked []string
-}
-
-// RecentlyBooked is how far back a snapshot's Booked must reach: past every
-// hold a sync may find ended lately (inFlight), with room to spare.
-const RecentlyBooked = 2 * inFlight
-
-// inFlight is how long a reservation may wait for its hold's statement: a
-// reservation younger than that at a sync's start, and absent from its
-// snapshot, may belong to a hold still being decided, and is kept. It
-// exceeds every timeout a hold runs under (the gateway gives up after 10 s).
-const inFlight = 15 * time.Second
+// inFlight is how long a reservation may wait for its hold's statement
+// (line.InFlight).
+const inFlight = line.InFlight
 
 // Reserve counts a hold's places out of the event's inventory before the
 // hold's statement runs (the conservative order: Redis never shows a place
@@ -92,6 +54,19 @@ func (s *Store) Reserve(ctx context.Context, event, holdID, ticket string, place
 		return false, rdb.Interpret("reserve", err)
 	}
 	return n >= 0, nil
+}
+
+// ReserveActive is Reserve for a hold whose pass the booking core checks in
+// the same call (gatekeeper.Gatekeeper.CheckBy): nothing is reserved, and
+// active is false, unless ticket holds its active place in event now, as
+// Active says. known is Reserve's answer.
+func (s *Store) ReserveActive(ctx context.Context, event, holdID, ticket string, places int) (active, known bool, err error) {
+	k := rdb.KeysOf(event)
+	n, err := s.c.Run(ctx, rdb.Call{Script: reserveScript, Keys: []string{k.Inventory, k.Places, k.Holders, k.Active}, Args: []any{holdID, ticket, places, 1}}).Int()
+	if err != nil {
+		return false, false, rdb.Interpret("reserve", err)
+	}
+	return n != -2, n >= 0, nil
 }
 
 // Release gives a hold's places back to the inventory: the hold was
@@ -109,7 +84,7 @@ func (s *Store) Booked(ctx context.Context, event, holdID string) error {
 
 func (s *Store) giveBack(ctx context.Context, op, event, holdID string, booked int) error {
 	k := rdb.KeysOf(event)
-	n, err := s.c.Run(ctx, rdb.Call{Script: giveScript, Keys: []string{k.Inventory, k.Places, k.Holders, k.Active, k.Ended, k.Claims}, Args: []any{holdID, booked}}).Int()
+	n, err := s.c.Run(ctx, rdb.Call{Script: giveScript, Keys: []string{k.Inventory, k.Places, k.Holders, k.Active, k.Ended, k.Claims, k.Ends}, Args: []any{holdID, booked}}).Int()
 	if err != nil {
 		return rdb.Interpret(op, err)
 	}
@@ -182,7 +157,7 @@ func (s *Store) SyncMark(ctx context.Context) (int64, error) {
 // the snapshot's free places less those kept reservations. A sync that
 // races holds and releases errs only on the safe side (fewer places), and
 // the next one corrects it.
-func (s *Store) SyncInventory(ctx context.Context, event string, mark int64, snap Snapshot) error {
+func (s *Store) SyncInventory(ctx context.Context, event string, mark int64, snap line.Snapshot) error {
 	k := rdb.KeysOf(event)
 	args := make([]any, 0, 5+3*len(snap.Holds)+len(snap.Payments)+len(snap.Booked))
 	args = append(args, mark-inFlight.Milliseconds(), snap.Free, len(snap.Holds), len(snap.Payments), len(snap.Booked))
@@ -206,20 +181,20 @@ func (s *Store) SyncInventory(ctx context.Context, event string, mark int64, sna
 }
 
 // InventoryOf reads what the booking core published for event.
-func (s *Store) InventoryOf(ctx context.Context, event string) (Inventory, error) {
+func (s *Store) InventoryOf(ctx context.Context, event string) (line.Inventory, error) {
 	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Inventory, "available", "held", "pending", "updatedAt").Result()
 	if err != nil {
-		return Inventory{}, rdb.Interpret("inventory", err)
+		return line.Inventory{}, rdb.Interpret("inventory", err)
 	}
 	return inventoryOf(v), nil
 }
 
 // inventoryOf reads an HMGET of available, held, pending, updatedAt.
-func inventoryOf(v []any) Inventory {
+func inventoryOf(v []any) line.Inventory {
 	if len(v) < 4 || v[0] == nil {
-		return Inventory{}
+		return line.Inventory{}
 	}
-	return Inventory{Known: true, Available: rdb.Num(v[0]), Held: rdb.Num(v[1]), Pending: rdb.Num(v[2]), UpdatedAt: time.UnixMilli(rdb.Num(v[3]))}
+	return line.Inventory{Known: true, Available: rdb.Num(v[0]), Held: rdb.Num(v[1]), Pending: rdb.Num(v[2]), UpdatedAt: time.UnixMilli(rdb.Num(v[3]))}
 }
 
 // invPrelude: the inventory's shared steps (after prelude). KEYS are passed
@@ -253,17 +228,23 @@ end
 // reserveScript counts a hold's places out before its statement runs.
 //
 // KEYS: 1 inventory, 2 places, 3 holders, 4 active
-// ARGV: 1 hold id, 2 ticket id, 3 places
+// ARGV: 1 hold id, 2 ticket id, 3 places, 4 "1" when the ticket must hold
+// its active place now (ReserveActive), else absent
 // Returns 1 (reserved), 0 (already reserved), -1 (no inventory: sync first;
-// nothing written).
-var reserveScript = redis.NewScript(prelude + invPrelude + `
-if redis.call('HEXISTS', KEYS[1], 'available') == 0 then return -1 end
+// nothing written), -2 (the ticket is not active: nothing written).
+var reserveScript = lua.Script("reserve", `
 local now = clock()
+local exp
+if ARGV[4] == '1' then
+  exp = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[2]))
+  if not exp or exp <= now then return -2 end
+end
+if redis.call('HEXISTS', KEYS[1], 'available') == 0 then return -1 end
 local places = tonumber(ARGV[3])
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2] .. ' ' .. places .. ' ' .. now) == 0 then return 0 end
 redis.call('HINCRBY', KEYS[1], 'available', -places)
 redis.call('HINCRBY', KEYS[1], 'held', places)
-if redis.call('HINCRBY', KEYS[3], ARGV[2], 1) == 1 and redis.call('ZSCORE', KEYS[4], ARGV[2]) then
+if redis.call('HINCRBY', KEYS[3], ARGV[2], 1) == 1 and (exp or redis.call('ZSCORE', KEYS[4], ARGV[2])) then
   redis.call('HINCRBY', KEYS[1], 'engaged', 1)
 end
 redis.call('HSET', KEYS[1], 'updatedAt', now)
@@ -272,14 +253,16 @@ return 1
 
 // giveScript ends a hold the inventory counts: its places go back
 // (refused, released, lapsed) or are sold (booked, which also frees the
-// fan's active place: the booking is done). The end is noted in ended for
-// the syncs that may read a snapshot taken before it.
+// fan's active place: the booking is done, and that place's end is noted
+// in the line's ends, as leave_active notes it). The end is noted in ended
+// for the syncs that may read a snapshot taken before it.
 //
-// KEYS: 1 inventory, 2 places, 3 holders, 4 active, 5 ended, 6 claims
+// KEYS: 1 inventory, 2 places, 3 holders, 4 active, 5 ended, 6 claims,
+// 7 ends
 // ARGV: 1 hold id, 2 booked 0|1
 // Returns 1, 2 when the event is sold out now, or 0 when the hold was not
 // counted (nothing changes).
-var giveScript = redis.NewScript(prelude + invPrelude + `
+var giveScript = lua.Script("give", `
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 if not v then return 0 end
 local now = clock()
@@ -296,6 +279,7 @@ if ARGV[2] == '1' and active then
   inv_leaves(KEYS[1], KEYS[3], ticket)
   redis.call('ZREM', KEYS[4], ticket)
   redis.call('HDEL', KEYS[6], ticket)
+  ended(KEYS[7], ticket, tonumber(active))
   active = false
 end
 if redis.call('HINCRBY', KEYS[3], ticket, -1) <= 0 then
@@ -314,7 +298,7 @@ return 1
 // KEYS: 1 inventory, 2 payments, 3 ended
 // ARGV: 1 payment id, 2 opened 1 | settled 0
 // Returns the payments open.
-var paymentScript = redis.NewScript(prelude + `
+var paymentScript = lua.Script("payment", `
 if redis.call('HEXISTS', KEYS[1], 'available') == 0 then return -1 end
 local now = clock()
 if ARGV[2] == '1' then
@@ -350,7 +334,7 @@ return n
 // payments p, 5 booked lately b, then h × (hold id, ticket, places), then p
 // payment ids, then b hold ids
 // Returns {available, held, pending, engaged}.
-var syncScript = redis.NewScript(prelude + `
+var syncScript = lua.Script("sync", `
 local now = clock()
 local keep_after, free = tonumber(ARGV[1]), tonumber(ARGV[2])
 local h, p, b = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -421,11 +405,3 @@ local available = free - flying + adjust
 redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'pending', pending, 'engaged', engaged, 'updatedAt', now)
 return {available, held, pending, engaged}
 `)
-
-// String is for logs.
-func (i Inventory) String() string {
-	if !i.Known {
-		return "inventory unknown"
-	}
-	return fmt.Sprintf("%d available, %d held, %d pending", i.Available, i.Held, i.Pending)
-}

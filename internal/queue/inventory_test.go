@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
-func inv(t testing.TB, s *queue.Store) queue.Inventory {
+func inv(t testing.TB, s *queue.Store) line.Inventory {
 	t.Helper()
 	i, err := s.InventoryOf(context.Background(), event)
 	if err != nil {
@@ -24,7 +25,7 @@ func inv(t testing.TB, s *queue.Store) queue.Inventory {
 	return i
 }
 
-func sync0(t testing.TB, s *queue.Store, snap queue.Snapshot) {
+func sync0(t testing.TB, s *queue.Store, snap line.Snapshot) {
 	t.Helper()
 	ctx := context.Background()
 	mark, err := s.SyncMark(ctx)
@@ -55,7 +56,7 @@ func testInventoryFollowsItsChanges(t *testing.T, e env) {
 	if known, err := e.store.Reserve(ctx, event, "h0", "1.x", 1); err != nil || known {
 		t.Fatalf("Reserve before any sync = %v, %v; want false (sync first)", known, err)
 	}
-	sync0(t, e.store, queue.Snapshot{Free: 10})
+	sync0(t, e.store, line.Snapshot{Free: 10})
 	steps := []struct {
 		name        string
 		do          func() error
@@ -92,9 +93,9 @@ func testInventoryFollowsItsChanges(t *testing.T, e env) {
 }
 
 // tickUntilStill ticks until the tick admits nobody more.
-func tickUntilStill(t testing.TB, s *queue.Store, set queue.Settings) queue.TickResult {
+func tickUntilStill(t testing.TB, s *queue.Store, set line.Settings) line.TickResult {
 	t.Helper()
-	var last queue.TickResult
+	var last line.TickResult
 	for i := range 50 {
 		r := tick(t, s, set)
 		if i >= 3 && r.Admitted == 0 && last.Admitted == 0 && last.Active == r.Active {
@@ -115,11 +116,11 @@ func testTickAdmitsNobodyToNothing(t *testing.T, e env) {
 	ctx := context.Background()
 	set := e.open()
 	set.AdmitPerSecond = 1000
-	var fans []queue.JoinResult
+	var fans []line.JoinResult
 	for range 10 {
 		fans = append(fans, join(t, e.store, set))
 	}
-	sync0(t, e.store, queue.Snapshot{Free: 3})
+	sync0(t, e.store, line.Snapshot{Free: 3})
 	if r := tickUntilStill(t, e.store, set); r.Active != 3 {
 		t.Fatalf("3 places: %d active; want 3", r.Active)
 	}
@@ -172,19 +173,19 @@ func testTickAdmitsNobodyToNothing(t *testing.T, e env) {
 	if i := inv(t, e.store); !i.SoldOut() {
 		t.Fatalf("every place sold: %+v; want sold out", i)
 	}
-	if _, err := e.store.Join(ctx, event, set); !errors.Is(err, queue.ErrSoldOut) {
+	if _, err := e.store.Join(ctx, event, set); !errors.Is(err, line.ErrSoldOut) {
 		t.Fatalf("join when sold out: %v; want ErrSoldOut", err)
 	}
-	if st := status(t, e.store, fans[9].Ticket, set); st.State != queue.SoldOut {
+	if st := status(t, e.store, fans[9].Ticket, set); st.State != line.SoldOut {
 		t.Fatalf("a waiting fan when sold out: %v; want soldout", st.State)
 	}
 	checkBooks(t, e)
 }
 
-func statusTicket(j queue.JoinResult) string { return j.Ticket }
+func statusTicket(j line.JoinResult) string { return j.Ticket }
 
 // activeFan is one of fans in the active set.
-func activeFan(t testing.TB, e env, fans []queue.JoinResult) string {
+func activeFan(t testing.TB, e env, fans []line.JoinResult) string {
 	t.Helper()
 	for _, f := range fans {
 		if ok, _ := e.store.Active(context.Background(), event, f.ID); ok {
@@ -201,12 +202,12 @@ func TestSoldOutAndPassthrough(t *testing.T) {
 	ctx := context.Background()
 	set := open()
 	set.Mode = "passthrough"
-	sync0(t, e.store, queue.Snapshot{Free: 0, Payments: []string{"p1"}})
-	if r := join(t, e.store, set); r.State != queue.Admitted {
+	sync0(t, e.store, line.Snapshot{Free: 0, Payments: []string{"p1"}})
+	if r := join(t, e.store, set); r.State != line.Admitted {
 		t.Fatalf("passthrough with a payment pending: %v; want admitted (not sold out, no bound)", r.State)
 	}
 	must(t, e.store.PaymentSettled(ctx, event, "p1"))
-	if _, err := e.store.Join(ctx, event, set); !errors.Is(err, queue.ErrSoldOut) {
+	if _, err := e.store.Join(ctx, event, set); !errors.Is(err, line.ErrSoldOut) {
 		t.Fatalf("passthrough when sold out: %v; want ErrSoldOut", err)
 	}
 }
@@ -217,12 +218,12 @@ func TestSoldOutAndPassthrough(t *testing.T) {
 func TestSyncKeepsInFlightReservations(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	sync0(t, e.store, queue.Snapshot{Free: 10})
+	sync0(t, e.store, line.Snapshot{Free: 10})
 	_, err := e.store.Reserve(ctx, event, "flying", "1.a", 2) // its statement runs now
 	must(t, err)
 	k := e.state(t).Keys()
 	e.rdb.HSet(ctx, k.Places, "orphan", "2.b 3 1000") // reserved in 1970: its hold never was
-	sync0(t, e.store, queue.Snapshot{Free: 7, Holds: []queue.LiveHold{{HoldID: "real", Ticket: "3.c", Places: 1}}})
+	sync0(t, e.store, line.Snapshot{Free: 7, Holds: []line.LiveHold{{HoldID: "real", Ticket: "3.c", Places: 1}}})
 	i := inv(t, e.store)
 	if i.Available != 5 || i.Held != 3 {
 		t.Fatalf("after the sync: %+v; want 7 free − 2 in flight = 5 available, 2 + 1 held", i)
@@ -241,12 +242,12 @@ func testInventoryCountersUnderRace(t *testing.T, e env) {
 	ctx, k := context.Background(), e.state(t).Keys()
 	set := e.open()
 	set.AdmitPerSecond, set.MaxActive = 10000, 10000
-	var fans []queue.JoinResult
+	var fans []line.JoinResult
 	for range 60 {
 		fans = append(fans, join(t, e.store, set))
 	}
 	const free = 1000
-	sync0(t, e.store, queue.Snapshot{Free: free})
+	sync0(t, e.store, line.Snapshot{Free: free})
 	tickUntilStill(t, e.store, set)
 	var wg sync.WaitGroup
 	var soldPlaces atomic.Int64 // each goroutine owns its hold ids: it knows what it booked
@@ -319,27 +320,27 @@ func testInventoryCountersUnderRace(t *testing.T, e env) {
 func TestSyncReadsHoldsThatEndedSince(t *testing.T) {
 	cases := []struct {
 		name  string
-		snap  queue.Snapshot // what PostgreSQL showed before the hold ended
+		snap  line.Snapshot // what PostgreSQL showed before the hold ended
 		end   func(e env) error
 		avail int64
 		held  int64
 	}{
-		{"taken and booked after the snapshot", queue.Snapshot{Free: 10},
+		{"taken and booked after the snapshot", line.Snapshot{Free: 10},
 			func(e env) error { return e.store.Booked(context.Background(), event, "h") }, 9, 0},
-		{"booked after the snapshot, which knew it booked", queue.Snapshot{Free: 9, Booked: []string{"h"}},
+		{"booked after the snapshot, which knew it booked", line.Snapshot{Free: 9, Booked: []string{"h"}},
 			func(e env) error { return e.store.Booked(context.Background(), event, "h") }, 9, 0},
-		{"live in the snapshot, booked since", queue.Snapshot{Free: 9, Holds: []queue.LiveHold{{HoldID: "h", Ticket: "1.a", Places: 1}}},
+		{"live in the snapshot, booked since", line.Snapshot{Free: 9, Holds: []line.LiveHold{{HoldID: "h", Ticket: "1.a", Places: 1}}},
 			func(e env) error { return e.store.Booked(context.Background(), event, "h") }, 9, 0},
-		{"live in the snapshot, released since", queue.Snapshot{Free: 9, Holds: []queue.LiveHold{{HoldID: "h", Ticket: "1.a", Places: 1}}},
+		{"live in the snapshot, released since", line.Snapshot{Free: 9, Holds: []line.LiveHold{{HoldID: "h", Ticket: "1.a", Places: 1}}},
 			func(e env) error { return e.store.Release(context.Background(), event, "h") }, 10, 0},
-		{"taken and released after the snapshot", queue.Snapshot{Free: 10},
+		{"taken and released after the snapshot", line.Snapshot{Free: 10},
 			func(e env) error { return e.store.Release(context.Background(), event, "h") }, 10, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := setup(t)
 			ctx := context.Background()
-			sync0(t, e.store, queue.Snapshot{Free: 10})
+			sync0(t, e.store, line.Snapshot{Free: 10})
 			mark, err := e.store.SyncMark(ctx)
 			must(t, err)
 			_, err = e.store.Reserve(ctx, event, "h", "1.a", 1)
@@ -358,13 +359,13 @@ func TestSyncReadsHoldsThatEndedSince(t *testing.T) {
 func TestSyncDoesNotReopenSettledPayments(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	sync0(t, e.store, queue.Snapshot{Free: 0})
+	sync0(t, e.store, line.Snapshot{Free: 0})
 	mark, err := e.store.SyncMark(ctx)
 	must(t, err)
 	must(t, e.store.PaymentOpened(ctx, event, "p1"))
 	must(t, e.store.PaymentSettled(ctx, event, "p1"))
 	must(t, e.store.PaymentOpened(ctx, event, "p1")) // a late repeat of the checkout's news
-	must(t, e.store.SyncInventory(ctx, event, mark, queue.Snapshot{Free: 0, Payments: []string{"p1"}}))
+	must(t, e.store.SyncInventory(ctx, event, mark, line.Snapshot{Free: 0, Payments: []string{"p1"}}))
 	if i := inv(t, e.store); i.Pending != 0 || !i.SoldOut() {
 		t.Fatalf("after the sync: %v; want no payment open, sold out", i)
 	}

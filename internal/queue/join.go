@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
-	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
@@ -18,58 +17,40 @@ import (
 // ticket is resumed with Status, never here: a ticket that is no longer
 // waiting or active must not turn into a new place without the caller's
 // say (the per-IP join limit).
-func (s *Store) Join(ctx context.Context, event string, set Settings) (JoinResult, error) {
-	return s.JoinWith(ctx, event, set, JoinOptions{})
-}
-
-// JoinOptions are what a join may bring besides the event.
-type JoinOptions struct {
-	// Proof is the join's proof of work, verified by the caller (see
-	// JoinProved).
-	Proof *Proof
-	// Account is the verified account the place is for ("" = none): the
-	// account gets one place in the event, whatever the race and however
-	// many devices it joins from (accounts.go).
-	Account string
-	// Code is the access code's hash (presale.Store.CodeHash; "" = none):
-	// a new place of an event with codes spends one of its uses.
-	Code string
+func (s *Store) Join(ctx context.Context, event string, set line.Settings) (line.JoinResult, error) {
+	return s.JoinWith(ctx, event, set, line.JoinOptions{})
 }
 
 // JoinWith is Join with options. A join for an account whose place is
 // still live makes nothing and spends no proof: it answers that place,
 // Resumed, with its status.
-func (s *Store) JoinWith(ctx context.Context, event string, set Settings, o JoinOptions) (JoinResult, error) {
-	if o.Account != "" && (len(o.Account) > maxAccountLen) {
-		return JoinResult{}, fmt.Errorf("join: account id longer than %d", maxAccountLen)
+func (s *Store) JoinWith(ctx context.Context, event string, set line.Settings, o line.JoinOptions) (line.JoinResult, error) {
+	if o.Account != "" && (len(o.Account) > line.MaxAccountLen) {
+		return line.JoinResult{}, fmt.Errorf("join: account id longer than %d", line.MaxAccountLen)
 	}
 	return s.joinAccount(ctx, event, set, o)
-}
-
-// Proof is a join's proof of work, verified by the caller (package proof):
-// its challenge's id and when the challenge expires.
-type Proof struct {
-	ID        string
-	ExpiresAt time.Time
 }
 
 // JoinProved is Join paid for with a proof of work, which it spends in the
 // same script: exactly one join ever gets a place for one proof, however
 // many present it at once and through however many gateways. A proof spent
 // already is ErrProofSpent and one expired by Redis TIME ErrProofExpired;
-// neither gives a place, and a join refused for another reason (ErrClosed,
-// ErrNotOpen, ErrSoldOut) leaves its proof unspent.
+// neither gives a place. A join refused an access code it brought
+// (presale.ErrInvalidCode, ErrCodeUsed) has spent its proof, as a place
+// does: every guess costs a proof. A join refused for any other reason
+// (ErrClosed, ErrNotOpen, ErrSoldOut, the presale's gate, no code) leaves
+// its proof unspent.
 //
 // The spent proofs live in one set per event and expiry minute, kept a
 // second past that minute: the script refuses an expired proof by TIME, so
 // none can come back once its set is gone.
-func (s *Store) JoinProved(ctx context.Context, event string, set Settings, p Proof) (JoinResult, error) {
-	return s.JoinWith(ctx, event, set, JoinOptions{Proof: &p})
+func (s *Store) JoinProved(ctx context.Context, event string, set line.Settings, p line.Proof) (line.JoinResult, error) {
+	return s.JoinWith(ctx, event, set, line.JoinOptions{Proof: &p})
 }
 
 // join runs one join (for o.Account: replace is the id of the account's
 // place the caller found dead, or ""), once more on a layout bounce.
-func (s *Store) join(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (JoinResult, error) {
+func (s *Store) join(ctx context.Context, event string, set line.Settings, o line.JoinOptions, replace string) (line.JoinResult, error) {
 	r, err := s.joinOnce(ctx, event, set, o, replace)
 	if again, ok := relayout(set, err); ok {
 		set = again
@@ -79,7 +60,7 @@ func (s *Store) join(ctx context.Context, event string, set Settings, o JoinOpti
 		// The pre-queue is open and nobody committed its lottery yet (the
 		// admitter does at its next tick): commit it, then place the fan.
 		if err := s.commit(ctx, event, set); err != nil {
-			return JoinResult{}, fmt.Errorf("join: %w", err)
+			return line.JoinResult{}, fmt.Errorf("join: %w", err)
 		}
 		r, err = s.joinOnce(ctx, event, set, o, replace)
 	}
@@ -88,10 +69,10 @@ func (s *Store) join(ctx context.Context, event string, set Settings, o JoinOpti
 
 // joinOnce is one join in the event's layout: both phases in one script
 // on one shard, the event's phase then the shard's on many (lua.go).
-func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (JoinResult, error) {
+func (s *Store) joinOnce(ctx context.Context, event string, set line.Settings, o line.JoinOptions, replace string) (line.JoinResult, error) {
 	b, err := s.joinBegin(ctx, event, set, o, replace)
 	if err != nil {
-		return JoinResult{}, err
+		return line.JoinResult{}, err
 	}
 	return s.joinEnd(ctx, event, set, b)
 }
@@ -99,7 +80,7 @@ func (s *Store) joinOnce(ctx context.Context, event string, set Settings, o Join
 // begun is a join after the script on the event's tag: its ticket, its
 // code, and the figures of the reply's head.
 type begun struct {
-	t     ticket
+	t     line.Ticket
 	code  int64 // rank × 65536 + pollAfter, or joinedAdmitted, or joinedToPlace
 	third int64 // the expiry of an admitted place, the ms until opening of one to place
 	rate  string
@@ -108,7 +89,7 @@ type begun struct {
 
 // joinBegin runs the join's script on the event's tag: joinScript, which
 // makes the place too, on one shard; joinGlobalScript on many.
-func (s *Store) joinBegin(ctx context.Context, event string, set Settings, o JoinOptions, replace string) (begun, error) {
+func (s *Store) joinBegin(ctx context.Context, event string, set line.Settings, o line.JoinOptions, replace string) (begun, error) {
 	random, err := newRandom()
 	if err != nil {
 		return begun{}, fmt.Errorf("join: %w", err)
@@ -127,23 +108,27 @@ func (s *Store) joinBegin(ctx context.Context, event string, set Settings, o Joi
 		goes = strconv.FormatInt((minute+1)*60_000+1000, 10)
 		proofID, proofExp = p.ID, strconv.FormatInt(exp, 10)
 	}
+	// The call's own header: when the proofs' set goes, the cap (an auto
+	// line's straight-through joins are held to it), and whether only a
+	// place let in at once will do.
 	var args []any
+	only := boolArg(o.StraightOnly)
 	if n > 1 {
-		args = withHeader(header, goes, b64.EncodeToString(random[:]), o.Account, replace, proofID, proofExp, o.Code)
+		args = withHeader(header, goes, set.MaxActive, only, b64.EncodeToString(random[:]), o.Account, replace, proofID, proofExp, o.Code)
 	} else {
-		args = withHeader(header, goes, b64.EncodeToString(random[:]), lotteryArg(random), o.Account, proofID, proofExp, o.Code)
+		args = withHeader(header, goes, set.MaxActive, only, b64.EncodeToString(random[:]), lotteryArg(random), o.Account, proofID, proofExp, o.Code)
 	}
-	c := s.c.Start(ctx, rdb.Call{Script: script, Keys: keys, Args: args, Merge: true, Told: true, Header: len(header) + 1, Head: replyHead})
+	c := s.c.Start(ctx, rdb.Call{Script: script, Keys: keys, Args: args, Merge: true, Told: true, Header: len(header) + 3, Head: joinHead})
 	res, err := c.Wait().Result()
 	if err != nil {
 		return begun{}, rdb.Interpret("join", err)
 	}
-	code, seq, third, err := joinAnswer(res)
+	head := rdb.ReplyOf(c.Head())
+	code, seq, third, err := joinAnswer(res, head.Int(3))
 	if err != nil {
 		return begun{}, err
 	}
-	head := rdb.ReplyOf(c.Head())
-	b := begun{t: ticket{seq: seq, random: random, joinedAt: head.Int(0), account: o.Account},
+	b := begun{t: line.NewTicket(seq, random, head.Int(0), o.Account),
 		code: code, third: third, rate: head.Str(1), avail: head.Int(2)}
 	if err := head.Err(); err != nil {
 		return begun{}, fmt.Errorf("join: %w (reply %v)", err, res)
@@ -152,35 +137,34 @@ func (s *Store) joinBegin(ctx context.Context, event string, set Settings, o Joi
 }
 
 // joinEnd makes a sharded join's place on its shard, and answers the join.
-func (s *Store) joinEnd(ctx context.Context, event string, set Settings, b begun) (JoinResult, error) {
+func (s *Store) joinEnd(ctx context.Context, event string, set line.Settings, b begun) (line.JoinResult, error) {
 	t := b.t
-	var out JoinResult
+	var out line.JoinResult
 	switch {
 	case b.code == joinedAdmitted:
-		out.State = Admitted
+		out.State = line.Admitted
 		out.ActiveUntil = msToTime(b.third)
 	case b.code == joinedToPlace:
-		score := t.seq
+		score := t.Seq()
 		if b.third > 0 {
-			score = lotteryOf(t.random)
+			score = lotteryOf(t.Random())
 		}
 		code, others, err := s.placeOnShard(ctx, event, set, t, b.rate, score, b.third, false)
 		if err != nil {
-			return JoinResult{}, err
+			return line.JoinResult{}, err
 		}
 		rank, poll := unpackWaiting(code)
-		out.State = Waiting
-		out.Position = position(rank+others, poll, parseRate(b.rate), b.avail, t.joinedAt, set)
+		out.State = line.Waiting
+		out.Position = position(rank+others, poll, parseRate(b.rate), b.avail, t.JoinedAtMs(), set)
 	default:
 		rank, poll := unpackWaiting(b.code)
-		out.State = Waiting
-		out.Position = position(rank, poll, parseRate(b.rate), b.avail, t.joinedAt, set)
+		out.State = line.Waiting
+		out.Position = position(rank, poll, parseRate(b.rate), b.avail, t.JoinedAtMs(), set)
 	}
 	if out.ETA != nil {
-		ms := out.ETA.Milliseconds()
-		t.joinETA = &ms
+		t = t.WithJoinETA(out.ETA.Milliseconds())
 	}
-	out.Ticket, out.ID, out.Account = s.encode(event, t), t.id(), t.account
+	out.Ticket, out.ID, out.Account = s.sign(event, t), t.ID(), t.Account()
 	return out, nil
 }
 
@@ -194,6 +178,13 @@ func parseRate(r string) float64 {
 // begin their replies with: {now ms, rate, available or -1}.
 const replyHead = 3
 
+// joinHead is the join scripts' head: replyHead's, then the event's
+// sequence number before the call, from which a waiting join's element
+// counts its own (joinAnswer): in the element's low 8 bits, as the
+// batcher merges at most 128 joins in a call (rdb's maxBatch; the script
+// answers a table past 255).
+const joinHead = replyHead + 1
+
 // A join's code besides a waiting place's rank × 65536 + pollAfter.
 const (
 	joinedAdmitted = -1 // let in at once (passthrough)
@@ -202,8 +193,13 @@ const (
 
 // joinAnswer reads one join's element of the join scripts' reply: its
 // code, sequence number and third value (the expiry of an admitted place,
-// the ms until opening of one to place), or the refusal.
-func joinAnswer(res any) (code, seq, third int64, err error) {
+// the ms until opening of one to place), or the refusal. seq0 is the
+// head's sequence: a waiting join's element is one number, its code ×
+// 256 plus its sequence number's offset from seq0 (joinScript).
+func joinAnswer(res any, seq0 int64) (code, seq, third int64, err error) {
+	if n, ok := res.(int64); ok && n >= 0 {
+		return n >> 8, seq0 + n&255, 0, nil
+	}
 	v, ok := res.([]any)
 	if !ok {
 		// A refusal is its name alone.
@@ -230,17 +226,14 @@ func joinAnswer(res any) (code, seq, third int64, err error) {
 // placeOnShard runs the shard's phase of t's join at score (drawn: the
 // score is its draw's) and counts the fans ahead of it on the other shards
 // meanwhile. A pre-queue place the draw overtook is placed at its draw.
-func (s *Store) placeOnShard(ctx context.Context, event string, set Settings, t ticket, rate string, score, untilOpen int64, drawn bool) (code, others int64, err error) {
+func (s *Store) placeOnShard(ctx context.Context, event string, set line.Settings, t line.Ticket, rate string, score, untilOpen int64, drawn bool) (code, others int64, err error) {
 	n := shardsOf(set)
 	shards := rdb.ShardKeysFor(event, n)
-	own := int(t.seq % int64(n))
+	own := int(t.Seq() % int64(n))
 	sk := shards[own]
-	made := "" // only a place of an account can be late (joinShardScript)
-	if t.account != "" {
-		made = itoa(t.joinedAt)
-	}
+	made := itoa(t.JoinedAtMs()) // a place too late is never made (joinShardScript)
 	place := s.c.Start(ctx, rdb.Call{Script: joinShardScript, Keys: []string{sk.Wait, sk.Seen, sk.Stats, sk.Info},
-		Args:  []any{rate, set.AbandonAfter.Milliseconds(), n, t.id(), score, "#" + itoa(t.seq/int64(n)), untilOpen, boolArg(drawn), made},
+		Args:  []any{rate, set.AbandonAfter.Milliseconds(), n, t.ID(), score, "#" + itoa(t.Seq()/int64(n)), untilOpen, boolArg(drawn), made},
 		Merge: true, Told: true, Header: 3})
 	ahead := s.startBelow(ctx, shards, own, score)
 	res, err := place.Wait().Result()
@@ -251,13 +244,13 @@ func (s *Store) placeOnShard(ctx context.Context, event string, set Settings, t 
 	switch res {
 	case "redraw":
 		// The draw began on this shard as the place was on its way.
-		key, err := s.drawKey(ctx, event)
+		score, err := s.rankScoreOf(ctx, event, t)
 		if err != nil {
 			return 0, 0, fmt.Errorf("join: %w", err)
 		}
-		return s.placeOnShard(ctx, event, set, t, rate, draw.ScoreOf(key, t.id()), untilOpen, true)
+		return s.placeOnShard(ctx, event, set, t, rate, score, untilOpen, true)
 	case "late":
-		return 0, 0, fmt.Errorf("join: %w: the place reached its shard too late", ErrUnavailable)
+		return 0, 0, fmt.Errorf("join: %w: the place reached its shard too late", line.ErrUnavailable)
 	}
 	if berr != nil {
 		return 0, 0, rdb.Interpret("join", berr)
@@ -274,15 +267,17 @@ func (s *Store) placeOnShard(ctx context.Context, event string, set Settings, t 
 func joinRefusal(r *rdb.Reply) error {
 	switch r.Str(0) {
 	case "closed":
-		return ErrClosed
+		return line.ErrClosed
 	case "not_open":
-		return ErrNotOpen
+		return line.ErrNotOpen
 	case "sold_out":
-		return ErrSoldOut
+		return line.ErrSoldOut
+	case "line":
+		return line.ErrWouldWait
 	case "reused":
-		return ErrProofSpent
+		return line.ErrProofSpent
 	case "stale":
-		return ErrProofExpired
+		return line.ErrProofExpired
 	case "uncommitted":
 		return errUncommitted
 	case "layout":
@@ -293,6 +288,8 @@ func joinRefusal(r *rdb.Reply) error {
 		return presale.ErrAccountRequired
 	case "not_invited":
 		return presale.ErrNotInvited
+	case "invitation_used":
+		return presale.ErrInvitationUsed
 	case "window":
 		return presale.WindowNotOpen{OpensAt: msToTime(r.Int(1)), ClosesAt: msToTime(r.Int(2))}
 	case "code_required":

@@ -2,22 +2,19 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
-// ErrUnknownTicket: the ticket is neither waiting nor active.
-var ErrUnknownTicket = errors.New("queue: ticket neither waiting nor active")
-
 // Leave removes the ticket from the line, or gives its active place back.
 func (s *Store) Leave(ctx context.Context, event, ticket string) error {
-	t, err := s.decode(event, ticket)
+	t, err := s.codec.Parse(event, ticket)
 	if err != nil {
 		return err
 	}
-	_, err = s.leave(ctx, event, t.id(), t.seq)
+	_, err = s.leave(ctx, event, t.ID(), t.Seq())
 	return err
 }
 
@@ -28,11 +25,11 @@ func (s *Store) Leave(ctx context.Context, event, ticket string) error {
 func (s *Store) Revoke(ctx context.Context, event, id string) error {
 	seq, ok := seqOf(id)
 	if !ok || !idPattern.MatchString(id) {
-		return ErrInvalidTicket
+		return line.ErrInvalidTicket
 	}
 	was, err := s.leave(ctx, event, id, seq)
 	if err == nil && !was {
-		return ErrUnknownTicket
+		return line.ErrUnknownTicket
 	}
 	return err
 }
@@ -42,7 +39,7 @@ func (s *Store) Revoke(ctx context.Context, event, id string) error {
 // one of them.
 func (s *Store) leave(ctx context.Context, event, id string, seq int64) (was bool, err error) {
 	k := rdb.KeysOf(event)
-	n, err := s.c.Run(ctx, rdb.Call{Script: leaveScript, Keys: []string{k.Wait, k.Active, k.Stats, k.Inventory, k.Holders, k.Claims, k.Away, k.AwayDue}, Args: []any{id}}).Int()
+	n, err := s.c.Run(ctx, rdb.Call{Script: leaveScript, Keys: []string{k.Wait, k.Active, k.Stats, k.Inventory, k.Holders, k.Claims, k.Away, k.AwayDue, k.Ends}, Args: []any{id}}).Int()
 	if err != nil {
 		return false, rdb.Interpret("leave", err)
 	}
@@ -73,6 +70,27 @@ func (s *Store) Active(ctx context.Context, event, ticket string) (bool, error) 
 	return exp > 0, nil
 }
 
+// Renew is Active for a use of a sliding session's pass: it also moves the
+// ticket's expiry to now + ttl (Redis's now) when that is at least every
+// later than it is. The write is told (it waits for replicas under
+// redis.wait_replicas): a pass may be issued again on the expiry in force,
+// now or at a use within every. Reports the expiry in force afterwards,
+// and false when the ticket is not active (it is then never written).
+func (s *Store) Renew(ctx context.Context, event, ticket string, ttl, every time.Duration) (time.Time, bool, error) {
+	if !idPattern.MatchString(ticket) {
+		return time.Time{}, false, nil
+	}
+	exp, err := s.c.Run(ctx, rdb.Call{Script: activeScript, Keys: []string{rdb.KeysOf(event).Active},
+		Args: []any{ticket, ttl.Milliseconds(), every.Milliseconds()}, Told: true}).Int64()
+	if err != nil {
+		return time.Time{}, false, rdb.Interpret("renew", err)
+	}
+	if exp == 0 {
+		return time.Time{}, false, nil
+	}
+	return msToTime(exp), true, nil
+}
+
 // Extend moves an active ticket's expiry to until if that is later than it
 // is now; never shortens it, and never moves it past the ticket's ceiling:
 // its claim time + window (access_ttl + hold_ttl: see extendScript).
@@ -94,19 +112,30 @@ func (s *Store) Extend(ctx context.Context, event, ticket string, until time.Tim
 }
 
 // Complete frees the ticket's active place at once (booking confirmed).
-// ticket here is the ticket id as carried in the access JWT's sub.
+// ticket here is the ticket id as carried in the access JWT's sub. It is
+// CompleteFor a place of no account.
 func (s *Store) Complete(ctx context.Context, event, ticket string) error {
+	return s.CompleteFor(ctx, event, ticket, "")
+}
+
+// CompleteFor frees the active place of ticket, whose booking was
+// confirmed, at once, and notes in the same step that account ("" = none)
+// bought: a presale's invitation buys once, so the account makes no new
+// place in its window (presale.GateLua). Safe to repeat: the booking
+// core relays each confirmation at least once.
+func (s *Store) CompleteFor(ctx context.Context, event, ticket, account string) error {
 	if !idPattern.MatchString(ticket) {
 		return nil
 	}
 	k := rdb.KeysOf(event)
-	err := s.c.Run(ctx, rdb.Call{Script: completeScript, Keys: []string{k.Active, k.Inventory, k.Holders, k.Claims, k.Booked}, Args: []any{ticket, "1"}}).Err()
+	err := s.c.Run(ctx, rdb.Call{Script: completeScript, Keys: []string{k.Active, k.Inventory, k.Holders, k.Claims, k.Ends, k.Booked, k.Bought},
+		Args: []any{ticket, "1", account}}).Err()
 	return rdb.Interpret("complete", err)
 }
 
 func (s *Store) complete(ctx context.Context, event, id string) (bool, error) {
 	k := rdb.KeysOf(event)
-	n, err := s.c.Run(ctx, rdb.Call{Script: completeScript, Keys: []string{k.Active, k.Inventory, k.Holders, k.Claims}, Args: []any{id}}).Int()
+	n, err := s.c.Run(ctx, rdb.Call{Script: completeScript, Keys: []string{k.Active, k.Inventory, k.Holders, k.Claims, k.Ends}, Args: []any{id}}).Int()
 	if err != nil {
 		return false, rdb.Interpret("complete", err)
 	}

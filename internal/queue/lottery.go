@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -19,12 +21,15 @@ import (
 // at opening that nobody, not even we or anyone who can read Redis, can
 // choose:
 //
-//   - when the pre-queue opens, a 32-byte seed is drawn (crypto/rand) and
-//     its SHA-256 published (the commitment). The first process to get
-//     there (an admitter's tick, or a gateway whose join found none) writes
-//     it; a script writes it only where there is none, so there is exactly
-//     one and it is never replaced. A pre-queue place is only ever given
-//     once it exists (the join scripts refuse until then);
+//   - when the pre-queue opens, the commitment of a 32-byte seed,
+//     SHA-256(seed), is published; the seed is derived from the draw secret
+//     and a random nonce (package draw, secret.go), and Redis keeps the
+//     nonce and the commitment, never the seed, until the draw. The first
+//     process to get there (an admitter's tick, or a gateway whose join
+//     found none) writes them; a script writes them only where there are
+//     none, so there is exactly one and it is never replaced. A pre-queue
+//     place is only ever given once it exists (the join scripts refuse
+//     until then);
 //   - every pre-queue place is appended to the draw's entries (a list under
 //     the event's tag) by the same script that gives it; a fan who leaves
 //     stays an entry (leaving must not change the draw);
@@ -33,33 +38,22 @@ import (
 //     times in force, and from then on no join is a pre-queue place, whatever
 //     opens_at a caller brings (a reload, a stale gateway): the line's times
 //     are the frozen ones for good (Store.Opening);
-//   - the draw's key is SHA-256(seed ‖ entriesDigest), where entriesDigest
+//   - the admitter derives the seed then (checked against the commitment).
+//     The draw's key is SHA-256(seed ‖ entriesDigest), where entriesDigest
 //     is SHA-256 of the entries' ids sorted bytewise, each followed by
 //     "\n". An entry's draw is HMAC-SHA256(key, ticket id); entries are
-//     ranked by draw, lowest first. The key depends on every entry, so one
-//     who read the seed during the pre-queue (from Redis, its AOF, a backup)
-//     still cannot tell which of its tickets will draw well;
-//   - each entry still waiting gets its draw as its score (the first 53
-//     bits, what a ZSET score holds exactly; ties, which need two draws to
-//     share them, sort by ticket id as Redis sorts equal scores, and the
-//     rank follows the same order). Until the draw is done, every tick
-//     admits nobody, so the order fans are let in is the drawn one. The
-//     draw depends on nothing but the seed and the frozen entries, so an
-//     admitter finishing what a dead one began writes the same figures;
-//   - once drawn (and never before) the seed, the digest and every entry in
-//     rank order are published: anyone can recompute the digest, the key,
-//     every draw and every rank.
-
-// Errors of the lottery's routes.
-var (
-	// ErrNoLottery: the event has no committed lottery (no pre-queue, or it
-	// has not opened yet).
-	ErrNoLottery = errors.New("queue: no lottery")
-	// ErrNotDrawn: the lottery is committed but not drawn yet.
-	ErrNotDrawn = errors.New("queue: lottery not drawn yet")
-	// ErrNotInLottery: the ticket did not join during the pre-queue.
-	ErrNotInLottery = errors.New("queue: ticket not in the lottery")
-)
+//     ranked by draw, lowest first, the whole 32 bytes compared, then by id.
+//     The key depends on every entry, so one who learnt the seed during the
+//     pre-queue still cannot tell which of its tickets will draw well;
+//   - each entry still waiting gets its rank's score (draw.Score), part by
+//     part in rank order; until the draw is applied a tick admits nobody
+//     past the parts written (lotteryPrelude), so the order fans are let in
+//     is the drawn one. The draw depends on nothing but the seed and the
+//     frozen entries, so an admitter finishing what a dead one began writes
+//     the same figures;
+//   - once drawn (and never before) the seed, the nonce, the digest and
+//     every entry in rank order are published: anyone can recompute the
+//     digest, the key, every draw and every rank (docs/verify_draw.py).
 
 // errUncommitted: a pre-queue join found no commitment yet (Store.join
 // commits one and joins again).
@@ -83,61 +77,38 @@ local function drawn_through(lottery)
 end
 `
 
-// lotteryStepScript commits the lottery once the pre-queue is open (with
-// the seed the caller drew, only if none is committed), freezes its entries
-// once opens_at has passed (or at once, when the settings no longer have an
+// lotteryStepScript is the lottery's step of the draw's lifecycle
+// (draw.Lua): it commits once the pre-queue is open (with the seed the
+// caller drew, only if none is committed), freezes the entries once
+// opens_at has passed (or at once, when the settings no longer have an
 // opening: what was entered is still drawn), and says what is due next.
+// Its own fields at the freeze: the times in force (Store.Opening).
 //
 // KEYS: 1 lottery, 2 stats, 3 entries
-// ARGV: 1 prequeue_opens_at ms or "", 2 opens_at ms or "", 3 seed (hex),
-// 4 its SHA-256 (hex)
-// Returns {"none"} (no pre-queue, no commitment) | {"early"} (the
-// pre-queue has not opened) | {"committed"} (before opens_at) |
-// {"draw", seed, entries, shards} (frozen, the draw not applied yet) |
-// {"drawn", seed, digest} (applied).
-var lotteryStepScript = redis.NewScript(prelude + `
-local now = clock()
-local l = redis.call('HMGET', KEYS[1], 'commitment', 'frozen', 'applied', 'seed', 'entries', 'digest')
-if not l[1] then
-  if ARGV[1] == '' then return {'none'} end
-  if now < tonumber(ARGV[1]) then return {'early'} end
-  redis.call('HSET', KEYS[1], 'commitment', ARGV[4], 'seed', ARGV[3], 'committedAt', now)
-  l = {ARGV[4], false, false, ARGV[3], false, false}
+// ARGV: 1 prequeue_opens_at ms or "", 2 opens_at ms or "", 3 a nonce
+// (hex), 4 the commitment it gives (draw.Secret.Commit)
+// Returns draw_step's reply, then the event's shards.
+var lotteryStepScript = lua.Script("lottery_step", `
+local opens = tonumber(ARGV[2])
+local function freeze(now)
+  local at = opens or now
+  redis.call('HSET', KEYS[1], 'opensAt', int(at), 'prequeueOpensAt', ARGV[1])
+  return redis.call('LLEN', KEYS[3]), at
 end
-if l[3] then return {'drawn', l[4], l[6]} end
-if not l[2] then
-  local opens = tonumber(ARGV[2])
-  if opens and now < opens then return {'committed'} end
-  l[5] = redis.call('LLEN', KEYS[3])
-  redis.call('HSET', KEYS[1], 'frozen', now, 'entries', l[5], 'opensAt', opens or now, 'prequeueOpensAt', ARGV[1])
-end
-return {'draw', l[4], tonumber(l[5]), tonumber(redis.call('HGET', KEYS[2], 'shards')) or 1}
+local r = draw_step(KEYS[1], 'applied', clock(), tonumber(ARGV[1]), opens, ARGV[4], ARGV[3], freeze)
+r[#r + 1] = tonumber(redis.call('HGET', KEYS[2], 'shards')) or 1
+return r
 `)
 
-// drawnScript publishes the draw: from now on the seed, the digest, the
-// ranks and the list are shown (once, the first time).
+// appliedScript marks the draw applied: every entry still waiting has its
+// score, and the bound goes.
 //
 // KEYS: 1 lottery
-// ARGV: 1 the digest (hex), 2 the highest sequence number among the entries
-var drawnScript = redis.NewScript(prelude + `
-if redis.call('HEXISTS', KEYS[1], 'drawn') == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'drawn', clock(), 'digest', ARGV[1], 'last', ARGV[2])
-return 1
-`)
-
-// appliedScript marks the draw applied (every entry still waiting has its
-// score: the bound goes) and gives back the draw's lease.
-//
-// KEYS: 1 lottery, 2 drawing
-var appliedScript = redis.NewScript(`
+var appliedScript = lua.Script("applied", `
 redis.call('HSET', KEYS[1], 'applied', 1)
 redis.call('HDEL', KEYS[1], 'through')
-redis.call('DEL', KEYS[2])
 return 1
 `)
-
-// lotteryFields are what the lottery's route reads, in this order.
-var lotteryFields = []string{"commitment", "committedAt", "seed", "drawn", "entries", "digest", "opensAt"}
 
 // ticketDrawScript reads one entry's rank, and the seed and digest once
 // drawn.
@@ -145,7 +116,7 @@ var lotteryFields = []string{"commitment", "committedAt", "seed", "drawn", "entr
 // KEYS: 1 lottery, 2 ranks
 // ARGV: 1 the ticket's seen slot ("#" and its seq)
 // Returns {"none"} | {"undrawn"} | {"absent"} | {"ok", seed, digest, rank}.
-var ticketDrawScript = redis.NewScript(`
+var ticketDrawScript = lua.Script("ticket_draw", `
 local l = redis.call('HMGET', KEYS[1], 'commitment', 'seed', 'drawn', 'digest')
 if not l[1] then return {'none'} end
 if not l[3] then return {'undrawn'} end
@@ -154,62 +125,31 @@ if r == 0 then return {'absent'} end
 return {'ok', l[2], l[4], r}
 `)
 
-// Lottery is what the lottery's route shows (the committed draw's public
-// face, as the presale's selection has it too).
-type Lottery = draw.Published
-
-// TicketDraw is one fan's draw.
-type TicketDraw struct {
-	TicketID string
-	Draw     string // hex HMAC-SHA256(key, ticket id)
-	Rank     int64  // 1 = first
-}
-
 // Lottery reads event's lottery (ErrNoLottery when none is committed).
-func (s *Store) Lottery(ctx context.Context, event string, set Settings) (Lottery, error) {
-	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Lottery, lotteryFields...).Result()
-	if err != nil {
-		return Lottery{}, rdb.Interpret("lottery", err)
+func (s *Store) Lottery(ctx context.Context, event string, set line.Settings) (line.Draw, error) {
+	var drawAt time.Time
+	if set.OpensAt != nil {
+		drawAt = *set.OpensAt
 	}
-	f := func(i int) string { s, _ := v[i].(string); return s }
-	if f(0) == "" {
-		return Lottery{}, ErrNoLottery
+	l, err := draw.Read(ctx, s.c, rdb.LotteryDraw(event), drawAt)
+	if errors.Is(err, draw.ErrNone) {
+		return line.Draw{}, line.ErrNoLottery
 	}
-	out := Lottery{Commitment: f(0), CommittedAt: msToTime(rdb.Num(v[1]))}
-	switch {
-	case f(6) != "":
-		out.DrawAt = msToTime(rdb.Num(v[6]))
-	case set.OpensAt != nil:
-		out.DrawAt = *set.OpensAt
-	}
-	if f(3) != "" {
-		out.Drawn, out.DrawnAt = true, msToTime(rdb.Num(v[3]))
-		out.Seed, out.Entries, out.EntriesDigest = f(2), rdb.Num(v[4]), f(5)
-	}
-	return out, nil
-}
-
-// Opening is what a frozen lottery fixed of an event's times: from the
-// freeze on, a reload that moves opens_at or prequeue_opens_at changes
-// nothing of its line.
-type Opening struct {
-	Frozen          bool
-	PrequeueOpensAt *time.Time
-	OpensAt         *time.Time
+	return l, err
 }
 
 // Opening reads the times event's lottery froze (Frozen false: none froze
 // yet, the config's times are in force). The admitter publishes these in
 // place of the config's.
-func (s *Store) Opening(ctx context.Context, event string) (Opening, error) {
+func (s *Store) Opening(ctx context.Context, event string) (line.Opening, error) {
 	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Lottery, "frozen", "opensAt", "prequeueOpensAt").Result()
 	if err != nil {
-		return Opening{}, rdb.Interpret("lottery", err)
+		return line.Opening{}, rdb.Interpret("lottery", err)
 	}
 	if v[0] == nil {
-		return Opening{}, nil
+		return line.Opening{}, nil
 	}
-	o := Opening{Frozen: true}
+	o := line.Opening{Frozen: true}
 	if ms := rdb.Num(v[1]); ms > 0 {
 		at := msToTime(ms)
 		o.OpensAt = &at
@@ -223,32 +163,32 @@ func (s *Store) Opening(ctx context.Context, event string) (Opening, error) {
 
 // TicketDraw reads the draw and rank of the fan holding ticket (signed; a
 // bad one is ErrInvalidTicket before Redis).
-func (s *Store) TicketDraw(ctx context.Context, event, ticket string) (TicketDraw, error) {
-	t, err := s.decode(event, ticket)
+func (s *Store) TicketDraw(ctx context.Context, event, ticket string) (line.TicketDraw, error) {
+	t, err := s.codec.Parse(event, ticket)
 	if err != nil {
-		return TicketDraw{}, err
+		return line.TicketDraw{}, err
 	}
 	k := rdb.KeysOf(event)
-	v, err := s.c.Run(ctx, rdb.Call{Script: ticketDrawScript, Keys: []string{k.Lottery, k.Ranks}, Args: []any{t.slot()}}).Slice()
+	v, err := s.c.Run(ctx, rdb.Call{Script: ticketDrawScript, Keys: []string{k.Lottery, k.Ranks}, Args: []any{slot(t)}}).Slice()
 	if err != nil {
-		return TicketDraw{}, rdb.Interpret("lottery", err)
+		return line.TicketDraw{}, rdb.Interpret("lottery", err)
 	}
 	r := rdb.ReplyOf(v)
 	switch r.Str(0) {
 	case "none":
-		return TicketDraw{}, ErrNoLottery
+		return line.TicketDraw{}, line.ErrNoLottery
 	case "undrawn":
-		return TicketDraw{}, ErrNotDrawn
+		return line.TicketDraw{}, line.ErrNotDrawn
 	case "absent":
-		return TicketDraw{}, ErrNotInLottery
+		return line.TicketDraw{}, line.ErrNotInLottery
 	}
 	key, err := draw.KeyHex(r.Str(1), r.Str(2))
 	if err != nil {
-		return TicketDraw{}, err
+		return line.TicketDraw{}, err
 	}
-	out := TicketDraw{TicketID: t.id(), Draw: hex.EncodeToString(draw.Of(key, t.id())), Rank: r.Int(3)}
+	out := line.TicketDraw{TicketID: t.ID(), Draw: hex.EncodeToString(draw.Of(key, t.ID())), Rank: r.Int(3)}
 	if r.Err() != nil {
-		return TicketDraw{}, fmt.Errorf("lottery: %w", r.Err())
+		return line.TicketDraw{}, fmt.Errorf("lottery: %w", r.Err())
 	}
 	return out, nil
 }
@@ -257,56 +197,45 @@ func (s *Store) TicketDraw(ctx context.Context, event, ticket string) (TicketDra
 // order, one ticket id per line, part by part (a million entries are never
 // held at once). ErrNoLottery or ErrNotDrawn (nothing written) before.
 func (s *Store) LotteryEntries(ctx context.Context, event string, w io.Writer) error {
-	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Lottery, "commitment", "drawn", "entries").Result()
-	if err != nil {
-		return rdb.Interpret("lottery", err)
-	}
+	err := draw.WriteEntries(ctx, s.c, rdb.LotteryDraw(event), w)
 	switch {
-	case v[0] == nil:
-		return ErrNoLottery
-	case v[1] == nil:
-		return ErrNotDrawn
+	case errors.Is(err, draw.ErrNone):
+		return line.ErrNoLottery
+	case errors.Is(err, draw.ErrNotDrawn):
+		return line.ErrNotDrawn
 	}
-	n := int(rdb.Num(v[2]))
-	for i := 0; i*draw.PartSize < n; i++ {
-		part, err := s.c.Get(ctx, rdb.RankedKey(event, i)).Result()
-		if err != nil {
-			return rdb.Interpret("lottery entries", err)
-		}
-		if _, err := io.WriteString(w, part); err != nil {
-			return err
-		}
-	}
-	return nil
+	return err
 }
 
 // keepLottery commits event's lottery once its pre-queue is open, freezes
 // its entries at opens_at and draws it then (Tick, before admitting
 // anyone).
-func (s *Store) keepLottery(ctx context.Context, event string, set Settings) error {
-	if _, ok := s.keyOf(event, true); ok {
+func (s *Store) keepLottery(ctx context.Context, event string, set line.Settings) error {
+	if s.drawnLately(event) {
 		return nil
 	}
-	v, err := s.lotteryStep(ctx, event, set)
+	st, err := s.lotteryStep(ctx, event, set)
 	if err != nil {
 		return err
 	}
-	r := rdb.ReplyOf(v)
-	switch r.Str(0) {
-	case "drawn":
-		return s.remember(event, r.Str(1), r.Str(2))
-	case "draw":
-		seed, err := hex.DecodeString(r.Str(1))
-		if err != nil {
-			return fmt.Errorf("lottery: seed: %w", err)
-		}
-		n, shards := r.Int(2), int(r.Int(3))
-		if r.Err() != nil {
-			return fmt.Errorf("lottery: %w", r.Err())
-		}
-		return s.startDraw(ctx, event, seed, n, shards)
+	if st.Phase != draw.Done && st.Phase != draw.Due {
+		return nil
 	}
-	return r.Err()
+	// The admitter derives the seed now, from the draw secret and the
+	// nonce: it was never in Redis.
+	seed, err := s.drawSecret.SeedOf(event, draw.Lottery, st)
+	if err != nil {
+		return fmt.Errorf("lottery: %w", err)
+	}
+	if st.Phase == draw.Done {
+		s.drawn.Store(event, time.Now())
+		return nil
+	}
+	shards := int(st.Rest.Int(0))
+	if err := st.Rest.Err(); err != nil {
+		return fmt.Errorf("lottery: %w", err)
+	}
+	return s.startDraw(ctx, event, seed, st.Entries, shards)
 }
 
 // drawing is one draw this Store runs in the background.
@@ -358,7 +287,7 @@ func (s *Store) startDraw(ctx context.Context, event string, seed []byte, n int6
 const drawTimeout = time.Minute
 
 // commit makes sure event's lottery is committed (a join found none).
-func (s *Store) commit(ctx context.Context, event string, set Settings) error {
+func (s *Store) commit(ctx context.Context, event string, set line.Settings) error {
 	if set.PrequeueOpensAt == nil || set.OpensAt == nil {
 		return errors.New("lottery: a pre-queue join with no pre-queue in the settings")
 	}
@@ -366,66 +295,111 @@ func (s *Store) commit(ctx context.Context, event string, set Settings) error {
 	return err
 }
 
-func (s *Store) lotteryStep(ctx context.Context, event string, set Settings) ([]any, error) {
-	seed, commitment, err := draw.NewSeed()
-	if err != nil {
-		return nil, fmt.Errorf("lottery: %w", err)
+// lotteryStep runs the lottery's step (lotteryStepScript) with a nonce of
+// its own and the commitment it gives, committed if nobody has yet.
+func (s *Store) lotteryStep(ctx context.Context, event string, set line.Settings) (draw.Step, error) {
+	// An event with no pre-queue commits nothing, and needs no secret: its
+	// step only finds a lottery committed before the pre-queue was removed
+	// (drawn with the secret it was committed with) or none.
+	var nonce, commitment string
+	if set.PrequeueOpensAt != nil || len(s.drawSecret) > 0 {
+		var err error
+		if nonce, commitment, err = s.drawSecret.Commit(event, draw.Lottery); err != nil {
+			return draw.Step{}, fmt.Errorf("lottery: %w", err)
+		}
 	}
 	k := rdb.KeysOf(event)
-	v, err := s.c.Run(ctx, rdb.Call{Script: lotteryStepScript, Keys: []string{k.Lottery, k.Stats, k.Entries}, Args: []any{msArg(set.PrequeueOpensAt), msArg(set.OpensAt), seed, commitment}}).Slice()
+	v, err := s.c.Run(ctx, rdb.Call{Script: lotteryStepScript, Keys: []string{k.Lottery, k.Stats, k.Entries}, Args: []any{msArg(set.PrequeueOpensAt), msArg(set.OpensAt), nonce, commitment}}).Slice()
 	if err != nil {
-		return nil, rdb.Interpret("lottery", err)
+		return draw.Step{}, rdb.Interpret("lottery", err)
 	}
-	return v, nil
+	return draw.StepOf(v)
 }
 
-// drawnKey is what a Store remembers of a drawn lottery: its key.
-type drawnKey struct {
-	key []byte
-	at  time.Time
-}
+// drawnKeep is how long a Store trusts what it remembers of a drawn
+// lottery (that it is drawn; its rank table) before it reads the lottery
+// again: an event id may be used again for a later sale (its keys gone),
+// which then has a lottery of its own. What is remembered is aged by the
+// wall clock (time.Now, time.Since), not the Store's Now: only this
+// process's own memory is timed.
+const drawnKeep = time.Minute
 
-// seedKeep is how long a Store trusts the key it remembers before it
-// reads the lottery again: an event id may be used again for a later sale
-// (its keys gone), which then has a lottery of its own.
-const seedKeep = time.Minute
-
-// keyOf is the key of event's drawn lottery, if this Store remembers it
-// (fresh: only if remembered less than seedKeep ago).
-func (s *Store) keyOf(event string, fresh bool) ([]byte, bool) {
+// drawnLately: this Store saw event's lottery drawn and applied less than
+// drawnKeep ago (its admitter's tick then skips the lottery's step).
+func (s *Store) drawnLately(event string) bool {
 	v, ok := s.drawn.Load(event)
+	return ok && time.Since(v.(time.Time)) <= drawnKeep
+}
+
+// rankTable is a drawn lottery's rank table (draw.Ranks) as a Store keeps
+// it: a sharded poll finds its ticket's score there (draw.Score of its
+// rank) rather than asking Redis.
+type rankTable struct {
+	table []byte
+	at    time.Time
+}
+
+// drawnScore is the score of t in event's drawn lottery, if this Store
+// holds the rank table and t is an entry.
+func (s *Store) drawnScore(event string, t line.Ticket) (int64, bool) {
+	v, ok := s.ranks.Load(event)
 	if !ok {
-		return nil, false
+		return 0, false
 	}
-	d := v.(drawnKey)
-	if fresh && time.Since(d.at) > seedKeep {
-		return nil, false
+	table, seq := v.(*rankTable).table, t.Seq()
+	if seq < 0 || int64(len(table)) < 4*seq+4 {
+		return 0, false
 	}
-	return d.key, true
+	rank := binary.BigEndian.Uint32(table[4*seq:])
+	if rank == 0 {
+		return 0, false
+	}
+	return draw.Score(int64(rank)), true
 }
 
-func (s *Store) remember(event, seedHex, digestHex string) error {
-	key, err := draw.KeyHex(seedHex, digestHex)
+// learnRanks reads event's rank table once its lottery is drawn, in the
+// background and one read at a time (a million entries are 4 MB): the poll
+// that asked goes on with the score its shard told it, and the next polls
+// find theirs in the table.
+func (s *Store) learnRanks(ctx context.Context, event string) {
+	if v, ok := s.ranks.Load(event); ok && time.Since(v.(*rankTable).at) <= drawnKeep {
+		return
+	}
+	if _, busy := s.learning.LoadOrStore(event, true); busy {
+		return
+	}
+	go func() {
+		defer s.learning.Delete(event)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		k := rdb.KeysOf(event)
+		drawn, err := s.c.HGet(ctx, k.Lottery, "drawn").Result()
+		if err != nil || drawn == "" {
+			return
+		}
+		table, err := s.c.Get(ctx, k.Ranks).Bytes()
+		if err != nil {
+			return
+		}
+		s.ranks.Store(event, &rankTable{table: table, at: time.Now()})
+	}()
+}
+
+// rankScoreOf reads t's score in event's draw from the rank table in Redis
+// (a pre-queue place the draw overtook on its way to its shard: the table
+// is written before the shards are marked drawn).
+func (s *Store) rankScoreOf(ctx context.Context, event string, t line.Ticket) (int64, error) {
+	if score, ok := s.drawnScore(event, t); ok {
+		return score, nil
+	}
+	v, err := s.c.BitField(ctx, rdb.KeysOf(event).Ranks, "GET", "u32", "#"+itoa(t.Seq())).Result()
 	if err != nil {
-		return err
+		return 0, rdb.Interpret("lottery", err)
 	}
-	s.drawn.Store(event, drawnKey{key: key, at: time.Now()})
-	return nil
-}
-
-// learnKey remembers event's key if its lottery is drawn (a sharded poll
-// then knows its ticket's score without asking).
-func (s *Store) learnKey(ctx context.Context, event string) {
-	if _, ok := s.keyOf(event, true); ok {
-		return
+	if len(v) != 1 || v[0] == 0 {
+		return 0, fmt.Errorf("lottery: %s is not among the draw's entries", t.ID())
 	}
-	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Lottery, "seed", "digest", "drawn").Result()
-	if err != nil || v[2] == nil {
-		return
-	}
-	seed, _ := v[0].(string)
-	digest, _ := v[1].(string)
-	_ = s.remember(event, seed, digest)
+	return draw.Score(v[0]), nil
 }
 
 // drawWrite is how many entries' scores the draw writes per pipeline
@@ -433,91 +407,76 @@ func (s *Store) learnKey(ctx context.Context, event string) {
 // time).
 const drawWrite = draw.PartSize
 
-// drawLease is how long one admitter may draw before another takes over
-// (an admitter that died mid-draw).
-const drawLease = 30 * time.Second
-
-// draw ranks the frozen entries of event's lottery and applies it: every
-// entry still waiting gets its draw's score, in rank order, part by part,
-// the bound moving on after each (lotteryPrelude), so the first fans are
-// let in after one part; the draw is published (seed, digest, ranks, the
-// list) after the first part, and front closed then. One admitter draws at a time (a lease); one
+// draw ranks the frozen entries of event's lottery and applies it, in the
+// draw's lifecycle (draw.Run): every entry still waiting gets its draw's
+// score, in rank order, part by part, the bound moving on after each
+// (lotteryPrelude), so the first fans are let in after one part; the draw
+// is published (seed, digest, ranks, the list) after the first part, and
+// front closed then. One admitter draws at a time (the draw's lease); one
 // that finds another drawing leaves it be. Safe to run again after a
 // replica died halfway: it writes the same figures every time.
-func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, shards int, front chan struct{}) (err error) {
-	defer func() {
+func (s *Store) draw(ctx context.Context, event string, seed []byte, n int64, shards int, front chan struct{}) error {
+	opened := func() {
 		select {
 		case <-front:
 		default:
 			close(front)
 		}
-	}()
+	}
+	defer opened()
 	k := rdb.KeysOf(event)
-	ok, err := s.c.TakeLease(ctx, k.Drawing, s.owner, drawLease)
-	if err != nil {
-		return fmt.Errorf("draw: %w", err)
-	}
-	if !ok {
-		return nil // another admitter draws now
-	}
-	defer func() {
-		if err != nil {
-			// Another admitter (or this one) may take it up at once.
-			_ = s.c.ReleaseLease(ctx, k.Drawing, s.owner)
-		}
-	}()
-	ids, err := s.readEntries(ctx, k.Entries, n)
-	if err != nil {
-		return err
-	}
-	digest := draw.Digest(ids)
-	key := draw.Key(seed, digest)
-	digestHex := hex.EncodeToString(digest)
 	var sks []rdb.ShardKeys
 	if shards > 1 {
-		// The digest is written first: from the moment a shard is marked,
-		// a pre-queue place still on its way to it is refused there, and
-		// its join places it at its draw (placeDrawn), which needs the key.
 		sks = rdb.ShardKeysFor(event, shards)
-		_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, k.Lottery, "digest", digestHex)
-			for _, sk := range sks {
-				p.HSet(ctx, sk.Info, "drawn", 1)
+	}
+	var w drawWriter
+	d, err := draw.Run(ctx, s.c, rdb.LotteryDraw(event), s.owner, seed, draw.Apply{
+		Entries: func(ctx context.Context) ([]string, error) { return s.readEntries(ctx, k.Entries, n) },
+		Front: func(ctx context.Context, d *draw.Drawn) error {
+			if len(sks) > 1 {
+				// The shards are marked before any score is written: from
+				// then on a pre-queue place still on its way to its shard
+				// is refused there, and its join places it at its rank's
+				// score (placeOnShard), which it reads from the rank table
+				// written already.
+				_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+					for _, sk := range sks {
+						p.HSet(ctx, sk.Info, "drawn", 1)
+					}
+					return nil
+				})
+				if err != nil {
+					return rdb.Interpret("draw", err)
+				}
 			}
-			return nil
-		})
-		if err != nil {
-			return rdb.Interpret("draw", err)
-		}
-	}
-	entries := draw.Rank(key, ids)
-	var last int64
-	for _, e := range entries {
-		if seq, ok := seqOf(e.ID); ok && seq > last {
-			last = seq
-		}
-	}
-	w := drawWriter{s: s, k: k, event: event, sks: sks, entries: entries}
-	// The front first: the first fans may be let in.
-	if err = w.scores(ctx, 0, 1); err != nil {
+			// The front first: the first fans may be let in.
+			w = drawWriter{s: s, k: k, sks: sks, entries: d.Entries}
+			return w.scores(ctx, 0, 1)
+		},
+		Fields: func(d *draw.Drawn) []any {
+			var last int64
+			for _, e := range d.Entries {
+				if seq, ok := seqOf(e.ID); ok && seq > last {
+					last = seq
+				}
+			}
+			return []any{"last", last}
+		},
+		Published: func(*draw.Drawn) { opened() },
+		// The rest of the line, then the bound goes.
+		Rest: func(ctx context.Context, d *draw.Drawn) error {
+			if err := w.scores(ctx, 1, len(d.Entries)); err != nil {
+				return err
+			}
+			return rdb.Interpret("draw", s.c.Run(ctx, rdb.Call{Script: appliedScript, Keys: []string{k.Lottery}}).Err())
+		},
+	})
+	if err != nil {
 		return err
 	}
-	// Published: the ranks and the list, then the seed and the digest.
-	if err = w.ranks(ctx); err != nil {
-		return err
+	if d != nil {
+		s.drawn.Store(event, time.Now())
 	}
-	if err = s.c.Run(ctx, rdb.Call{Script: drawnScript, Keys: []string{k.Lottery}, Args: []any{digestHex, last}}).Err(); err != nil {
-		return rdb.Interpret("draw", err)
-	}
-	close(front)
-	// The rest of the line, then the bound goes.
-	if err = w.scores(ctx, 1, len(entries)); err != nil {
-		return err
-	}
-	if err = s.c.Run(ctx, rdb.Call{Script: appliedScript, Keys: []string{k.Lottery, k.Drawing}}).Err(); err != nil {
-		return rdb.Interpret("draw", err)
-	}
-	s.drawn.Store(event, drawnKey{key: key, at: time.Now()})
 	return nil
 }
 
@@ -538,7 +497,6 @@ func (s *Store) readEntries(ctx context.Context, list string, n int64) ([]string
 type drawWriter struct {
 	s       *Store
 	k       rdb.Keys
-	event   string
 	sks     []rdb.ShardKeys // a sharded line's shards
 	entries []draw.Entry    // in rank order
 }
@@ -567,14 +525,14 @@ func (w drawWriter) scores(ctx context.Context, from, to int) error {
 	for i := from; i <= to; i++ {
 		_, err := w.s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if i > from {
-				prev := w.part(i - 1)
-				p.HSet(ctx, w.k.Lottery, "through", prev[len(prev)-1].Score)
+				// The last rank of the part before: i × drawWrite.
+				p.HSet(ctx, w.k.Lottery, "through", draw.Score(int64(min(i*drawWrite, len(w.entries)))))
 			}
 			if i == to {
 				return nil
 			}
 			byWait := map[string][]redis.Z{}
-			for _, e := range w.part(i) {
+			for j, e := range w.part(i) {
 				seq, err := w.seq(e)
 				if err != nil {
 					return err
@@ -583,7 +541,8 @@ func (w drawWriter) scores(ctx context.Context, from, to int) error {
 				if len(w.sks) > 1 {
 					wait = w.sks[seq%int64(len(w.sks))].Wait
 				}
-				byWait[wait] = append(byWait[wait], redis.Z{Score: float64(e.Score), Member: e.ID})
+				rank := int64(i*drawWrite + j + 1)
+				byWait[wait] = append(byWait[wait], redis.Z{Score: float64(draw.Score(rank)), Member: e.ID})
 			}
 			for wait, zs := range byWait {
 				p.ZAddXX(ctx, wait, zs...)
@@ -595,33 +554,4 @@ func (w drawWriter) scores(ctx context.Context, from, to int) error {
 		}
 	}
 	return nil
-}
-
-// ranks writes every entry's rank (draw.Ranks: one SET of the table the
-// scripts read with BITFIELD_RO, rather than a million BITFIELD
-// operations) and the list in rank order (rdb.RankedKey, a part a
-// command), in one pipeline.
-func (w drawWriter) ranks(ctx context.Context) error {
-	table, err := draw.Ranks(w.entries, seqOf)
-	if err != nil {
-		return err
-	}
-	_, err = w.s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, w.k.Ranks, table, 0)
-		draw.Parts(w.entries, func(i int, part string) { p.Set(ctx, rdb.RankedKey(w.event, i), part, 0) })
-		return nil
-	})
-	return rdb.Interpret("draw", err)
-}
-
-// drawKey reads the key of event's draw from the seed and the digest (a
-// draw that began has written the digest).
-func (s *Store) drawKey(ctx context.Context, event string) ([]byte, error) {
-	v, err := s.c.HMGet(ctx, rdb.KeysOf(event).Lottery, "seed", "digest").Result()
-	if err != nil {
-		return nil, rdb.Interpret("lottery", err)
-	}
-	seed, _ := v[0].(string)
-	digest, _ := v[1].(string)
-	return draw.KeyHex(seed, digest)
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -29,12 +31,12 @@ func testLotteryCommitmentRace(t *testing.T, e env) {
 	set.PrequeueOpensAt, set.OpensAt = at(300*time.Millisecond), at(1500*time.Millisecond)
 	stores := make([]*queue.Store, 12)
 	for i := range stores {
-		stores[i] = queue.NewStore(e.rdb, secret)
+		stores[i] = queue.NewStore(e.rdb, secret).WithDrawSecret(drawSecret)
 	}
 	stop := time.Now().Add(time.Second)
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	var placed []queue.JoinResult
+	var placed []line.JoinResult
 	testenv.Race(len(stores), func(i int) {
 		s := stores[i]
 		for time.Now().Before(stop) {
@@ -46,7 +48,7 @@ func testLotteryCommitmentRace(t *testing.T, e env) {
 			} else { // a gateway
 				r, err := s.Join(ctx, event, set)
 				switch {
-				case errors.Is(err, queue.ErrNotOpen):
+				case errors.Is(err, line.ErrNotOpen):
 				case err != nil:
 					t.Errorf("join: %v", err)
 					return
@@ -60,7 +62,7 @@ func testLotteryCommitmentRace(t *testing.T, e env) {
 				mu.Lock()
 				seen[l.Commitment] = true
 				mu.Unlock()
-			} else if !errors.Is(err, queue.ErrNoLottery) {
+			} else if !errors.Is(err, line.ErrNoLottery) {
 				t.Errorf("lottery: %v", err)
 				return
 			}
@@ -115,12 +117,12 @@ func testLotteryDrawIsReproducible(t *testing.T, e env) {
 	ctx := context.Background()
 	pre := prequeue(e.open())
 	pre.AdmitPerSecond, pre.MaxActive = 1e6, 1<<30
-	if _, err := e.store.Lottery(ctx, event, pre); !errors.Is(err, queue.ErrNoLottery) {
+	if _, err := e.store.Lottery(ctx, event, pre); !errors.Is(err, line.ErrNoLottery) {
 		t.Fatalf("lottery before anyone: %v; want ErrNoLottery", err)
 	}
 	const n = 120
 	fans := joinMany(t, e.store, pre, n)
-	if _, err := e.store.TicketDraw(ctx, event, fans[0].Ticket); !errors.Is(err, queue.ErrNotDrawn) {
+	if _, err := e.store.TicketDraw(ctx, event, fans[0].Ticket); !errors.Is(err, line.ErrNotDrawn) {
 		t.Errorf("a draw before opening: %v; want ErrNotDrawn", err)
 	}
 	left := map[string]bool{}
@@ -139,7 +141,7 @@ func testLotteryDrawIsReproducible(t *testing.T, e env) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := queue.NewStore(e.rdb, secret).Tick(ctx, event, set); err != nil {
+			if _, err := queue.NewStore(e.rdb, secret).WithDrawSecret(drawSecret).Tick(ctx, event, set); err != nil {
 				t.Errorf("tick: %v", err)
 			}
 		}()
@@ -176,10 +178,10 @@ func testLotteryDrawIsReproducible(t *testing.T, e env) {
 			t.Errorf("%s: draw %s rank %d; want %s rank %d", f.ID, got.Draw, got.Rank, want, rank[f.ID])
 		}
 	}
-	if _, err := e.store.TicketDraw(ctx, event, late[0].Ticket); !errors.Is(err, queue.ErrNotInLottery) {
+	if _, err := e.store.TicketDraw(ctx, event, late[0].Ticket); !errors.Is(err, line.ErrNotInLottery) {
 		t.Errorf("a post-opening join's draw: %v; want ErrNotInLottery", err)
 	}
-	if _, err := e.store.TicketDraw(ctx, event, fans[0].Ticket[:20]+"x"); !errors.Is(err, queue.ErrInvalidTicket) {
+	if _, err := e.store.TicketDraw(ctx, event, fans[0].Ticket[:20]+"x"); !errors.Is(err, line.ErrInvalidTicket) {
 		t.Errorf("a forged ticket's draw: %v; want ErrInvalidTicket", err)
 	}
 
@@ -220,30 +222,32 @@ func equal(a, b []string) bool {
 }
 
 // A pre-queue join whose second step reaches its shard after the draw
-// began there is placed at its draw's score, not at a placeholder the draw
+// began there is placed at its rank's score, not at a placeholder the draw
 // would never correct.
 func TestShardedJoinOvertakenByTheDraw(t *testing.T) { onSharded(t, testShardedJoinOvertakenByTheDraw) }
 
 func testShardedJoinOvertakenByTheDraw(t *testing.T, e env) {
 	ctx := context.Background()
 	set := prequeue(e.open())
-	join(t, e.store, set) // commits the lottery
-	// The draw began: it wrote the entries' digest, then marked the shards.
-	digest := sha256.Sum256([]byte("the entries"))
+	join(t, e.store, set) // commits the lottery: sequence number 1
+	// The draw began: it wrote the rank table (here: the next six fans,
+	// sequence numbers 2…7, at ranks 6 down to 1), then marked the shards.
 	l := e.state(t)
-	must(t, e.rdb.HSet(ctx, l.Keys().Lottery, "digest", hex.EncodeToString(digest[:])).Err())
+	table := make([]byte, 4*8)
+	for seq := 2; seq <= 7; seq++ {
+		binary.BigEndian.PutUint32(table[4*seq:], uint32(8-seq))
+	}
+	must(t, e.rdb.Set(ctx, l.Keys().Ranks, table, 0).Err())
 	for _, sk := range l.Shards() {
 		must(t, e.rdb.HSet(ctx, sk.Info, "drawn", 1).Err())
 	}
-	seed := l.Seed()
-	key := drawKey(seed, digest[:])
 	for range 6 {
 		r := join(t, e.store, set)
-		d := hmacOf(key, r.ID)
-		want := float64(int64(binary.BigEndian.Uint64(d[:8])>>12) - 1<<53)
+		rank := int64(8 - seqOfID(t, r.ID))
+		want := float64(draw.Score(rank))
 		got, found := l.Place(r.ID)
 		if !found || got != want {
-			t.Errorf("%s placed at %v (found %v); want its draw's score %v", r.ID, got, found, want)
+			t.Errorf("%s placed at %v (found %v); want its rank's (%d) score %v", r.ID, got, found, rank, want)
 		}
 	}
 }

@@ -1,12 +1,16 @@
 package queue
 
-import "github.com/waitroom/waitroom/internal/rdb"
+import (
+	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/presale"
+	"github.com/waitroom/waitroom/internal/rdb"
+)
 
 // The line's Lua library: every rule of the line is written once, here, as
-// local functions, and each script (scripts.go) is a short composition of
-// the fragments it needs. A fragment is defined in every call of a script
-// that includes it (Lua makes the closures as the script runs), so a hot
-// script takes only what it uses.
+// local functions, and each script (scripts.go) is a short body over them.
+// The fragments are one Redis function library with the scripts (lua,
+// rdb.Library): Redis defines them once, when it loads the library, not at
+// every call.
 //
 // One layout, any number of shards (shards.go). A join, a poll and a tick
 // each have a phase on the event's tag (the sequence, the refusals, the
@@ -24,8 +28,14 @@ import "github.com/waitroom/waitroom/internal/rdb"
 // numbers and short strings say the rest (each script lists its own), and
 // a table carries what needs more than a number.
 
-// prelude holds the helpers every line script shares.
-const prelude = rdb.Prelude + rdb.Base36 + `
+// lua is the line's function library (rdb.Library): every fragment below,
+// defined once when Redis loads it, and the scripts over them.
+var lua = rdb.NewLibrary("line", rdb.Prelude, rdb.Base36, prelude, invPrelude, layoutPrelude,
+	claimLua, leaveLua, draw.Lua, presale.GateLua, presale.CodeLua, bucketLua, joinLua, placeLua,
+	pollLua, lotteryPrelude, reportPrelude, tickLua)
+
+// prelude holds the line's helpers every script may use (with rdb's).
+const prelude = `
 -- pollAfter (ms) for a fan with ahead fans in front of it. See docs/QUEUE.md:
 -- base = ahead / (4 × rate) seconds (about four polls over the wait), but
 -- never more than ahead / 250 s, so that a line that speeds up past the
@@ -129,6 +139,25 @@ local function claim(active, claims, stats, id, now, now_s, exp, ttl)
 end
 `
 
+// bucketLua: the admission bucket of an auto line (DESIGN.md, "Always
+// on"), which the joins let straight through and the ticks both spend:
+// one bucket, on the event's tag, so that together they admit at most a
+// second's worth and one token over the rate, whatever the race.
+const bucketLua = `
+-- the tokens of an auto line's bucket at now: refilled at rate per second
+-- by Redis TIME, holding at most a second's worth and one token. A bucket
+-- never written is full: the first visitors of a new event need not wait
+-- for an admitter's first ticks (the burst is the bucket's all the same).
+local function auto_tokens(bucket, rate, now)
+  local b = redis.call('HMGET', bucket, 'tokens', 'ts')
+  local top = rate + 1
+  if not b[2] then return top end
+  local dt = now - tonumber(b[2])
+  if dt < 0 then dt = 0 end
+  return math.min((tonumber(b[1]) or 0) + dt * rate / 1000, top)
+end
+`
+
 // joinLua: a join's phase on the event's tag. What every join of a call
 // shares is read once (join_state); then each join in turn (join_one) is
 // refused, resumes the account's place, or gets its sequence number (the
@@ -138,16 +167,22 @@ const joinLua = `
 -- the state a call's joins share: a refusal for them all, or nil and what
 -- they need. A join before opens_at is a pre-queue place (the lottery's
 -- entry) only until the entries froze: from then on, whatever opens_at the
--- caller brings, it is after opening.
-local function join_state(stats, inventory, lottery, mode, pre, opens, closes, gated, now)
+-- caller brings, it is after opening. st is the stats' shards, rate and
+-- seq (HMGET), when the caller read them already.
+local function join_state(stats, inventory, lottery, mode, pre, opens, closes, gated, now, st)
   if mode == 'closed' or (closes and now >= closes) then return 'closed' end
-  local js = {avail = -1, joined = 0, admitted = 0, gated = gated}
+  -- every field a call's joins use, made at once (a table grown field by
+  -- field is made again at each power of two)
+  local js = {avail = -1, joined = 0, admitted = 0, gated = gated, early = false, soldout = false,
+    known = false, engaged = 0, took = 0, until_open = 0, uncommitted = false, passthrough = false,
+    auto = false, rate = false, seq0 = 0, codes = false, cfg_rate = 0, cap = 0, only = false,
+    waits = false, spent = false}
   if (pre and now < pre) or (not pre and opens and now < opens) then
     -- a presale's fans are told their own windows (the gate, join_one)
     if not gated then return 'not_open' end
     js.early = true
   end
-  local known, avail, held, pending = inv_read(inventory)
+  local known, avail, held, pending, engaged = inv_read(inventory)
   js.soldout = inv_sold(known, avail, held, pending)
   if known then js.avail = avail end
   js.until_open = 0
@@ -159,40 +194,71 @@ local function join_state(stats, inventory, lottery, mode, pre, opens, closes, g
     end
   end
   js.passthrough = mode == 'passthrough' and js.until_open == 0
-  local st = redis.call('HMGET', stats, 'rate', 'seq')
-  js.rate, js.seq0 = st[1], tonumber(st[2]) or 0
+  js.auto = mode == 'auto' and js.until_open == 0
+  js.known, js.engaged, js.took = known, engaged, 0
+  st = st or redis.call('HMGET', stats, 'shards', 'rate', 'seq')
+  js.rate, js.seq0 = st[2], tonumber(st[3]) or 0
   return nil, js
 end
 
--- a call's joins, begun: the reply with its head, the joins' count and
+-- out with v as the element of each of its n joins
+local function join_all(out, n, v)
+  for i = 1, n do out[i + 4] = v end
+  return out
+end
+
+-- a call's joins, begun: the reply with its head (the replies' head and
+-- the sequence before the call, joinHead), the joins' count and
 -- their shared state; or the reply already answered for them all (a
 -- refusal, a layout bounce) and no state. The ARGV are the join scripts':
--- a header of 10 (the presale's gate and the codes 8 and 9), then 6 per
--- join.
-local function join_call(layout_k, want, stats, inventory, lottery, now)
-  local n = (#ARGV - 10) / 6
-  local out = {now, '', -1}
-  local function all(v)
-    for i = 1, n do out[i + 3] = v end
-    return out
-  end
-  if layout_k ~= want then return all({'layout', layout_k}) end
+-- a header of 12 (the presale's gate and the codes 8 and 9, max_active
+-- 11, straight only 12), then 6 per join. st: as join_state's.
+local function join_call(layout_k, want, stats, inventory, lottery, now, st)
+  local n = (#ARGV - 12) / 6
+  local out = {now, '', -1, 0}
+  if layout_k ~= want then return join_all(out, n, {'layout', layout_k}) end
   local gated = ARGV[8] ~= '' and (ARGV[8] == 'inf' or now < tonumber(ARGV[8]))
-  local refused, js = join_state(stats, inventory, lottery, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), gated, now)
-  if refused then return all(refused) end
+  local refused, js = join_state(stats, inventory, lottery, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), gated, now, st)
+  if refused then return join_all(out, n, refused) end
   js.rate = js.rate or ARGV[5]
-  js.codes = ARGV[9] == '1' 
-  out[2], out[3] = js.rate, js.avail
+  js.codes = ARGV[9] == '1'
+  js.cfg_rate, js.cap = tonumber(ARGV[5]), tonumber(ARGV[11])
+  js.only = ARGV[12] == '1'
+  out[2], out[3], out[4] = js.rate, js.avail, js.seq0
   return out, n, js
+end
+
+-- whether a join of an auto line is let straight through (DESIGN.md,
+-- "Always on"): nobody waits (js.waits, which the layout gives: the line
+-- itself on one shard, the line's mark on many, shards.go), the live
+-- actives below the cap, the places available not all taken by admitted
+-- fans (as the tick's budget counts them), and a token in the bucket,
+-- which it spends (written once per call, join_done). What a call's joins
+-- share is read once, at its first join that gets this far.
+local function straight(js, k, now)
+  if js.waits() then return false end
+  if not js.active then js.active = redis.call('ZCOUNT', k.active, '(' .. int(now), '+inf') end
+  if js.active >= js.cap then return false end
+  if js.known and js.avail - (js.active - js.engaged) <= 0 then return false end
+  if not js.tokens then js.tokens = auto_tokens(k.bucket, js.cfg_rate, now) end
+  if js.tokens < 1 then return false end
+  js.tokens, js.active, js.took = js.tokens - 1, js.active + 1, js.took + 1
+  return true
 end
 
 -- one join: its answer when it makes no place in line (a refusal;
 -- {"account", entry}: the account's place, which may be live: live(id,
 -- joined ms) says what this layout can see of it; {-1, seq, expiry}: let in
--- at once, in passthrough, admitted and claimed now, its fan holds its
--- pass), else nil, its sequence number and id. A proof and a code are
--- spent only by a join that makes a place; a presale's gate and a code are
--- checked before the proof is spent (presale.GateLua, presale.CodeLua).
+-- at once, in passthrough or straight through an auto line with room
+-- (straight), admitted and claimed now, its fan holds its pass; 'line': a
+-- join of a call that takes only places let in at once (js.only, forward
+-- auth's) would have waited, and nothing was made or spent), else nil,
+-- its sequence number and id. A join refused before the
+-- code (the presale's gate, presale.GateLua; closed, sold out, not open)
+-- spends nothing, and neither does one that brought no code. A code is
+-- judged only once the join's proof is spent, here: a wrong or used-up
+-- code costs its proof as a place does (presale.CodeLua), so one proof
+-- buys one guess, whatever the race.
 local function join_one(js, k, now, now_s, ttl, random, acct, live, proof, proof_exp, code)
   if acct ~= '' then
     local v = redis.call('HGET', k.accounts, acct)
@@ -208,22 +274,25 @@ local function join_one(js, k, now, now_s, ttl, random, acct, live, proof, proof
     if refused then return refused end
   end
   if js.early then return 'not_open' end
-  if js.codes then
-    local refused = code_check(k, code)
-    if refused then return refused end
-  end
+  if js.codes and code == '' then return 'code_required' end
   if proof ~= '' then
     if now >= tonumber(proof_exp) then return 'stale' end
     if redis.call('SADD', k.spent, proof) == 0 then return 'reused' end
     js.spent = true
   end
-  if js.codes then code_spend(k, code) end
+  if js.codes then
+    local refused = code_check(k, code)
+    if refused then return refused end
+    code_spend(k, code)
+  end
+  local through = js.passthrough or (js.auto and straight(js, k, now))
+  if js.only and not through then return 'line' end
   js.joined = js.joined + 1
   local seq = js.seq0 + js.joined
   local id = b36(seq) .. '.' .. random
   if acct ~= '' then redis.call('HSET', k.accounts, acct, id .. ' ' .. now .. ' ?') end
   if js.until_open > 0 then redis.call('RPUSH', k.entries, id) end
-  if js.passthrough then
+  if through then
     local exp = now + ttl
     redis.call('ZADD', k.active, exp, id)
     redis.call('HSET', k.claims, id, now_s)
@@ -234,13 +303,19 @@ local function join_one(js, k, now, now_s, ttl, random, acct, live, proof, proof
 end
 
 -- what the joins of a call write once: the sequence, the counters, the
--- spent proofs' expiry
-local function join_done(js, k, spent_goes)
-  if js.joined > 0 then redis.call('HINCRBY', k.stats, 'seq', js.joined) end
+-- tokens the joins let straight through spent, the spent proofs' expiry.
+-- A place in line is counted joined on its shard (placeLua); one let in
+-- here is counted here, and through besides (the report's
+-- straightThrough: an auto line's with room, and every passthrough join).
+local function join_done(js, k, spent_goes, now)
+  if js.joined > 0 then redis.call('HINCRBY', k.stats, 'seq', int(js.joined)) end
   if js.admitted > 0 then
     redis.call('HINCRBY', k.stats, 'joined', js.admitted)
     redis.call('HINCRBY', k.stats, 'admitted', js.admitted)
+    redis.call('HINCRBY', k.stats, 'through', js.admitted)
+    redis.call('HINCRBY', k.report, 't:' .. math.floor(now / 60000), js.admitted)
   end
+  if js.took > 0 then redis.call('HSET', k.bucket, 'tokens', js.tokens, 'ts', int(now)) end
   if js.spent then redis.call('PEXPIREAT', k.spent, spent_goes) end
 end
 `
@@ -255,16 +330,18 @@ end
 // seen, checked, not assumed) takes a ZRANK.
 const placeLua = `
 local function placer(wait, seen, k, q, abandon, now)
-  return {wait = wait, seen = seen, k = k, q = q, abandon = abandon, now = now, sets = {}, n = 0}
+  return {wait = wait, seen = seen, k = k, q = q, abandon = abandon, now = now, sets = {}, n = 0,
+    top = false, count = false}
 end
 
--- one place: rank × 65536 + pollAfter ms
-local function place(p, id, score, seq, slot, until_open)
+-- one place: rank × 65536 + pollAfter ms. score_s is int(score) when the
+-- caller has it, or nil.
+local function place(p, id, score, seq, slot, until_open, score_s)
   if not p.count then
-    local last = redis.call('ZREVRANGE', p.wait, 0, 0, 'WITHSCORES')
+    local last = redis.call('ZREVRANGE', p.wait, '0', '0', 'WITHSCORES')
     p.top, p.count = tonumber(last[2]), redis.call('ZCARD', p.wait)
   end
-  redis.call('ZADD', p.wait, int(score), id)
+  redis.call('ZADD', p.wait, score_s or int(score), id)
   local rank
   if not p.top or score > p.top then
     rank, p.top = p.count, score
@@ -282,7 +359,7 @@ end
 -- the places' deadlines in one write, and the count
 local function placed(p, stats)
   if #p.sets > 0 then redis.call('BITFIELD', p.seen, unpack(p.sets)) end
-  if p.n > 0 then redis.call('HINCRBY', stats, 'joined', p.n) end
+  if p.n > 0 then redis.call('HINCRBY', stats, 'joined', int(p.n)) end
 end
 `
 
@@ -328,12 +405,39 @@ local function leave_wait(wait, stats, id)
   return 1
 end
 
--- out of the active set (left, revoked, or its booking done): 1, or 0 if
--- it was not active
-local function leave_active(active, inventory, holders, claims, id)
-  if redis.call('ZREM', active, id) == 0 then return 0 end
+-- an active place that ended before its window did, noted in the ends
+-- stream (gatekeeper.go: every gate follows it while Redis answers, and
+-- keeps refusing the place's passes while Redis does not). exp is the
+-- window's end in force (ms), the latest exp any pass of the place has;
+-- a window already over needs no note (its passes have expired). Each
+-- note trims the front: the notes whose window is over, up to 16.
+local function ended(ends, id, exp)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if exp <= now then return end
+  redis.call('XADD', ends, '*', 't', id, 'e', string.format('%d', exp))
+  local front = redis.call('XRANGE', ends, '-', '+', 'COUNT', 17)
+  local keep = front[#front][1]
+  for _, m in ipairs(front) do
+    if tonumber(m[2][4]) > now then
+      keep = m[1]
+      break
+    end
+  end
+  redis.call('XTRIM', ends, 'MINID', keep)
+  redis.call('PEXPIREAT', ends, string.format('%d', exp), 'NX')
+  redis.call('PEXPIREAT', ends, string.format('%d', exp), 'GT')
+end
+
+-- out of the active set (left, revoked, or its booking done), its end
+-- noted: 1, or 0 if it was not active
+local function leave_active(active, inventory, holders, claims, ends, id)
+  local exp = tonumber(redis.call('ZSCORE', active, id))
+  if not exp then return 0 end
+  redis.call('ZREM', active, id)
   inv_leaves(inventory, holders, id)
   redis.call('HDEL', claims, id)
+  ended(ends, id, exp)
   return 1
 end
 
@@ -371,32 +475,40 @@ local function expire_actives(k, now)
 end
 
 -- a tick's start on the event's tag: the actives whose window ended are
--- dropped; then whether the line is let in now (queueing, passthrough),
--- how many are active, and the draw's bound (lotteryPrelude).
+-- dropped; then whether the line is let in now (queueing: queue, or auto,
+-- whose line the tick lets in as queue's; passthrough), how many are
+-- active, and the draw's bound (lotteryPrelude).
 local function tick_start(k, lottery, mode, opens, closes, now)
   local expired = expire_actives(k, now)
   local open = (not opens or now >= opens) and (not closes or now < closes)
   local through = drawn_through(lottery)
   if through == false then open = false end
-  return expired, redis.call('ZCARD', k.active), open and mode == 'queue', open and mode == 'passthrough', through
+  return expired, redis.call('ZCARD', k.active), open and (mode == 'queue' or mode == 'auto'), open and mode == 'passthrough', through
 end
 
 -- the budget of a tick: how many to let in now. The bucket refills at
 -- rate, exactly, however fractional: its capacity is one tick's refill,
 -- counting the tick as at least one second and at most two, plus one
 -- token (the fraction of a fan a fractional rate carries to the next
--- tick). Nothing accrues while admission is stopped (paused, closed,
--- before opening, passthrough), so resuming never bursts. Passthrough lets
--- in up to batch. The places available bound it (room: the places that can
--- be held now less the admitted fans who hold nothing yet; passthrough
--- stops at sold out). waiting is the line's length, or nil when unknown
--- (many shards). Returns n, room (-1 when the inventory is unknown),
--- soldout (0|1), the inventory's available (-1 unknown).
-local function budget(bucket, inventory, rate, cap, active, waiting, queueing, passthrough, batch, now)
-  local b = redis.call('HMGET', bucket, 'tokens', 'ts')
-  local tokens, ts = tonumber(b[1]) or 0, tonumber(b[2]) or now
+-- tick); an auto line's holds a second's worth and one token, whatever
+-- the tick (auto_tokens: its joins spend it too). Nothing accrues while
+-- admission is stopped (paused, closed, before opening, passthrough), so
+-- resuming never bursts. Passthrough lets in up to batch. The places
+-- available bound it (room: the places that can be held now less the
+-- admitted fans who hold nothing yet; passthrough stops at sold out).
+-- waiting is the line's length, or nil when unknown (many shards).
+-- Returns n, room (-1 when the inventory is unknown), soldout (0|1), the
+-- inventory's available (-1 unknown).
+local function budget(bucket, inventory, rate, cap, active, waiting, queueing, passthrough, batch, now, auto)
+  local tokens = 0
   local n = 0
-  if queueing then
+  if queueing and auto then
+    tokens = auto_tokens(bucket, rate, now)
+    n = math.min(math.floor(tokens), cap - active)
+  elseif queueing then
+    local b = redis.call('HMGET', bucket, 'tokens', 'ts')
+    local ts = tonumber(b[2]) or now
+    tokens = tonumber(b[1]) or 0
     local dt = now - ts
     if dt < 0 then dt = 0 end
     local span = math.min(math.max(dt, 1000), 2000)
@@ -462,7 +574,7 @@ end
 -- later. A fan away (k.away: the event has some; away.go) waits
 -- away_claim_within (k.away_until) for its claim instead, and is noted due
 -- its email. A post-opening join (a positive score) is counted in the FIFO
--- figures (reportPrelude).
+-- figures, a pre-queue entry (a negative one) in the draw's (reportPrelude).
 local function admit(k, m, score, dl, exp, now_s, fifo)
   if dl < now_s then return 'x' end
   local e, claim = exp, 1
@@ -479,7 +591,7 @@ local function admit(k, m, score, dl, exp, now_s, fifo)
     redis.call('HINCRBY', k.inventory, 'engaged', 1) -- cannot happen today: kept exact anyway
   end
   local seq = seq_of(m)
-  if seq and score > 0 then fifo_admit(fifo, seq) end
+  if seq and score > 0 then fifo_admit(fifo, seq) elseif seq then rank_admit(fifo, seq) end
   return 'a'
 end
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/line"
 )
 
 func TestJoinWindows(t *testing.T) {
@@ -27,15 +27,15 @@ func TestJoinWindows(t *testing.T) {
 
 	cases := []struct {
 		name    string
-		set     queue.Settings
+		set     line.Settings
 		want    error
 		wantETA bool
 	}{
 		{"open", open(), nil, true},
-		{"mode closed", closed, queue.ErrClosed, false},
-		{"past closes_at", pastClose, queue.ErrClosed, false},
-		{"before the pre-queue", beforePre, queue.ErrNotOpen, false},
-		{"before opens_at, no pre-queue", beforeOpen, queue.ErrNotOpen, false},
+		{"mode closed", closed, line.ErrClosed, false},
+		{"past closes_at", pastClose, line.ErrClosed, false},
+		{"before the pre-queue", beforePre, line.ErrNotOpen, false},
+		{"before opens_at, no pre-queue", beforeOpen, line.ErrNotOpen, false},
 		{"in the pre-queue", inPre, nil, false},
 		{"paused", paused, nil, false},
 	}
@@ -73,7 +73,7 @@ func TestStatus(t *testing.T) {
 	a, b := join(t, e.store, set), join(t, e.store, set)
 
 	st := status(t, e.store, b.Ticket, set)
-	if st.State != queue.Waiting || st.Position.Position != 2 || st.Ahead != 1 || st.ID != b.ID {
+	if st.State != line.Waiting || st.Position.Position != 2 || st.Ahead != 1 || st.ID != b.ID {
 		t.Fatalf("status = %+v; want waiting at 2, 1 ahead", st)
 	}
 	if st.ETA == nil || *st.ETA != 200*time.Millisecond {
@@ -96,7 +96,7 @@ func TestStatus(t *testing.T) {
 	}
 	for i, want := range []bool{true, false, false} {
 		st := status(t, e.store, a.Ticket, set)
-		if st.State != queue.Admitted || st.FirstAdmission != want {
+		if st.State != line.Admitted || st.FirstAdmission != want {
 			t.Errorf("poll %d = %v first=%v; want admitted first=%v", i, st.State, st.FirstAdmission, want)
 		}
 		if d := time.Until(st.ActiveUntil); d < 9*time.Minute || d > 10*time.Minute {
@@ -167,10 +167,10 @@ func TestAbandonment(t *testing.T) {
 	if r.Abandoned != 1 || r.Admitted != 1 {
 		t.Errorf("tick = %+v; want 1 abandoned, 1 admitted", r)
 	}
-	if st := status(t, e.store, silent.Ticket, set); st.State != queue.Expired {
+	if st := status(t, e.store, silent.Ticket, set); st.State != line.Expired {
 		t.Errorf("abandoned ticket state %v; want expired", st.State)
 	}
-	if st := status(t, e.store, faithful.Ticket, set); st.State != queue.Admitted {
+	if st := status(t, e.store, faithful.Ticket, set); st.State != line.Admitted {
 		t.Errorf("faithful ticket state %v; want admitted", st.State)
 	}
 	if st, _ := e.store.Stats(ctx, event); st.Abandoned != 1 {
@@ -193,7 +193,7 @@ func testLeave(t *testing.T, e env) {
 		if err := e.store.Leave(ctx, event, waiting.Ticket); err != nil {
 			t.Fatal(err)
 		}
-		if st := status(t, e.store, waiting.Ticket, set); st.State != queue.Expired {
+		if st := status(t, e.store, waiting.Ticket, set); st.State != line.Expired {
 			t.Errorf("state after leave %v; want expired", st.State)
 		}
 		if st := status(t, e.store, behind.Ticket, set); st.Position.Position != 1 {
@@ -216,7 +216,7 @@ func testLeave(t *testing.T, e env) {
 		if c, _ := e.store.Counts(ctx, event); c.Active != 0 || c.Waiting != 1 {
 			t.Errorf("counts = %+v; want 0 active, 1 waiting", c)
 		}
-		if st := status(t, e.store, active.Ticket, set); st.State != queue.Expired {
+		if st := status(t, e.store, active.Ticket, set); st.State != line.Expired {
 			t.Errorf("state after leave %v; want expired", st.State)
 		}
 	})
@@ -244,20 +244,20 @@ func TestRevoke(t *testing.T) {
 		tick(t, e.store, set) // the bucket starts empty: the next tick has tokens
 		time.Sleep(50 * time.Millisecond)
 		tick(t, e.store, set)
-		if st := status(t, e.store, in.Ticket, set); st.State != queue.Admitted {
+		if st := status(t, e.store, in.Ticket, set); st.State != line.Admitted {
 			t.Fatalf("first fan %s; want admitted", st.State)
 		}
-		for _, tk := range []queue.JoinResult{in, waiting} {
+		for _, tk := range []line.JoinResult{in, waiting} {
 			if err := e.store.Revoke(ctx, event, tk.ID); err != nil {
 				t.Fatalf("revoke %s: %v", tk.ID, err)
 			}
-			if st := status(t, e.store, tk.Ticket, set); st.State != queue.Expired {
+			if st := status(t, e.store, tk.Ticket, set); st.State != line.Expired {
 				t.Errorf("revoked ticket polls %s; want expired", st.State)
 			}
 			if ok, _ := e.store.Active(ctx, event, tk.ID); ok {
 				t.Errorf("revoked ticket still active")
 			}
-			if err := e.store.Revoke(ctx, event, tk.ID); !errors.Is(err, queue.ErrUnknownTicket) {
+			if err := e.store.Revoke(ctx, event, tk.ID); !errors.Is(err, line.ErrUnknownTicket) {
 				t.Errorf("second revoke = %v; want ErrUnknownTicket", err)
 			}
 		}
@@ -268,7 +268,7 @@ func TestRevoke(t *testing.T) {
 		checkBooks(t, e)
 		before := e.cmds.n.Load()
 		for _, id := range []string{"", "x", "1.short", "zz.AAAAAAAAAAAAAAAAAAAAAA/"} {
-			if err := e.store.Revoke(ctx, event, id); !errors.Is(err, queue.ErrInvalidTicket) {
+			if err := e.store.Revoke(ctx, event, id); !errors.Is(err, line.ErrInvalidTicket) {
 				t.Errorf("Revoke(%q) = %v; want ErrInvalidTicket", id, err)
 			}
 		}
@@ -287,7 +287,7 @@ func TestPassthrough(t *testing.T) {
 	set.Mode = "passthrough"
 	set.AccessTTL = time.Minute
 	r := join(t, e.store, set)
-	if r.State != queue.Admitted {
+	if r.State != line.Admitted {
 		t.Fatalf("passthrough join state %v; want admitted", r.State)
 	}
 	if d := time.Until(r.ActiveUntil); d < 50*time.Second || d > time.Minute {
@@ -298,7 +298,7 @@ func TestPassthrough(t *testing.T) {
 	}
 	// The join itself claimed the place: the fan holds its pass already.
 	st := status(t, e.store, r.Ticket, set)
-	if st.State != queue.Admitted || st.FirstAdmission {
+	if st.State != line.Admitted || st.FirstAdmission {
 		t.Errorf("status = %+v; want admitted, already claimed", st)
 	}
 	// Its ceiling counts from the join: access_ttl 1m + window 1m.
@@ -311,12 +311,12 @@ func TestPassthrough(t *testing.T) {
 	// regardless of the cap.
 	q := open()
 	q.MaxActive = 1
-	w := []queue.JoinResult{join(t, e.store, q), join(t, e.store, q)}
+	w := []line.JoinResult{join(t, e.store, q), join(t, e.store, q)}
 	if res := tick(t, e.store, set); res.Admitted != 2 || res.Waiting != 0 {
 		t.Errorf("passthrough tick = %+v; want 2 admitted, none waiting", res)
 	}
 	for _, j := range w {
-		if st := status(t, e.store, j.Ticket, set); st.State != queue.Admitted {
+		if st := status(t, e.store, j.Ticket, set); st.State != line.Admitted {
 			t.Errorf("state %v; want admitted", st.State)
 		}
 	}
@@ -328,7 +328,7 @@ func TestClosedWhileWaiting(t *testing.T) {
 	set := open()
 	r := join(t, e.store, set)
 	set.Mode = "closed"
-	if st := status(t, e.store, r.Ticket, set); st.State != queue.Closed {
+	if st := status(t, e.store, r.Ticket, set); st.State != line.Closed {
 		t.Errorf("state %v; want closed", st.State)
 	}
 	if res := tick(t, e.store, set); res.Admitted != 0 {
@@ -336,10 +336,10 @@ func TestClosedWhileWaiting(t *testing.T) {
 	}
 	set = open()
 	set.ClosesAt = at(-time.Second)
-	if st := status(t, e.store, r.Ticket, set); st.State != queue.Closed {
+	if st := status(t, e.store, r.Ticket, set); st.State != line.Closed {
 		t.Errorf("past closes_at: state %v; want closed", st.State)
 	}
-	if _, err := e.store.Join(context.Background(), event, set); !errors.Is(err, queue.ErrClosed) {
+	if _, err := e.store.Join(context.Background(), event, set); !errors.Is(err, line.ErrClosed) {
 		t.Errorf("join = %v; want ErrClosed", err)
 	}
 }
@@ -462,7 +462,7 @@ func TestActiveExpires(t *testing.T) {
 	if res := tick(t, e.store, set); res.Expired != 1 {
 		t.Errorf("tick expired %d; want 1", res.Expired)
 	}
-	if st := status(t, e.store, r.Ticket, set); st.State != queue.Expired {
+	if st := status(t, e.store, r.Ticket, set); st.State != line.Expired {
 		t.Errorf("state %v; want expired", st.State)
 	}
 }
@@ -507,7 +507,7 @@ func testExtendAndComplete(t *testing.T, e env) {
 func TestSettingsRoundTrip(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	if _, err := e.store.Settings(ctx, event); !errors.Is(err, queue.ErrNoSettings) {
+	if _, err := e.store.Settings(ctx, event); !errors.Is(err, line.ErrNoSettings) {
 		t.Fatalf("Settings before publish = %v; want ErrNoSettings", err)
 	}
 	set := open()
@@ -547,13 +547,13 @@ func TestClaimWindow(t *testing.T) {
 		t.Fatalf("tick: %+v; want both admitted", r)
 	}
 	// Until claimed, both windows end by the abandon deadline (join + pollAfter + 1 s).
-	for _, tk := range []queue.JoinResult{away, present} {
+	for _, tk := range []line.JoinResult{away, present} {
 		if until := time.Until(e.state(t).Window(tk.ID)); until > tk.PollAfter+3*time.Second {
 			t.Fatalf("unclaimed window ends in %v; want at most pollAfter + abandon_after (%v + 1s)", until, tk.PollAfter)
 		}
 	}
 	st := status(t, e.store, present.Ticket, set)
-	if st.State != queue.Admitted || !st.FirstAdmission {
+	if st.State != line.Admitted || !st.FirstAdmission {
 		t.Fatalf("present fan: %+v; want admitted, first admission", st)
 	}
 	if d := time.Until(st.ActiveUntil); d < 59*time.Minute {
@@ -598,7 +598,7 @@ func TestScriptsSurviveAFlushedCache(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if st, err := e.store.Status(ctx, event, a.Ticket, set); err != nil || st.State != queue.Waiting {
+			if st, err := e.store.Status(ctx, event, a.Ticket, set); err != nil || st.State != line.Waiting {
 				errs <- fmt.Errorf("status after SCRIPT FLUSH: %+v, %v", st, err)
 			}
 		}()

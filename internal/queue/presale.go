@@ -19,8 +19,9 @@ var _ presale.Places = (*Store)(nil)
 const placeStatesPart = 1000
 
 // PlaceStates says what became of each account's place in event's line:
-// none; live (waiting, or let in and not expired); booked (Complete was
-// called for it: its booking was confirmed); or ended without a booking.
+// none; live (waiting, or let in and not expired); booked (a booking of
+// the place, or of an earlier place of the account, was confirmed:
+// CompleteFor); or ended without a booking.
 func (s *Store) PlaceStates(ctx context.Context, event string, accounts []string) ([]presale.PlaceState, error) {
 	out := make([]presale.PlaceState, len(accounts))
 	k := rdb.KeysOf(event)
@@ -38,6 +39,10 @@ func (s *Store) PlaceStates(ctx context.Context, event string, accounts []string
 		if err != nil {
 			return nil, rdb.Interpret("place states", err)
 		}
+		bought, err := s.c.HMGet(ctx, k.Bought, part...).Result()
+		if err != nil {
+			return nil, rdb.Interpret("place states", err)
+		}
 		type asked struct {
 			i            int
 			wait, active *redis.FloatCmd
@@ -48,6 +53,10 @@ func (s *Store) PlaceStates(ctx context.Context, event string, accounts []string
 			for i, e := range entries {
 				entry, _ := e.(string)
 				id, _, _ := strings.Cut(entry, " ")
+				if bought[i] != nil {
+					out[from+i] = presale.BookedPlace
+					continue
+				}
 				if id == "" {
 					continue
 				}

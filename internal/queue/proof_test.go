@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
-func proofOf(id string, exp time.Time) queue.Proof { return queue.Proof{ID: id, ExpiresAt: exp} }
+func proofOf(id string, exp time.Time) line.Proof { return line.Proof{ID: id, ExpiresAt: exp} }
 
 // spentKey is the spent-proofs set a proof expiring at exp lands in.
 func spentKey(exp time.Time) string {
@@ -33,7 +33,7 @@ func TestJoinProvedSpendsAProofOnce(t *testing.T) {
 		const n = 64
 		var (
 			mu    sync.Mutex
-			won   []queue.JoinResult
+			won   []line.JoinResult
 			other []error
 		)
 		testenv.Race(n, func(int) {
@@ -42,7 +42,7 @@ func TestJoinProvedSpendsAProofOnce(t *testing.T) {
 			defer mu.Unlock()
 			if err == nil {
 				won = append(won, r)
-			} else if !errors.Is(err, queue.ErrProofSpent) {
+			} else if !errors.Is(err, line.ErrProofSpent) {
 				other = append(other, err)
 			}
 		})
@@ -70,7 +70,7 @@ func TestJoinProvedKeysByExpiryMinute(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	base := time.Now().Add(time.Minute).Truncate(time.Minute).Add(10 * time.Second)
-	for i, p := range []queue.Proof{
+	for i, p := range []line.Proof{
 		proofOf("a", base), proofOf("b", base.Add(20*time.Second)), proofOf("c", base.Add(time.Minute)),
 	} {
 		if _, err := e.store.JoinProved(ctx, event, open(), p); err != nil {
@@ -94,7 +94,7 @@ func TestJoinProvedRefusesAnExpiredProof(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	exp := time.Now().Add(-time.Second)
-	if _, err := e.store.JoinProved(ctx, event, open(), proofOf("late", exp)); !errors.Is(err, queue.ErrProofExpired) {
+	if _, err := e.store.JoinProved(ctx, event, open(), proofOf("late", exp)); !errors.Is(err, line.ErrProofExpired) {
 		t.Fatalf("JoinProved with an expired proof = %v; want ErrProofExpired", err)
 	}
 	if n := e.rdb.Exists(ctx, spentKey(exp)).Val(); n != 0 {
@@ -116,9 +116,9 @@ func TestJoinProvedKeepsTheProofOfARefusedJoin(t *testing.T) {
 	later := open()
 	later.OpensAt = at(time.Hour)
 	for _, c := range []struct {
-		set  queue.Settings
+		set  line.Settings
 		want error
-	}{{closed, queue.ErrClosed}, {later, queue.ErrNotOpen}} {
+	}{{closed, line.ErrClosed}, {later, line.ErrNotOpen}} {
 		if _, err := e.store.JoinProved(ctx, event, c.set, p); !errors.Is(err, c.want) {
 			t.Fatalf("JoinProved = %v; want %v", err, c.want)
 		}
@@ -126,7 +126,7 @@ func TestJoinProvedKeepsTheProofOfARefusedJoin(t *testing.T) {
 	if _, err := e.store.JoinProved(ctx, event, open(), p); err != nil {
 		t.Fatalf("JoinProved once open: %v; want a place", err)
 	}
-	if _, err := e.store.JoinProved(ctx, event, open(), p); !errors.Is(err, queue.ErrProofSpent) {
+	if _, err := e.store.JoinProved(ctx, event, open(), p); !errors.Is(err, line.ErrProofSpent) {
 		t.Fatalf("JoinProved again: %v; want ErrProofSpent", err)
 	}
 }

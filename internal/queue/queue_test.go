@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -23,6 +24,10 @@ import (
 const event = "premiere"
 
 var secret = []byte("test-ticket-secret-0123456789")
+
+// drawSecret is the tests' auth.draw_secret: the lottery's seed is derived
+// from it.
+var drawSecret = []byte("test-draw-secret-0123456789abcdef")
 
 // counter is a go-redis hook counting every command sent, so a test can
 // prove a path never touched Redis.
@@ -85,7 +90,7 @@ func setupOn(t testing.TB, b backend) env {
 	rdb := b.client(t)
 	c := &counter{}
 	rdb.AddHook(c)
-	return env{store: queue.NewStore(rdb, secret), rdb: rdb, cmds: c, cluster: b.cluster, shards: max(b.shards, 1)}
+	return env{store: queue.NewStore(rdb, secret).WithDrawSecret(drawSecret), rdb: rdb, cmds: c, cluster: b.cluster, shards: max(b.shards, 1)}
 }
 
 // onEachLayout runs test as onEach does, then again with the line spread
@@ -98,7 +103,7 @@ func onEachLayout(t *testing.T, test func(t *testing.T, e env)) {
 }
 
 // open is open() in the env's layout.
-func (e env) open() queue.Settings {
+func (e env) open() line.Settings {
 	set := open()
 	set.Shards = e.shards
 	return set
@@ -134,8 +139,8 @@ func onSharded(t *testing.T, test func(t *testing.T, e env)) {
 }
 
 // open is the settings of an event open now, in queue mode.
-func open() queue.Settings {
-	return queue.Settings{
+func open() line.Settings {
+	return line.Settings{
 		Mode:           "queue",
 		AdmitPerSecond: 50,
 		MaxActive:      200,
@@ -149,19 +154,19 @@ func at(d time.Duration) *time.Time {
 	return &t
 }
 
-func join(t testing.TB, s *queue.Store, set queue.Settings) queue.JoinResult {
+func join(t testing.TB, s *queue.Store, set line.Settings) line.JoinResult {
 	t.Helper()
 	r, err := s.Join(context.Background(), event, set)
 	return mustValue(t, "join", r, err)
 }
 
-func status(t testing.TB, s *queue.Store, tk string, set queue.Settings) queue.Status {
+func status(t testing.TB, s *queue.Store, tk string, set line.Settings) line.Status {
 	t.Helper()
 	st, err := s.Status(context.Background(), event, tk, set)
 	return mustValue(t, "status", st, err)
 }
 
-func tick(t testing.TB, s *queue.Store, set queue.Settings) queue.TickResult {
+func tick(t testing.TB, s *queue.Store, set line.Settings) line.TickResult {
 	t.Helper()
 	r, err := s.Tick(context.Background(), event, set)
 	return mustValue(t, "tick", r, err)
@@ -178,7 +183,7 @@ func mustValue[T any](t testing.TB, what string, v T, err error) T {
 
 // prequeue is set with its pre-queue open a minute ago and the sale
 // opening in an hour.
-func prequeue(set queue.Settings) queue.Settings {
+func prequeue(set line.Settings) line.Settings {
 	set.PrequeueOpensAt, set.OpensAt = at(-time.Minute), at(time.Hour)
 	return set
 }
@@ -186,7 +191,7 @@ func prequeue(set queue.Settings) queue.Settings {
 // letIn ticks twice, 10 ms apart: a bucket's first tick only sets its
 // clock, the second has its tokens (ten at 1,000/s), so those in line are
 // let in, up to the rate's and the cap's room.
-func letIn(t testing.TB, s *queue.Store, set queue.Settings) {
+func letIn(t testing.TB, s *queue.Store, set line.Settings) {
 	t.Helper()
 	tick(t, s, set)
 	time.Sleep(10 * time.Millisecond)
@@ -194,7 +199,7 @@ func letIn(t testing.TB, s *queue.Store, set queue.Settings) {
 }
 
 // joinAndLetIn joins a fan and lets it in (letIn: set admits at 1,000/s).
-func joinAndLetIn(t testing.TB, s *queue.Store, set queue.Settings) queue.JoinResult {
+func joinAndLetIn(t testing.TB, s *queue.Store, set line.Settings) line.JoinResult {
 	t.Helper()
 	r := join(t, s, set)
 	letIn(t, s, set)
@@ -203,7 +208,7 @@ func joinAndLetIn(t testing.TB, s *queue.Store, set queue.Settings) queue.JoinRe
 
 // checkBooks asserts the invariant every ticket obeys: it is admitted,
 // waiting, left or abandoned, exactly once.
-func checkBooks(t testing.TB, e env) queue.Stats {
+func checkBooks(t testing.TB, e env) line.Stats {
 	t.Helper()
 	ctx := context.Background()
 	st, err := e.store.Stats(ctx, event)
@@ -254,13 +259,13 @@ func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := e.cmds.n.Load()
-			if err := e.store.CheckTicket(event, c.ticket); !errors.Is(err, queue.ErrInvalidTicket) {
+			if err := e.store.CheckTicket(event, c.ticket); !errors.Is(err, line.ErrInvalidTicket) {
 				t.Errorf("CheckTicket = %v; want ErrInvalidTicket", err)
 			}
-			if _, err := e.store.Status(ctx, event, c.ticket, open()); !errors.Is(err, queue.ErrInvalidTicket) {
+			if _, err := e.store.Status(ctx, event, c.ticket, open()); !errors.Is(err, line.ErrInvalidTicket) {
 				t.Errorf("Status = %v; want ErrInvalidTicket", err)
 			}
-			if err := e.store.Leave(ctx, event, c.ticket); !errors.Is(err, queue.ErrInvalidTicket) {
+			if err := e.store.Leave(ctx, event, c.ticket); !errors.Is(err, line.ErrInvalidTicket) {
 				t.Errorf("Leave = %v; want ErrInvalidTicket", err)
 			}
 			if n := e.cmds.n.Load() - before; n != 0 {
@@ -291,7 +296,7 @@ func TestConcurrentJoins(t *testing.T) { onEachLayout(t, testConcurrentJoins) }
 func testConcurrentJoins(t *testing.T, e env) {
 	const n = 2000
 	set := e.open()
-	results, errs := make([]queue.JoinResult, n), make([]error, n)
+	results, errs := make([]line.JoinResult, n), make([]error, n)
 	sent := e.cmds.n.Load()
 	testenv.Race(n, func(i int) {
 		results[i], errs[i] = e.store.Join(context.Background(), event, set)
@@ -306,7 +311,7 @@ func testConcurrentJoins(t *testing.T, e env) {
 			t.Fatalf("join %d: %v", i, errs[i])
 		}
 		tickets[r.Ticket], ids[r.ID] = true, true
-		if r.State != queue.Waiting {
+		if r.State != line.Waiting {
 			t.Errorf("join %d = %+v; want a new waiting ticket", i, r)
 		}
 		p := r.Position.Position
@@ -389,7 +394,7 @@ func frontActive(t testing.TB, e env, order []string) (active int64, wrong int) 
 // admitInSteps raises the cap by step at each tick until nobody waits,
 // and fails the test as soon as a tick lets in anyone but the front of
 // order (admission is not in the order's sense, what).
-func admitInSteps(t *testing.T, e env, set queue.Settings, step int, order []string, what string) {
+func admitInSteps(t *testing.T, e env, set line.Settings, step int, order []string, what string) {
 	t.Helper()
 	for n := 1; len(e.line(t)) > 0; n++ {
 		set.MaxActive += step
@@ -523,7 +528,7 @@ func testConcurrentPolls(t *testing.T, e env) {
 	const n, rounds = 400, 3
 	ctx := context.Background()
 	set := e.open()
-	fans := make([]queue.JoinResult, n)
+	fans := make([]line.JoinResult, n)
 	for i := range fans {
 		fans[i] = join(t, e.store, set)
 	}
@@ -567,7 +572,7 @@ func testConcurrentPolls(t *testing.T, e env) {
 	sent := e.cmds.n.Load()
 	claims := map[string]int{}
 	for round := range rounds {
-		got, errs := make([]queue.Status, n), make([]error, n)
+		got, errs := make([]line.Status, n), make([]error, n)
 		testenv.Race(n, func(i int) {
 			got[i], errs[i] = e.store.Status(ctx, event, fans[i].Ticket, set)
 		})
@@ -579,18 +584,18 @@ func testConcurrentPolls(t *testing.T, e env) {
 			case st.ID != f.ID:
 				t.Fatalf("round %d: poll of %s answered for %s", round, f.ID, st.ID)
 			case left[f.ID]:
-				if st.State != queue.Expired {
+				if st.State != line.Expired {
 					t.Errorf("round %d: %s left; status %s", round, f.ID, st.State)
 				}
 			case admitted[f.ID]:
-				if st.State != queue.Admitted {
+				if st.State != line.Admitted {
 					t.Errorf("round %d: %s admitted; status %s", round, f.ID, st.State)
 				}
 				if st.FirstAdmission {
 					claims[f.ID]++
 				}
 			default:
-				if st.State != queue.Waiting || st.Position.Position != place[f.ID] || st.Ahead != place[f.ID]-1 {
+				if st.State != line.Waiting || st.Position.Position != place[f.ID] || st.Ahead != place[f.ID]-1 {
 					t.Errorf("round %d: %s = %s at %d (%d ahead); want waiting at %d", round, f.ID, st.State, st.Position.Position, st.Ahead, place[f.ID])
 				}
 			}
@@ -655,7 +660,7 @@ func TestPollAllocations(t *testing.T) {
 	r := join(t, e.store, set)
 	status(t, e.store, r.Ticket, set) // the script is loaded, the connection made
 	n := testing.AllocsPerRun(200, func() {
-		if st := status(t, e.store, r.Ticket, set); st.State != queue.Waiting {
+		if st := status(t, e.store, r.Ticket, set); st.State != line.Waiting {
 			t.Fatalf("status = %s; want waiting", st.State)
 		}
 	})

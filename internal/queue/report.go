@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -23,6 +24,11 @@ import (
 //     post-opening join admitted is compared with the highest sequence
 //     number admitted by the ticks before ("maxseq"); a lower one is an
 //     inversion ("inversions"): someone who joined later got in earlier;
+//   - and the draw's order likewise: every pre-queue entry admitted has its
+//     rank read from the draw's rank table (not from its score: a line
+//     whose places were changed after the draw is caught too) and compared
+//     with the highest rank admitted by the ticks before ("maxrank"); a
+//     lower one is a rank inversion ("rankinversions");
 //   - after each tick, recordLine notes the line's length ("q:<minute>",
 //     the longest seen), the configured rate ("c:<minute>"), how long the
 //     line stayed non-empty while open ("b:<minute>", ms) and the first
@@ -39,9 +45,10 @@ const reportPrelude = `
 -- The fans one tick admits are let in at one instant, so a tick's order
 -- among them is none: a fan is out of order when an earlier tick let in
 -- someone who joined after it.
-local function fifo_start(report)
-  local m = tonumber(redis.call('HGET', report, 'maxseq')) or 0
-  return {before = m, max = m, inv = 0}
+local function fifo_start(report, ranks)
+  local m = redis.call('HMGET', report, 'maxseq', 'maxrank')
+  local s, r = tonumber(m[1]) or 0, tonumber(m[2]) or 0
+  return {before = s, max = s, inv = 0, ranks = ranks, rbefore = r, rmax = r, rinv = 0}
 end
 
 local function fifo_admit(f, seq)
@@ -49,10 +56,20 @@ local function fifo_admit(f, seq)
   if seq > f.max then f.max = seq end
 end
 
+-- a pre-queue entry let in: its rank in the draw (0: none drawn)
+local function rank_admit(f, seq)
+  local rank = redis.call('BITFIELD_RO', f.ranks, 'GET', 'u32', '#' .. int(seq))[1]
+  if rank == 0 then return end
+  if rank < f.rbefore then f.rinv = f.rinv + 1 end
+  if rank > f.rmax then f.rmax = rank end
+end
+
 local function report_admitted(report, f, now, admitted)
   if admitted > 0 then redis.call('HINCRBY', report, 'a:' .. math.floor(now / 60000), admitted) end
   if f.max > f.before then redis.call('HSET', report, 'maxseq', f.max) end
   if f.inv > 0 then redis.call('HINCRBY', report, 'inversions', f.inv) end
+  if f.rmax > f.rbefore then redis.call('HSET', report, 'maxrank', f.rmax) end
+  if f.rinv > 0 then redis.call('HINCRBY', report, 'rankinversions', f.rinv) end
 end
 `
 
@@ -63,7 +80,7 @@ end
 // ARGV: 1 fans waiting after the tick, 2 configured rate (/s), 3 mode,
 // 4 opens_at ms or "", 5 closes_at ms or ""
 // Returns 1.
-var reportLineScript = redis.NewScript(prelude + invPrelude + `
+var reportLineScript = lua.Script("report_line", `
 local now = clock()
 local m = math.floor(now / 60000)
 local r = redis.call('HMGET', KEYS[1], 'ts', 'lq', 'q:' .. m)
@@ -82,7 +99,7 @@ return 1
 `)
 
 // recordLine runs reportLineScript after a tick.
-func (s *Store) recordLine(ctx context.Context, event string, set Settings, r TickResult) error {
+func (s *Store) recordLine(ctx context.Context, event string, set line.Settings, r line.TickResult) error {
 	k := rdb.KeysOf(event)
 	err := s.c.Run(ctx, rdb.Call{Script: reportLineScript, Keys: []string{k.Report, k.Inventory}, Args: []any{r.Waiting, rateArg(set.AdmitPerSecond), set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt)}}).Err()
 	return rdb.Interpret("report", err)
@@ -93,11 +110,11 @@ func (s *Store) recordLine(ctx context.Context, event string, set Settings, r Ti
 // ETA error (the wait from its join less the ETA told then) to the
 // report's histograms. Called once per ticket, by the poll that claimed
 // its place; a failure costs one fan's figures, never the fan's answer.
-func (s *Store) recordWait(ctx context.Context, event string, st Status, set Settings) {
+func (s *Store) recordWait(ctx context.Context, event string, st line.Status, set line.Settings) {
 	if st.JoinedAt.IsZero() {
 		return
 	}
-	now := time.Now()
+	now := s.now()
 	from := st.JoinedAt
 	if set.OpensAt != nil && from.Before(*set.OpensAt) {
 		from = *set.OpensAt
@@ -126,64 +143,23 @@ func bucketOf(d time.Duration) int64 {
 	return sign * (t + scale/2) / scale * scale
 }
 
-// Report is a sale's figures (the route's JSON is the gateway's).
-type Report struct {
-	Joined, Admitted, Left, Abandoned int64
-	// MeanPerSecond is the fans admitted per second while the open line
-	// was non-empty (Busy, in all); ConfiguredPerSecond the rate configured
-	// over that time, or, when nobody ever waited (Busy 0), over the
-	// minutes the sale was open.
-	MeanPerSecond       float64
-	ConfiguredPerSecond float64
-	Busy                time.Duration
-	Minutes             []ReportMinute
-	FIFOInversions      int64
-	Wait                Percentiles // seconds, join (or opens_at) → admitted
-	ETAError            Percentiles // seconds, actual wait − ETA told at join
-	SoldOutAt           *time.Time
-}
-
-// ReportMinute is one minute of the sale.
-type ReportMinute struct {
-	At         time.Time
-	Admitted   int64
-	Configured float64 // the configured rate (/s); 0 while closed or paused
-	Waiting    int64   // the longest the line was in that minute
-	Busy       time.Duration
-}
-
-// PerSecond is the minute's admission rate while its line was non-empty
-// (over the whole minute if it never was).
-func (m ReportMinute) PerSecond() float64 {
-	if m.Busy > 0 {
-		return float64(m.Admitted) / math.Max(m.Busy.Seconds(), 1)
-	}
-	return float64(m.Admitted) / 60
-}
-
-// Percentiles of a histogram.
-type Percentiles struct {
-	Count    int64
-	P50, P95 float64
-}
-
 // Report reads event's report.
-func (s *Store) Report(ctx context.Context, event string) (Report, error) {
+func (s *Store) Report(ctx context.Context, event string) (line.Report, error) {
 	st, err := s.Stats(ctx, event)
 	if err != nil {
-		return Report{}, err
+		return line.Report{}, err
 	}
 	h, err := s.c.HGetAll(ctx, rdb.KeysOf(event).Report).Result()
 	if err != nil {
-		return Report{}, rdb.Interpret("report", err)
+		return line.Report{}, rdb.Interpret("report", err)
 	}
-	out := Report{Joined: st.Joined, Admitted: st.Admitted, Left: st.Left, Abandoned: st.Abandoned}
-	minutes := map[int64]*ReportMinute{}
-	minute := func(m int64) *ReportMinute {
+	out := line.Report{Joined: st.Joined, Admitted: st.Admitted, Left: st.Left, Abandoned: st.Abandoned, StraightThrough: st.Through}
+	minutes := map[int64]*line.ReportMinute{}
+	minute := func(m int64) *line.ReportMinute {
 		if x, ok := minutes[m]; ok {
 			return x
 		}
-		x := &ReportMinute{At: time.Unix(m*60, 0).UTC()}
+		x := &line.ReportMinute{At: time.Unix(m*60, 0).UTC()}
 		minutes[m] = x
 		return x
 	}
@@ -194,6 +170,8 @@ func (s *Store) Report(ctx context.Context, event string) (Report, error) {
 		switch kind {
 		case "a":
 			minute(n).Admitted, _ = strconv.ParseInt(v, 10, 64)
+		case "t":
+			minute(n).StraightThrough, _ = strconv.ParseInt(v, 10, 64)
 		case "b":
 			ms, _ := strconv.ParseInt(v, 10, 64)
 			minute(n).Busy = time.Duration(ms) * time.Millisecond
@@ -207,6 +185,8 @@ func (s *Store) Report(ctx context.Context, event string) (Report, error) {
 			etas[n], _ = strconv.ParseInt(v, 10, 64)
 		case "inversions":
 			out.FIFOInversions, _ = strconv.ParseInt(v, 10, 64)
+		case "rankinversions":
+			out.RankInversions, _ = strconv.ParseInt(v, 10, 64)
 		case "soldout":
 			ms, _ := strconv.ParseInt(v, 10, 64)
 			t := msToTime(ms).UTC()
@@ -250,8 +230,8 @@ func (s *Store) Report(ctx context.Context, event string) (Report, error) {
 }
 
 // percentiles reads p50 and p95 off a histogram of tenths of a second.
-func percentiles(h map[int64]int64) Percentiles {
-	var p Percentiles
+func percentiles(h map[int64]int64) line.Percentiles {
+	var p line.Percentiles
 	keys := make([]int64, 0, len(h))
 	for k, n := range h {
 		keys = append(keys, k)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"math"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -24,7 +26,7 @@ func testReportOfAScriptedSale(t *testing.T, e env) {
 	set := e.open()
 	set.AdmitPerSecond, set.MaxActive, set.AbandonAfter = 5, 1000, time.Second
 	const n, leavers, silent = 30, 4, 3
-	fans := make([]queue.JoinResult, n)
+	fans := make([]line.JoinResult, n)
 	joined := make([]time.Time, n)
 	for i := range fans {
 		joined[i] = time.Now()
@@ -33,7 +35,7 @@ func testReportOfAScriptedSale(t *testing.T, e env) {
 	for _, f := range fans[:leavers] {
 		must(t, e.store.Leave(ctx, event, f.Ticket))
 	}
-	admitters := []*queue.Store{e.store, queue.NewStore(e.rdb, secret)}
+	admitters := []*queue.Store{e.store, queue.NewStore(e.rdb, secret).WithDrawSecret(drawSecret)}
 	waits := map[int]float64{}
 	start := time.Now()
 	for step := 0; len(e.line(t)) > 0 || len(waits) < n-leavers-silent; step++ {
@@ -43,7 +45,7 @@ func testReportOfAScriptedSale(t *testing.T, e env) {
 				continue
 			}
 			st := status(t, e.store, fans[i].Ticket, set)
-			if st.State == queue.Admitted {
+			if st.State == line.Admitted {
 				waits[i] = time.Since(joined[i]).Seconds()
 			}
 		}
@@ -106,7 +108,7 @@ func testReportOfAScriptedSale(t *testing.T, e env) {
 		t.Errorf("sold out at %v; the sale never sold out", r.SoldOutAt)
 	}
 	before := time.Now()
-	sync0(t, e.store, queue.Snapshot{Free: 0})
+	sync0(t, e.store, line.Snapshot{Free: 0})
 	tick(t, e.store, set)
 	r, err = e.store.Report(ctx, event)
 	must(t, err)
@@ -124,7 +126,7 @@ func testReportCountsFIFOInversions(t *testing.T, e env) {
 	ctx := context.Background()
 	set := e.open()
 	set.AdmitPerSecond = 1e6
-	fans := []queue.JoinResult{join(t, e.store, set), join(t, e.store, set), join(t, e.store, set)}
+	fans := []line.JoinResult{join(t, e.store, set), join(t, e.store, set), join(t, e.store, set)}
 	moved := false
 	for _, k := range e.state(t).WaitKeys() {
 		if e.rdb.ZScore(ctx, k, fans[2].ID).Err() == nil {
@@ -148,5 +150,92 @@ func testReportCountsFIFOInversions(t *testing.T, e env) {
 	must(t, err)
 	if r.Admitted != 3 || r.FIFOInversions != 2 {
 		t.Errorf("admitted %d with %d FIFO inversions; want 3 with 2", r.Admitted, r.FIFOInversions)
+	}
+}
+
+// The report's rankInversions (DESIGN.md, Fair play, third round): the
+// pre-queue entries admitted out of rank order, each checked against the
+// draw's rank table as it is let in. A drawn line let in step by step has
+// none; a line whose places were tampered with after the draw (rank 1's
+// and rank 20's scores swapped in Redis, so rank 20 is let in first) has
+// them, and the report says so.
+func TestReportCountsRankInversions(t *testing.T) {
+	onEachLayout(t, func(t *testing.T, e env) { testReportCountsRankInversions(t, e, false) })
+}
+
+func TestReportCountsRankInversionsOfATamperedLine(t *testing.T) {
+	onEachLayout(t, func(t *testing.T, e env) { testReportCountsRankInversions(t, e, true) })
+}
+
+func testReportCountsRankInversions(t *testing.T, e env, tamper bool) {
+	ctx := context.Background()
+	set, fans := drawnLine(t, e, 30)
+	var list strings.Builder
+	must(t, e.store.LotteryEntries(ctx, event, &list))
+	order := strings.Fields(list.String())
+	if len(order) != len(fans) {
+		t.Fatalf("%d entries listed; want %d", len(order), len(fans))
+	}
+	if tamper {
+		l := e.state(t)
+		first, _ := l.Place(order[0])
+		twentieth, _ := l.Place(order[19])
+		l.SetPlace(order[0], twentieth)
+		l.SetPlace(order[19], first)
+	}
+	for step := 1; len(e.line(t)) > 0; step++ {
+		set.MaxActive += 5
+		tick(t, e.store, set)
+		if step > 20 {
+			t.Fatal("the line does not empty")
+		}
+	}
+	r, err := e.store.Report(ctx, event)
+	must(t, err)
+	switch {
+	case !tamper && r.RankInversions != 0:
+		t.Errorf("%d rank inversions in a drawn line let in in order; want 0", r.RankInversions)
+	case tamper && r.RankInversions == 0:
+		t.Error("rank 20 let in before rank 1: 0 rank inversions reported")
+	}
+	if r.FIFOInversions != 0 {
+		t.Errorf("%d FIFO inversions; want 0 (every fan joined before opening)", r.FIFOInversions)
+	}
+}
+
+// The report's straightThrough (DESIGN.md, "Always on"): an auto sale's
+// joins let straight through are counted apart, and its admitted counts
+// them too; the minute they joined in says so as well. Three go straight
+// through an empty room of three places, two wait and are let in by the
+// ticks once places free.
+func TestReportCountsStraightThrough(t *testing.T) { onEachLayout(t, testReportCountsStraightThrough) }
+
+func testReportCountsStraightThrough(t *testing.T, e env) {
+	ctx := context.Background()
+	set := e.auto()
+	var in []line.JoinResult
+	for range 3 {
+		in = append(in, join(t, e.store, set))
+	}
+	waiting := []line.JoinResult{join(t, e.store, set), join(t, e.store, set)}
+	for _, r := range in[:2] {
+		must(t, e.store.Leave(ctx, event, r.Ticket))
+	}
+	tickUntil(t, e, set, "the two waiters admitted", func() bool {
+		return status(t, e.store, waiting[0].Ticket, set).State == line.Admitted &&
+			status(t, e.store, waiting[1].Ticket, set).State == line.Admitted
+	})
+	r, err := e.store.Report(ctx, event)
+	must(t, err)
+	if r.Joined != 5 || r.Admitted != 5 || r.StraightThrough != 3 {
+		t.Errorf("joined %d, admitted %d, straight through %d; want 5, 5 (both kinds), 3", r.Joined, r.Admitted, r.StraightThrough)
+	}
+	var perMinute, admittedByTicks int64
+	for _, m := range r.Minutes {
+		perMinute += m.StraightThrough
+		admittedByTicks += m.Admitted
+	}
+	if perMinute != 3 || admittedByTicks != 2 {
+		t.Errorf("the minutes: %d straight through, %d admitted by the ticks; want 3 and 2", perMinute, admittedByTicks)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
@@ -50,7 +51,7 @@ func BenchmarkShardScaling(b *testing.B) {
 
 func benchScaling(b *testing.B, c *localsvc.Cluster, rdb *redis.ClusterClient, op string, shards int) {
 	ev := fmt.Sprintf("scale-%s-%d-%d", op, len(c.Nodes), shards)
-	s := queue.NewStore(rdb, secret)
+	s := queue.NewStore(rdb, secret).WithDrawSecret(drawSecret)
 	set := open()
 	set.Shards = shards
 	ctx := context.Background()
@@ -109,8 +110,8 @@ func nodeCPU(b *testing.B, addr string) float64 {
 }
 
 // joinManyOf is joinMany for event ev.
-func joinManyOf(b *testing.B, s *queue.Store, ev string, set queue.Settings, n int) []queue.JoinResult {
-	out := make([]queue.JoinResult, n)
+func joinManyOf(b *testing.B, s *queue.Store, ev string, set line.Settings, n int) []line.JoinResult {
+	out := make([]line.JoinResult, n)
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 32)
 	for i := range out {
@@ -144,7 +145,7 @@ func BenchmarkDurableJoin(b *testing.B) {
 				b.Run(fmt.Sprintf("round=%d/wait=%d/shards=%d", round, wait, shards), func(b *testing.B) {
 					told := rdb.New(rc)
 					told.WaitReplicas(wait)
-					s := queue.New(told, secret)
+					s := queue.New(told, secret).WithDrawSecret(drawSecret)
 					set := open()
 					set.Shards = shards
 					ev := fmt.Sprintf("durable-%d-%d", wait, shards)

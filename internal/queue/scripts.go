@@ -1,12 +1,5 @@
 package queue
 
-import (
-	"github.com/redis/go-redis/v9"
-
-	"github.com/waitroom/waitroom/internal/presale"
-	"github.com/waitroom/waitroom/internal/rdb"
-)
-
 // The Lua scripts of the line, each a composition of the library's
 // fragments (lua.go). Every key a script touches is passed in KEYS and
 // carries one hash tag: the event's, or one shard's; "now" is always Redis
@@ -33,12 +26,14 @@ import (
 // by the status script instead, so that a join can never turn a dead
 // ticket into a place for free (Store.Join). A join that pays with a proof
 // of work spends it in the same script and round trip as the place it
-// buys: once a join would hand out a place, the proof's id is added to the
-// spent set of its expiry minute, and a proof already there, or expired by
-// Redis TIME, buys nothing; refusing by TIME as well as by the gateway's
-// clock lets the set go a second after its minute (no proof can be spent
-// once its set is gone). Joins with proofs of one expiry minute share a
-// call (the set is a key); joins without proofs share another.
+// buys: once a join would hand out a place, or have its access code judged
+// (a wrong code costs its proof: one proof, one guess), the proof's id is
+// added to the spent set of its expiry minute, and a proof already there,
+// or expired by Redis TIME, buys nothing; refusing by TIME as well as by
+// the gateway's clock lets the set go a second after its minute (no proof
+// can be spent once its set is gone). Joins with proofs of one expiry
+// minute share a call (the set is a key); joins without proofs share
+// another.
 //
 // A join for an account first looks for the account's place: if it may
 // still be live, the join makes nothing and answers {"account", entry}
@@ -57,30 +52,45 @@ import (
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 inventory, 6 lottery,
 // 7 lottery entries, 8 accounts, 9 claims, 10 presale, 11 presale
 // accounts, 12 presale ranks, 13 presale top-ups, 14 codes, 15 codes info,
-// 16 (with proofs only) the spent proofs of their expiry minute
+// 16 bought, 17 bucket, 18 report, 19 (with proofs only) the spent proofs
+// of their expiry minute
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate (/s), 6 access_ttl ms,
 // 7 abandon_after ms, 8 the presale's gate ("" none, "inf" for ever, else
 // until general_sale_at ms), 9 codes required ("1") or "", 10 when the
-// proofs' set goes (unix ms) or ""; then per join: the random part of the
-// new id (base64url), its lottery number (a negative integer), the account
-// id or "", the proof's id or "", its expiry ms or "", the access code's
-// hash or ""
-// Returns the head {now ms, rate, available or -1}, then one element per
-// join, each one of
+// proofs' set goes (unix ms) or "", 11 max_active, 12 straight only ("1":
+// a join that would wait makes nothing and answers "line"); then per join:
+// the random part of the new id (base64url), its lottery number (a
+// negative integer), the account id or "", the proof's id or "", its
+// expiry ms or "", the access code's hash or ""
+// Returns the head {now ms, rate, available or -1, the sequence before
+// the call}, then one element per join, each one of
 //
-//	rank × 65536 + pollAfter ms, then seq: {code, seq} (waiting; rank 0 = next)
-//	{-1, seq, active expiry ms} (admitted: passthrough)
+//	code × 256 + seq − the head's sequence, where code is rank × 65536 +
+//	pollAfter ms (waiting; rank 0 = next): one number, not a table per
+//	join (a table is made, converted and collected for each element),
+//	while that is exact (code < 2^45: a rank below 2^29) and the offset
+//	below 256 (a call carries at most 128 joins, joinHead); else {code, seq}
+//	{-1, seq, active expiry ms} (admitted: passthrough, or straight through
+//	an auto line with room, in the line's order: nobody waits)
 //	"closed" | "not_open" | "sold_out" | "reused" | "stale" | "uncommitted"
+//	"line" (straight only, and it would have waited)
 //	a presale's or a code's refusal (presale.GateLua, presale.CodeLua)
 //	{"account", entry} (the account's place)
 //	{"layout", k} (a sharded event)
-var joinScript = redis.NewScript(prelude + invPrelude + layoutPrelude + presale.GateLua + presale.CodeLua + joinLua + placeLua + `
+var joinScript = lua.Script("join", `
 local now, now_s = clock()
-local out, n, js = join_call(sharded(KEYS[4]) or 1, 1, KEYS[4], KEYS[5], KEYS[6], now)
+-- the layout (sharded), the rate and the sequence, in one read
+local st = redis.call('HMGET', KEYS[4], 'shards', 'rate', 'seq')
+local layout_k = tonumber(st[1])
+if not layout_k or layout_k <= 1 then layout_k = 1 end
+local out, n, js = join_call(layout_k, 1, KEYS[4], KEYS[5], KEYS[6], now, st)
 if not js then return out end
 local keys = {stats = KEYS[4], active = KEYS[2], claims = KEYS[9], accounts = KEYS[8], entries = KEYS[7],
-  presale = KEYS[10], registered = KEYS[11], pranks = KEYS[12], topups = KEYS[13], codes = KEYS[14], codesinfo = KEYS[15], spent = KEYS[16]}
+  presale = KEYS[10], registered = KEYS[11], pranks = KEYS[12], topups = KEYS[13], codes = KEYS[14], codesinfo = KEYS[15],
+  bought = KEYS[16], bucket = KEYS[17], report = KEYS[18], spent = KEYS[19]}
+-- one shard: whoever waits is in wait (a place this call made too)
+js.waits = function() return redis.call('ZCARD', KEYS[1]) > 0 end
 local function live(id)
   local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
   return redis.call('ZSCORE', KEYS[1], id) or (exp and exp > now)
@@ -88,60 +98,77 @@ end
 local ttl = tonumber(ARGV[6])
 local p = placer(KEYS[1], KEYS[3], 1, poll_per(tonumber(js.rate)), tonumber(ARGV[7]), now)
 for i = 1, n do
-  local a = 11 + 6 * (i - 1)
+  local a = 13 + 6 * (i - 1)
   local answer, seq, id = join_one(js, keys, now, now_s, ttl, ARGV[a], ARGV[a + 2], live, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
   if answer then
-    out[i + 3] = answer
+    out[i + 4] = answer
   else
-    local score = seq
-    if js.until_open > 0 then score = tonumber(ARGV[a + 1]) end
-    out[i + 3] = {place(p, id, score, seq, string.format('#%d', seq), js.until_open), seq}
+    local score, seq_s = seq, int(seq)
+    local score_s = seq_s
+    if js.until_open > 0 then score, score_s = tonumber(ARGV[a + 1]), nil end
+    local code = place(p, id, score, seq, '#' .. seq_s, js.until_open, score_s)
+    local off = seq - js.seq0
+    if code < 35184372088832 and off < 256 then out[i + 4] = code * 256 + off else out[i + 4] = {code, seq} end
   end
 end
-join_done(js, keys, ARGV[10])
+join_done(js, keys, ARGV[10], now)
 placed(p, KEYS[4])
 return out
 `)
 
 // joinGlobalScript is a join's phase on the event's tag, on a line of
 // many shards, for the joins of one event a pipeline carries together: the
-// refusals, the account, the proof, the sequence number; passthrough lets
-// the fan in then and there. The place is made on its shard next
-// (joinShardScript).
+// refusals, the account, the proof, the sequence number; passthrough, or an
+// auto line with room, lets the fan in then and there. The place is made
+// on its shard next (joinShardScript), and the line's mark (stats lined:
+// when the last place was sent to a shard) says so to every later join:
+// nobody is let straight through while it stands (shards.go says when the
+// tick lifts it).
 //
 // KEYS: 1 stats, 2 active, 3 inventory, 4 claims, 5 lottery, 6 lottery
-// entries, 7 accounts, 8–13 the presale's and the codes' as joinScript's
-// 10–15, 14 (with proofs only) the spent proofs of their expiry minute
+// entries, 7 accounts, 8–14 the presale's, the codes' and bought as
+// joinScript's 10–16, 15 bucket, 16 report, 17 (with proofs only) the
+// spent proofs of their expiry minute
 // ARGV: 1 mode, 2 prequeue_opens_at ms or "", 3 opens_at ms or "",
 // 4 closes_at ms or "", 5 configured rate, 6 access_ttl ms, 7 shards,
 // 8 the presale's gate, 9 codes, 10 when the proofs' set goes (unix ms) or
-// ""; then per join: the random part of the id, the account id or "", the
-// id of the account's place the caller found dead or "", the proof's id or
-// "", its expiry ms or "", the access code's hash or ""
-// Returns the head {now ms, rate, available or -1}, then per join one of
+// "", 11 max_active, 12 straight only; then per join: the random part of
+// the id, the account id or "", the id of the account's place the caller
+// found dead or "", the proof's id or "", its expiry ms or "", the access
+// code's hash or ""
+// Returns the head {now ms, rate, available or -1, the sequence before
+// the call}, then per join one of
 //
 //	{-2, seq, ms until opening} (to be placed on its shard)
-//	{-1, seq, active expiry ms} (admitted: passthrough)
+//	{-1, seq, active expiry ms} (admitted: passthrough, or straight through)
 //	a refusal, {"account", entry}, {"layout", k} as joinScript's
-var joinGlobalScript = redis.NewScript(prelude + invPrelude + layoutPrelude + presale.GateLua + presale.CodeLua + joinLua + `
+var joinGlobalScript = lua.Script("join_global", `
 local now, now_s = clock()
 local want = tonumber(ARGV[7])
 local out, n, js = join_call(layout(KEYS[1], want), want, KEYS[1], KEYS[3], KEYS[5], now)
 if not js then return out end
 local keys = {stats = KEYS[1], active = KEYS[2], claims = KEYS[4], accounts = KEYS[7], entries = KEYS[6],
-  presale = KEYS[8], registered = KEYS[9], pranks = KEYS[10], topups = KEYS[11], codes = KEYS[12], codesinfo = KEYS[13], spent = KEYS[14]}
+  presale = KEYS[8], registered = KEYS[9], pranks = KEYS[10], topups = KEYS[11], codes = KEYS[12], codesinfo = KEYS[13],
+  bought = KEYS[14], bucket = KEYS[15], report = KEYS[16], spent = KEYS[17]}
+-- many shards: the line's mark stands while anyone may wait (shards.go)
+local sent = false
+js.waits = function() return sent or redis.call('HEXISTS', KEYS[1], 'lined') == 1 end
 local ttl = tonumber(ARGV[6])
 for i = 1, n do
-  local a = 11 + 6 * (i - 1)
+  local a = 13 + 6 * (i - 1)
   local replace = ARGV[a + 2]
   local function live(id, joined)
     local exp = tonumber(redis.call('ZSCORE', KEYS[2], id))
-    return (exp and exp > now) or id ~= replace or now - joined < ` + accountGraceMs + `
+    return (exp and exp > now) or id ~= replace or now - joined < `+accountGraceMs+`
   end
-  out[i + 3] = join_one(js, keys, now, now_s, ttl, ARGV[a], ARGV[a + 1], live, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
-    or {-2, js.seq0 + js.joined, js.until_open}
+  local answer, seq = join_one(js, keys, now, now_s, ttl, ARGV[a], ARGV[a + 1], live, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
+  if not answer then
+    answer, sent = {-2, seq, js.until_open}, true
+  end
+  out[i + 4] = answer
 end
-join_done(js, keys, ARGV[10])
+if sent then redis.call('HSET', KEYS[1], 'lined', int(now)) end
+join_done(js, keys, ARGV[10], now)
 return out
 `)
 
@@ -168,7 +195,7 @@ return out
 // else ""
 // Returns per place rank × 65536 + pollAfter ms (rank on this shard) |
 // "redraw" | "late".
-var joinShardScript = redis.NewScript(prelude + placeLua + `
+var joinShardScript = lua.Script("join_shard", `
 local now = clock()
 local k = tonumber(ARGV[3])
 local drawn = redis.call('HGET', KEYS[4], 'drawn')
@@ -178,7 +205,7 @@ for i = 1, (#ARGV - 3) / 6 do
   local a = 4 + 6 * (i - 1)
   local score = tonumber(ARGV[a + 1])
   local made = tonumber(ARGV[a + 5])
-  if made and now - made > ` + lateShardMs + ` then
+  if made and now - made > `+lateShardMs+` then
     out[i] = 'late'
   elseif ARGV[a + 4] ~= '1' and score < 0 and drawn then
     out[i] = 'redraw'
@@ -219,7 +246,7 @@ return out
 //	-1 (expired) | -2 (closed) | -3 (soldout)
 //	{"admitted", expiry ms, first 0|1}
 //	{"layout", k} (a sharded event)
-var statusScript = redis.NewScript(prelude + invPrelude + claimLua + pollLua + `
+var statusScript = lua.Script("status", `
 local now, now_s = clock()
 local n = (#ARGV - 6) / 2
 local out = {now, '', -1}
@@ -283,7 +310,7 @@ return out
 //	{rank × 65536 + pollAfter ms, score} (waiting, at another score)
 //	-2 (closed) | -3 (soldout) | -4 (not on this shard: admitted, or gone)
 //	| -5 (a tick is handing it to the active set right now)
-var statusShardScript = redis.NewScript(prelude + pollLua + `
+var statusShardScript = lua.Script("status_shard", `
 local now = clock()
 local n = (#ARGV - 6) / 3
 local out = {now, '', -1}
@@ -323,7 +350,7 @@ return out
 // ARGV: 1 ticket id, 2 access_ttl ms
 // Returns -1 (expired) | {"admitted", expiry ms, first 0|1} | {"layout", 1}
 // (the event's line is not sharded: the ticket was never on a shard).
-var statusGlobalScript = redis.NewScript(prelude + layoutPrelude + claimLua + `
+var statusGlobalScript = lua.Script("status_global", `
 if not sharded(KEYS[3]) then return {'layout', 1} end
 local now, now_s = clock()
 local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
@@ -341,7 +368,7 @@ return {'admitted', exp, first}
 // KEYS: 1 wait, 2 moving
 // ARGV: the scores
 // Returns one count per score.
-var belowScript = redis.NewScript(`
+var belowScript = lua.Script("below", `
 local out = {}
 local moving = redis.call('EXISTS', KEYS[2]) == 1
 for i = 1, #ARGV do
@@ -356,17 +383,17 @@ return out
 // active place back; either way its fan is away no more.
 //
 // KEYS: 1 wait, 2 active, 3 stats, 4 inventory, 5 holders, 6 claims, 7 away,
-// 8 away due
+// 8 away due, 9 ends
 // ARGV: 1 ticket id
-// Returns 1 if it was waiting (counted as left), 2 if it was active, 0 if
-// neither, −k if the event's line is sharded over k (nothing else done
-// here).
-var leaveScript = redis.NewScript(invPrelude + layoutPrelude + leaveLua + `
+// Returns 1 if it was waiting (counted as left), 2 if it was active (its
+// end noted), 0 if neither, −k if the event's line is sharded over k
+// (nothing else done here).
+var leaveScript = lua.Script("leave", `
 away_gone(KEYS[7], KEYS[8], ARGV[1])
 local k = sharded(KEYS[3])
 if k then return -k end
 if leave_wait(KEYS[1], KEYS[3], ARGV[1]) == 1 then return 1 end
-if leave_active(KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1]) == 1 then return 2 end
+if leave_active(KEYS[2], KEYS[4], KEYS[5], KEYS[6], KEYS[9], ARGV[1]) == 1 then return 2 end
 return 0
 `)
 
@@ -375,32 +402,55 @@ return 0
 // KEYS: 1 wait, 2 stats
 // ARGV: 1 ticket id
 // Returns 1 if it was waiting (counted as left), else 0.
-var leaveShardScript = redis.NewScript(leaveLua + `
+var leaveShardScript = lua.Script("leave_shard", `
 return leave_wait(KEYS[1], KEYS[2], ARGV[1])
 `)
 
 // completeScript frees an active place at once (the fan's booking is done,
-// or it left or was revoked on a line of many shards).
+// or it left or was revoked on a line of many shards). A confirmed
+// booking is noted in the same step: the place in booked (the presale's
+// top-ups), its account in bought (an invitation buys once: the
+// presale's gate refuses the account a new place in its window).
 //
-// KEYS: 1 active, 2 inventory, 3 holders, 4 claims, 5 booked (with ARGV 2)
-// ARGV: 1 ticket id, 2 "1": its booking was confirmed (noted in booked,
-// for the presale's top-ups), or absent
-// Returns 1 if it was active, else 0.
-var completeScript = redis.NewScript(rdb.Prelude + invPrelude + leaveLua + `
-if ARGV[2] == '1' then redis.call('HSET', KEYS[5], ARGV[1], int(clock())) end
-return leave_active(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+// KEYS: 1 active, 2 inventory, 3 holders, 4 claims, 5 ends; with ARGV 2:
+// 6 booked, 7 bought
+// ARGV: 1 ticket id, 2 "1": its booking was confirmed, or absent; 3 the
+// place's account ("" = none)
+// Returns 1 if it was active (its end noted), else 0.
+var completeScript = lua.Script("complete", `
+if ARGV[2] == '1' then
+  local now = int(clock())
+  redis.call('HSET', KEYS[6], ARGV[1], now)
+  if ARGV[3] ~= '' then redis.call('HSET', KEYS[7], ARGV[3], now) end
+end
+return leave_active(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1])
 `)
 
-// activeScript reports whether a ticket is active and unexpired.
+// activeScript reports whether a ticket is active and unexpired, and for
+// a sliding session's use (ARGV 2 and 3; DESIGN.md, "Sessions that last
+// while they are used") renews its place in the same step: its expiry moves
+// to now + ttl when that is at least every later than it is. The guard is
+// the place's own expiry in Redis, so whatever the number of gateways and
+// uses, a place's expiry is written at most once per every (and a place
+// that is not active, left, revoked, completed or past its window, is
+// never written: ZADD XX behind the check, in one script). It never
+// shortens a window (a hold's may reach further).
 //
 // KEYS: 1 active
-// ARGV: 1 ticket id
-// Returns the expiry (ms) if active, else 0.
-var activeScript = redis.NewScript(rdb.Prelude + `
+// ARGV: 1 ticket id; for a renewal: 2 ttl ms, 3 every ms
+// Returns the expiry (ms) in force afterwards if active, else 0.
+var activeScript = lua.Script("active", `
 local now = clock()
 local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
-if exp and exp > now then return exp end
-return 0
+if not exp or exp <= now then return 0 end
+if ARGV[2] then
+  local want = now + tonumber(ARGV[2])
+  if want > exp and want - exp >= tonumber(ARGV[3]) then
+    redis.call('ZADD', KEYS[1], 'XX', int(want), ARGV[1])
+    return want
+  end
+end
+return exp
 `)
 
 // extendScript moves an active ticket's expiry later, never earlier, and
@@ -411,7 +461,7 @@ return 0
 // KEYS: 1 active, 2 claims
 // ARGV: 1 ticket id, 2 wanted expiry ms, 3 longest window after the claim ms
 // Returns the expiry in force afterwards (ms), or 0 when not active.
-var extendScript = redis.NewScript(rdb.Prelude + `
+var extendScript = lua.Script("extend", `
 local now, now_s = clock()
 local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
 if not exp or exp <= now then return 0 end
@@ -436,7 +486,7 @@ return exp
 // ZCARD wait, ZCOUNT active (now +inf, the inventory's fields (false when
 // the booking core has not published it), and the line's shards (the
 // waiting fans of a sharded event are counted on its shards).
-var countsScript = redis.NewScript(rdb.Prelude + `
+var countsScript = lua.Script("counts", `
 local now = clock()
 local inv = redis.call('HMGET', KEYS[3], 'available', 'held', 'pending', 'updatedAt')
 local k = tonumber(redis.call('HGET', KEYS[4], 'shards')) or 1
@@ -453,7 +503,8 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 //     (at most max_skip per tick, to bound the script);
 //  4. let them in (admit);
 //  5. the counters, the sale's report (admitted this minute, FIFO
-//     inversions among post-opening joins: report.go) and the measured rate.
+//     inversions among post-opening joins, rank inversions among the
+//     pre-queue's entries: report.go) and the measured rate.
 //
 // A line with a lottery committed is not open, whatever the time, until
 // the draw has given the pre-queue its first scores, and while the draw is
@@ -463,7 +514,7 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 // script.
 //
 // KEYS: 1 wait, 2 active, 3 seen, 4 stats, 5 bucket, 6 inventory, 7 holders,
-// 8 lottery, 9 report, 10 claims, 11 away, 12 away due
+// 8 lottery, 9 report, 10 claims, 11 away, 12 away due, 13 the draw's ranks
 // ARGV: 1 mode, 2 opens_at ms or "", 3 closes_at ms or "", 4 rate (/s),
 // 5 max_active, 6 access_ttl ms, 7 max_skip, 8 passthrough batch,
 // 9 away_claim_within ms
@@ -471,19 +522,19 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, 
 // room (places for more idle fans; -1 when the inventory is unknown),
 // lapsed (away places never claimed, given up)}, or {"layout", k} for a
 // sharded event.
-var tickScript = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryPrelude + reportPrelude + tickLua + `
+var tickScript = lua.Script("tick", `
 local now, now_s = clock()
 local k = sharded(KEYS[4])
 if k then return {'layout', k} end
 local rate, cap, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local keys = {active = KEYS[2], claims = KEYS[10], holders = KEYS[7], inventory = KEYS[6], stats = KEYS[4], bucket = KEYS[5], report = KEYS[9]}
 local expired, active, queueing, passthrough, through = tick_start(keys, KEYS[8], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), now)
-local n, room = budget(KEYS[5], KEYS[6], rate, cap, active, redis.call('ZCARD', KEYS[1]), queueing, passthrough, tonumber(ARGV[8]), now)
+local n, room = budget(KEYS[5], KEYS[6], rate, cap, active, redis.call('ZCARD', KEYS[1]), queueing, passthrough, tonumber(ARGV[8]), now, ARGV[1] == 'auto')
 away_start(keys, KEYS[11], KEYS[12], now, tonumber(ARGV[9]))
 
 local live, abandoned = front(KEYS[1], KEYS[3], KEYS[4], n, tonumber(ARGV[7]), 1, through, now_s)
 keys.holding = #live > 0 and redis.call('EXISTS', KEYS[7]) == 1 and room >= 0
-local fifo = fifo_start(KEYS[9])
+local fifo = fifo_start(KEYS[9], KEYS[13])
 local exp = now + ttl
 local admitted = 0
 for _, f in ipairs(live) do
@@ -536,8 +587,9 @@ return {admitted, abandoned, expired, waiting, redis.call('ZCARD', KEYS[2]), tos
 // 9 shards
 // Returns {"layout", k} | {"busy"} |
 // {"go", epoch, n, expired, active, watermark, rate, available or -1,
-// soldout 0|1, room, now ms, queueing 0|1, the draw's bound or "", lapsed}
-var tickBeginScript = redis.NewScript(prelude + invPrelude + layoutPrelude + lotteryPrelude + tickLua + `
+// soldout 0|1, room, now ms, queueing 0|1, the draw's bound or "", lapsed,
+// the line's mark if it may be lifted (shards.go) or ""}
+var tickBeginScript = lua.Script("tick_begin", `
 local now = clock()
 local k = layout(KEYS[1], tonumber(ARGV[9]))
 if k ~= tonumber(ARGV[9]) then return {'layout', k} end
@@ -550,13 +602,22 @@ redis.call('HSET', KEYS[8], 'mark', redis.call('HGET', KEYS[1], 'seq') or 0)
 
 local keys = {active = KEYS[2], claims = KEYS[6], holders = KEYS[5], inventory = KEYS[4], stats = KEYS[1]}
 local expired, active, queueing, passthrough, through = tick_start(keys, KEYS[9], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), now)
-local n, room, soldout, avail = budget(KEYS[3], KEYS[4], tonumber(ARGV[6]), tonumber(ARGV[7]), active, nil, queueing, passthrough, tonumber(ARGV[8]), now)
+local auto = ARGV[3] == 'auto'
+local n, room, soldout, avail = budget(KEYS[3], KEYS[4], tonumber(ARGV[6]), tonumber(ARGV[7]), active, nil, queueing, passthrough, tonumber(ARGV[8]), now, auto)
 local q = 0
 if queueing then q = 1 end
+-- The line's mark may be lifted by this tick (once it finds every shard
+-- empty, shards.go) if no place was sent to a shard for accountGraceMs:
+-- every place sent before now is on its shard by now, or never will be.
+local mark_seen = ''
+if auto then
+  local lined = redis.call('HGET', KEYS[1], 'lined')
+  if lined and now - tonumber(lined) > `+accountGraceMs+` then mark_seen = lined end
+end
 -- Nobody to hand over: the lease is given back now (the shards' steps
 -- that follow need no exclusivity; a newer epoch fences them).
 if n == 0 then redis.call('DEL', KEYS[7]) end
-return {'go', epoch, n, expired, active, mark, tostring(rate_for_eta(KEYS[1], ARGV[6])), avail, soldout, room, now, q, through or '', keys.lapsed}
+return {'go', epoch, n, expired, active, mark, tostring(rate_for_eta(KEYS[1], ARGV[6])), avail, soldout, room, now, q, through or '', keys.lapsed, mark_seen}
 `)
 
 // tickPrepareScript: step 2, on one shard.
@@ -566,7 +627,7 @@ return {'go', epoch, n, expired, active, mark, tostring(rate_for_eta(KEYS[1], AR
 // 7 soldout 0|1, 8 the draw's bound or ""
 // Returns {"fenced"} | {"stale", epoch, members…} (a dead tick's handover to
 // finish first) | {"ok", waiting, abandoned, member, score, member, score…}
-var tickPrepareScript = redis.NewScript(prelude + tickLua + `
+var tickPrepareScript = lua.Script("tick_prepare", `
 local now, now_s = clock()
 local epoch = tonumber(ARGV[1])
 if epoch < (tonumber(redis.call('HGET', KEYS[6], 'epoch')) or 0) then return {'fenced'} end
@@ -593,7 +654,7 @@ return out
 // ARGV: 1 epoch, 2 shards, then the members to take
 // Returns {"fenced"} | {member, abandon deadline (unix s), score, …} for
 // those still waiting (a fan may have left since step 2).
-var tickTakeScript = redis.NewScript(prelude + `
+var tickTakeScript = lua.Script("tick_take", `
 if redis.call('HGET', KEYS[4], 'epoch') ~= ARGV[1] or redis.call('HEXISTS', KEYS[4], 'moving') == 1 then
   return {'fenced'}
 end
@@ -615,30 +676,40 @@ if #out > 0 then redis.call('HSET', KEYS[4], 'moving', ARGV[1]) end
 return out
 `)
 
-// tickAcceptScript: step 5.
+// tickAcceptScript: step 5. An auto line's bucket is spent by its joins
+// too, between the begin and this step: the fans let in here are held to
+// what it holds now (auto_tokens), not to the begin's budget, and the
+// line's mark is lifted here if the begin allowed it (ARGV 9), nobody is
+// left in line after this step, and no place was sent to a shard since.
 //
 // KEYS: 1 stats, 2 active, 3 bucket, 4 inventory, 5 holders, 6 claims,
-// 7 tick, 8 this epoch's outcomes, 9 lease, 10 report, 11 away, 12 away due
+// 7 tick, 8 this epoch's outcomes, 9 lease, 10 report, 11 away, 12 away due,
+// 13 the draw's ranks
 // ARGV: 1 epoch, 2 queueing 0|1, 3 max_active, 4 access_ttl ms, 5 rate
 // (/s, as configured), 6 fans still waiting after the take, 7 this
-// replica's id, 8 away_claim_within ms, then triples (member, abandon
-// deadline, score)
+// replica's id, 8 away_claim_within ms, 9 the line's mark the begin may
+// lift or "", 10 auto 0|1, then triples (member, abandon deadline, score)
 // Returns {"fenced"} | {outcomes, active, measured rate}: outcomes one
 // letter per member, a (admitted), r (refused: back in line), x (abandoned).
-var tickAcceptScript = redis.NewScript(prelude + invPrelude + reportPrelude + tickLua + `
+var tickAcceptScript = lua.Script("tick_accept", `
 if redis.call('HGET', KEYS[7], 'epoch') ~= ARGV[1] then return {'fenced'} end
 local now, now_s = clock()
-local queueing = ARGV[2] == '1'
+local queueing, auto = ARGV[2] == '1', ARGV[10] == '1'
 local cap, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local keys = {active = KEYS[2], claims = KEYS[6], holders = KEYS[5], inventory = KEYS[4], stats = KEYS[1], bucket = KEYS[3], report = KEYS[10]}
 keys.holding = redis.call('EXISTS', KEYS[5]) == 1
 away_start(keys, KEYS[11], KEYS[12], now, tonumber(ARGV[8]))
-local limit = (#ARGV - 8) / 3
+local limit = (#ARGV - 10) / 3
+local tokens
 if queueing then limit = math.min(limit, cap - redis.call('ZCARD', KEYS[2])) end
+if queueing and auto then
+  tokens = auto_tokens(KEYS[3], tonumber(ARGV[5]), now)
+  limit = math.min(limit, math.floor(tokens))
+end
 local codes, admitted, abandoned = {}, 0, 0
 local exp = now + ttl
-local fifo = fifo_start(KEYS[10])
-for i = 9, #ARGV, 3 do
+local fifo = fifo_start(KEYS[10], KEYS[13])
+for i = 11, #ARGV, 3 do
   local m, dl = ARGV[i], tonumber(ARGV[i + 1])
   local c
   if dl < now_s then
@@ -653,11 +724,32 @@ for i = 9, #ARGV, 3 do
   redis.call('HSET', KEYS[8], m, c)
 end
 redis.call('PEXPIRE', KEYS[8], 3600000)
-admitted_done(keys, queueing, admitted, fifo, now)
+if tokens then
+  redis.call('HSET', KEYS[3], 'tokens', tokens - admitted, 'ts', int(now))
+  admitted_done(keys, false, admitted, fifo, now)
+else
+  admitted_done(keys, queueing, admitted, fifo, now)
+end
 local waiting = tonumber(ARGV[6]) + (#codes - admitted - abandoned)
+if waiting == 0 and ARGV[9] ~= '' and redis.call('HGET', KEYS[1], 'lined') == ARGV[9] then
+  redis.call('HDEL', KEYS[1], 'lined')
+end
 local measured = measure(KEYS[1], ARGV[5], queueing, waiting, admitted, now)
 if redis.call('GET', KEYS[9]) == ARGV[7] then redis.call('DEL', KEYS[9]) end
 return {table.concat(codes), redis.call('ZCARD', KEYS[2]), tostring(measured)}
+`)
+
+// liftScript lifts an auto line's mark when a tick that found every shard
+// empty handed nobody over (with fans to hand over, the accept lifts it):
+// only the mark the tick's begin allowed, so not if a place was sent to a
+// shard since (shards.go).
+//
+// KEYS: 1 stats
+// ARGV: 1 the mark the begin allowed
+// Returns 1 if lifted, else 0.
+var liftScript = lua.Script("lift", `
+if redis.call('HGET', KEYS[1], 'lined') ~= ARGV[1] then return 0 end
+return redis.call('HDEL', KEYS[1], 'lined')
 `)
 
 // tickDoneScript: step 6, on one shard; also how a dead tick's handover is
@@ -668,7 +760,7 @@ return {table.concat(codes), redis.call('ZCARD', KEYS[2]), tostring(measured)}
 // member), then the members
 // Returns the fans put back in line, or -1 when that handover was finished
 // already.
-var tickDoneScript = redis.NewScript(`
+var tickDoneScript = lua.Script("tick_done", `
 if redis.call('HGET', KEYS[4], 'moving') ~= ARGV[1] then return -1 end
 local codes = ARGV[2]
 local back, abandoned = 0, 0

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
 )
@@ -68,20 +69,20 @@ func TestShardTagsSpreadOverMasters(t *testing.T) {
 
 // positions checks that every waiting fan's poll tells its exact place in
 // the one line (the merged shards), and returns the line.
-func positions(t *testing.T, e env, set queue.Settings, tickets map[string]string) []string {
+func positions(t *testing.T, e env, set line.Settings, tickets map[string]string) []string {
 	t.Helper()
-	line := e.line(t)
-	for i, id := range line {
+	order := e.line(t)
+	for i, id := range order {
 		tk, ok := tickets[id]
 		if !ok {
 			t.Fatalf("%s in line is nobody's ticket", id)
 		}
 		st := status(t, e.store, tk, set)
-		if st.State != queue.Waiting || st.Position.Position != int64(i+1) {
+		if st.State != line.Waiting || st.Position.Position != int64(i+1) {
 			t.Fatalf("fan %d of the line: %v at place %d; want waiting at %d", i, st.State, st.Position.Position, i+1)
 		}
 	}
-	return line
+	return order
 }
 
 // The pre-queue is one lottery over every shard: each fan's place is
@@ -200,7 +201,7 @@ func TestShardedTickDiesHalfway(t *testing.T) {
 			for _, r := range rs {
 				tickets[r.ID] = r.Ticket
 			}
-			line := e.line(t)
+			order := e.line(t)
 			tick(t, e.store, set) // the first tick only sets the watermark
 			// The bucket fills with the time since the last tick: a tick in
 			// the same millisecond would have no token, take nobody, and
@@ -210,15 +211,15 @@ func TestShardedTickDiesHalfway(t *testing.T) {
 				t.Fatalf("the dying tick: %v", err)
 			}
 			// Meanwhile the fans being handed over poll: still in line, or in.
-			for _, id := range line[:10] {
+			for _, id := range order[:10] {
 				st := status(t, e.store, tickets[id], set)
-				if want := map[string]queue.State{"take": queue.Waiting, "accept": queue.Admitted}[step]; st.State != want {
+				if want := map[string]line.State{"take": line.Waiting, "accept": line.Admitted}[step]; st.State != want {
 					t.Fatalf("a fan of the dead handover: %v; want %v", st.State, want)
 				}
 			}
 			// A new admitter (another Store: another replica) after the lease.
-			next := queue.NewStore(e.rdb, secret)
-			var r queue.TickResult
+			next := queue.NewStore(e.rdb, secret).WithDrawSecret(drawSecret)
+			var r line.TickResult
 			deadline := time.Now().Add(5 * time.Second)
 			for r = tick(t, next, set); r.Busy && time.Now().Before(deadline); r = tick(t, next, set) {
 				time.Sleep(50 * time.Millisecond)
@@ -233,12 +234,12 @@ func TestShardedTickDiesHalfway(t *testing.T) {
 			for _, id := range e.state(t).Active() {
 				active[id] = true
 			}
-			for i, id := range line {
+			for i, id := range order {
 				if active[id] != (i < 10) {
 					t.Fatalf("fan %d of the line active=%v; want the first 10 in, the rest waiting", i, active[id])
 				}
 			}
-			if got := e.line(t); len(got) != 30 || got[0] != line[10] {
+			if got := e.line(t); len(got) != 30 || got[0] != order[10] {
 				t.Fatalf("%d waiting, front %v; want 30 from fan 10 on", len(got), got[:1])
 			}
 			if n := e.state(t).Moving(); n != 0 {
@@ -270,10 +271,10 @@ func TestShardedModes(t *testing.T) {
 	}
 	set.MaxActive = 1
 	tickUntilStill(t, e.store, set)
-	if st := status(t, e.store, stays.Ticket, set); st.State != queue.Admitted {
+	if st := status(t, e.store, stays.Ticket, set); st.State != line.Admitted {
 		t.Fatalf("the fan who polled: %v; want admitted (the one who left skipped)", st.State)
 	}
-	if st := status(t, e.store, gone.Ticket, set); st.State != queue.Expired {
+	if st := status(t, e.store, gone.Ticket, set); st.State != line.Expired {
 		t.Fatalf("the fan who stopped polling: %v; want expired", st.State)
 	}
 	if st := checkBooks(t, e); st.Abandoned != 1 || st.Admitted != 1 {
@@ -281,22 +282,22 @@ func TestShardedModes(t *testing.T) {
 	}
 
 	pass := set
-	pass.Mode = queue.ModePassthrough
+	pass.Mode = line.ModePassthrough
 	r := join(t, e.store, pass)
-	if r.State != queue.Admitted {
+	if r.State != line.Admitted {
 		t.Fatalf("passthrough join: %+v; want admitted", r)
 	}
-	if st := status(t, e.store, r.Ticket, pass); st.State != queue.Admitted || st.FirstAdmission {
+	if st := status(t, e.store, r.Ticket, pass); st.State != line.Admitted || st.FirstAdmission {
 		t.Fatalf("passthrough poll: %+v; want admitted, claimed at join", st)
 	}
 
 	w := join(t, e.store, set)
 	closed := set
-	closed.Mode = queue.ModeClosed
-	if st := status(t, e.store, w.Ticket, closed); st.State != queue.Closed {
+	closed.Mode = line.ModeClosed
+	if st := status(t, e.store, w.Ticket, closed); st.State != line.Closed {
 		t.Fatalf("closed: %v", st.State)
 	}
-	if _, err := e.store.Join(ctx, event, closed); !errors.Is(err, queue.ErrClosed) {
+	if _, err := e.store.Join(ctx, event, closed); !errors.Is(err, line.ErrClosed) {
 		t.Fatalf("join closed: %v", err)
 	}
 	checkBooks(t, e)
@@ -318,13 +319,13 @@ func TestLayoutIsKept(t *testing.T) {
 			other := first
 			other.Shards = c.asked
 			b := join(t, e.store, other)
-			if st := status(t, e.store, a.Ticket, other); st.State != queue.Waiting || st.Position.Position != 1 {
+			if st := status(t, e.store, a.Ticket, other); st.State != line.Waiting || st.Position.Position != 1 {
 				t.Fatalf("first fan: %+v; want waiting at 1", st)
 			}
-			if st := status(t, e.store, b.Ticket, other); st.State != queue.Waiting || st.Position.Position != 2 {
+			if st := status(t, e.store, b.Ticket, other); st.State != line.Waiting || st.Position.Position != 2 {
 				t.Fatalf("second fan: %+v; want waiting at 2", st)
 			}
-			var r queue.TickResult
+			var r line.TickResult
 			for range 3 {
 				r = tick(t, e.store, other)
 				time.Sleep(10 * time.Millisecond) // the bucket fills with time

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -38,7 +39,11 @@ import (
 //     part gives before;
 //   - the order stays one FIFO and one lottery: the tick merges the shards'
 //     fronts by score (scripts_sharded.go says how, and how a tick that dies
-//     halfway is finished).
+//     halfway is finished);
+//   - an auto line lets nobody straight through while its mark stands
+//     (stats lined: the last place sent to a shard), which only a tick that
+//     found every shard empty, and no place able to arrive on one any more,
+//     lifts (docs/QUEUE.md, "Always on").
 //
 // K = 1 is the one-shard layout and its scripts, unchanged. An event's
 // layout is fixed by its first join or tick (stored in its stats) and kept
@@ -54,7 +59,7 @@ func (e errLayout) Error() string {
 
 // relayout returns set with the layout err names, if it is a layout
 // bounce; callers run the operation again with it.
-func relayout(set Settings, err error) (Settings, bool) {
+func relayout(set line.Settings, err error) (line.Settings, bool) {
 	var l errLayout
 	if errors.As(err, &l) && l.shards != shardsOf(set) {
 		set.Shards = l.shards
@@ -64,7 +69,7 @@ func relayout(set Settings, err error) (Settings, bool) {
 }
 
 // shardsOf is the number of shards settings ask for (0 means 1).
-func shardsOf(set Settings) int { return max(set.Shards, 1) }
+func shardsOf(set line.Settings) int { return max(set.Shards, 1) }
 
 // ShardTags lists the hash tags of event's shards when spread over k (for
 // operators and tests: wr:{<tag>}:wait is shard i's line).
@@ -78,17 +83,17 @@ func lotteryOf(random [16]byte) int64 {
 }
 
 // scoreOf is where t sorts in a sharded line: by lottery if it joined
-// before opening (its draw once the lottery is drawn and this Store knows
-// its key; the number its random part gives until then), by sequence
-// after.
-func (s *Store) scoreOf(event string, t ticket, set Settings) int64 {
-	if set.OpensAt != nil && t.joinedAt < set.OpensAt.UnixMilli() {
-		if key, ok := s.keyOf(event, false); ok {
-			return draw.ScoreOf(key, t.id())
+// before opening (its rank's score once the lottery is drawn and this
+// Store holds its rank table; the number its random part gives until
+// then), by sequence after.
+func (s *Store) scoreOf(event string, t line.Ticket, set line.Settings) int64 {
+	if set.OpensAt != nil && t.JoinedAtMs() < set.OpensAt.UnixMilli() {
+		if score, ok := s.drawnScore(event, t); ok {
+			return score
 		}
-		return lotteryOf(t.random)
+		return lotteryOf(t.Random())
 	}
-	return t.seq
+	return t.Seq()
 }
 
 // startBelow starts, on every shard but own, the count of fans ahead of
@@ -118,7 +123,7 @@ func waitBelow(calls []*rdb.Pending) (int64, error) {
 
 // shardTotals adds up the shards' waiting fans (in line or being handed
 // over) and their counters.
-func (s *Store) shardTotals(ctx context.Context, event string, n int) (waiting int64, st Stats, err error) {
+func (s *Store) shardTotals(ctx context.Context, event string, n int) (waiting int64, st line.Stats, err error) {
 	shards := rdb.ShardKeysFor(event, n)
 	type cmds struct {
 		wait, moving *redis.IntCmd
@@ -132,7 +137,7 @@ func (s *Store) shardTotals(ctx context.Context, event string, n int) (waiting i
 		return nil
 	})
 	if err != nil {
-		return 0, Stats{}, rdb.Interpret("shards", err)
+		return 0, line.Stats{}, rdb.Interpret("shards", err)
 	}
 	for _, c := range cs {
 		waiting += c.wait.Val() + c.moving.Val()
@@ -157,7 +162,7 @@ var errFenced = errors.New("queue: a newer tick took over")
 
 // tickAborted ends a tick that admitted nobody: being overtaken by a newer
 // tick is no error.
-func tickAborted(out TickResult, err error) (TickResult, error) {
+func tickAborted(out line.TickResult, err error) (line.TickResult, error) {
 	if errors.Is(err, errFenced) {
 		out.Busy = true
 		return out, nil

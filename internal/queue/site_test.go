@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/line"
+	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -31,7 +32,7 @@ func TestReturnKeptWithTheTicket(t *testing.T) {
 			}
 		}
 		before := e.cmds.n.Load()
-		if err := e.store.SetReturn(ctx, event, tk.Ticket+"x", "https://evil.example/", time.Minute); !errors.Is(err, queue.ErrInvalidTicket) {
+		if err := e.store.SetReturn(ctx, event, tk.Ticket+"x", "https://evil.example/", time.Minute); !errors.Is(err, line.ErrInvalidTicket) {
 			t.Errorf("SetReturn of a forged ticket = %v; want ErrInvalidTicket", err)
 		}
 		if got, _ := e.store.Return(ctx, event, "not an id"); got != "" {
@@ -50,7 +51,7 @@ func TestReturnTokenSpentOnce(t *testing.T) {
 		ctx := context.Background()
 		set := e.open()
 		waiting := join(t, e.store, set)
-		if _, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "AAAAAAAAAAAAAAAAAAAAAA", time.Minute); err != nil || active {
+		if _, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "AAAAAAAAAAAAAAAAAAAAAA", time.Minute, set.AccessTTL); err != nil || active {
 			t.Fatalf("spend for a waiting ticket = %v, %v; want not active", active, err)
 		}
 		set.MaxActive = 1
@@ -58,20 +59,20 @@ func TestReturnTokenSpentOnce(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		tick(t, e.store, set)
 		st := status(t, e.store, waiting.Ticket, set)
-		if st.State != queue.Admitted {
+		if st.State != line.Admitted {
 			t.Fatalf("fan %s; want admitted", st.State)
 		}
 		// The token the waiting fan could not spend is still good now.
 		var won, spent atomic.Int32
 		testenv.Race(16, func(int) {
-			until, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "AAAAAAAAAAAAAAAAAAAAAA", time.Minute)
+			until, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "AAAAAAAAAAAAAAAAAAAAAA", time.Minute, set.AccessTTL)
 			switch {
 			case err == nil && active:
 				won.Add(1)
 				if d := until.Sub(st.ActiveUntil); d < -time.Millisecond || d > time.Millisecond {
 					t.Errorf("spent until %v; want the ticket's window, %v", until, st.ActiveUntil)
 				}
-			case errors.Is(err, queue.ErrTokenSpent):
+			case errors.Is(err, line.ErrTokenSpent):
 				spent.Add(1)
 			default:
 				t.Errorf("SpendReturn = %v, %v", active, err)
@@ -80,23 +81,66 @@ func TestReturnTokenSpentOnce(t *testing.T) {
 		if won.Load() != 1 || spent.Load() != 15 {
 			t.Errorf("16 racing spends: %d won, %d told spent; want 1 and 15", won.Load(), spent.Load())
 		}
-		if _, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "BBBBBBBBBBBBBBBBBBBBBB", time.Minute); err != nil || !active {
+		if _, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "BBBBBBBBBBBBBBBBBBBBBB", time.Minute, set.AccessTTL); err != nil || !active {
 			t.Errorf("another token = %v, %v; want spent", active, err)
 		}
 		if err := e.store.Revoke(ctx, event, waiting.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "CCCCCCCCCCCCCCCCCCCCCC", time.Minute); err != nil || active {
+		if _, active, err := e.store.SpendReturn(ctx, event, waiting.ID, "CCCCCCCCCCCCCCCCCCCCCC", time.Minute, set.AccessTTL); err != nil || active {
 			t.Errorf("spend after a revoke = %v, %v; want not active", active, err)
 		}
 		before := e.cmds.n.Load()
 		for _, bad := range [][2]string{{"x", "CCCCCCCCCCCCCCCCCCCCCC"}, {waiting.ID, "short"}, {waiting.ID, "CCCCCCCCCCCCCCCCCCCCC/"}} {
-			if _, active, err := e.store.SpendReturn(ctx, event, bad[0], bad[1], time.Minute); err != nil || active {
+			if _, active, err := e.store.SpendReturn(ctx, event, bad[0], bad[1], time.Minute, set.AccessTTL); err != nil || active {
 				t.Errorf("SpendReturn(%q, %q) = %v, %v; want not active", bad[0], bad[1], active, err)
 			}
 		}
 		if n := e.cmds.n.Load() - before; n != 0 {
 			t.Errorf("malformed ids sent %d commands; want 0", n)
+		}
+	})
+}
+
+// Trading a return token is the fan at the site: it claims a place let in
+// but not yet claimed, as a poll would, so the place runs its whole
+// access_ttl from the trade instead of lapsing at its abandon deadline; a
+// place claimed already keeps its window (a second trade stretches
+// nothing).
+func TestSpendingAReturnTokenClaimsThePlace(t *testing.T) {
+	onEachLayout(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		set := e.open()
+		fan := join(t, e.store, set)
+		k := rdb.KeysOf(event)
+		var before float64
+		for end := time.Now().Add(5 * time.Second); before == 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("never admitted")
+			}
+			tick(t, e.store, set)
+			before, _ = e.rdb.ZScore(ctx, k.Active, fan.ID).Result()
+		}
+		if c, _ := e.rdb.HGet(ctx, k.Claims, fan.ID).Result(); c != "1" {
+			t.Fatalf("claims of a place let in: %q; want 1 (unclaimed)", c)
+		}
+		at := time.Now()
+		until, active, err := e.store.SpendReturn(ctx, event, fan.ID, "EEEEEEEEEEEEEEEEEEEEEE", time.Minute, set.AccessTTL)
+		if err != nil || !active {
+			t.Fatalf("spend = %v, %v; want active", active, err)
+		}
+		if d := until.Sub(at); d < set.AccessTTL-2*time.Second || d > set.AccessTTL+2*time.Second {
+			t.Errorf("spent until %v from now; want the whole access_ttl, %v (the deadline was %v away)", d, set.AccessTTL, time.UnixMilli(int64(before)).Sub(at))
+		}
+		if c, _ := e.rdb.HGet(ctx, k.Claims, fan.ID).Int64(); c < at.Unix()-2 {
+			t.Errorf("claims after the trade: %d; want the trade's time (unix s)", c)
+		}
+		if score, _ := e.rdb.ZScore(ctx, k.Active, fan.ID).Result(); int64(score) != until.UnixMilli() {
+			t.Errorf("the place's expiry %v; want the pass's, %v", int64(score), until.UnixMilli())
+		}
+		again, active, err := e.store.SpendReturn(ctx, event, fan.ID, "FFFFFFFFFFFFFFFFFFFFFF", time.Minute, 2*set.AccessTTL)
+		if err != nil || !active || !again.Equal(until) {
+			t.Errorf("a second trade: until %v, %v, %v; want the same window, %v", again, active, err, until)
 		}
 	})
 }

@@ -5,21 +5,22 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
 // Status reports where ticket stands, and records that its fan is still there
 // (polling keeps a waiting ticket from being dropped as abandoned).
-func (s *Store) Status(ctx context.Context, event, ticket string, set Settings) (Status, error) {
-	t, err := s.decode(event, ticket)
+func (s *Store) Status(ctx context.Context, event, ticket string, set line.Settings) (line.Status, error) {
+	t, err := s.codec.Parse(event, ticket)
 	if err != nil {
-		return Status{}, err
+		return line.Status{}, err
 	}
 	return s.statusOf(ctx, event, t, set)
 }
 
 // statusOf is Status of a decoded ticket, once more on a layout bounce.
-func (s *Store) statusOf(ctx context.Context, event string, t ticket, set Settings) (Status, error) {
+func (s *Store) statusOf(ctx context.Context, event string, t line.Ticket, set line.Settings) (line.Status, error) {
 	st, err := s.status(ctx, event, t, set)
 	if again, ok := relayout(set, err); ok {
 		set = again
@@ -45,10 +46,10 @@ const (
 // one shard; on many, the shard's phase (with the counts of the other
 // shards started at once), then, for a fan no longer on its shard, the
 // event's.
-func (s *Store) status(ctx context.Context, event string, t ticket, set Settings) (Status, error) {
-	out := Status{ID: t.id(), Account: t.account, JoinedAt: msToTime(t.joinedAt)}
-	if t.joinETA != nil {
-		d := time.Duration(*t.joinETA) * time.Millisecond
+func (s *Store) status(ctx context.Context, event string, t line.Ticket, set line.Settings) (line.Status, error) {
+	out := line.Status{ID: t.ID(), Account: t.Account(), JoinedAt: msToTime(t.JoinedAtMs())}
+	if ms, ok := t.JoinETA(); ok {
+		d := time.Duration(ms) * time.Millisecond
 		out.JoinETA = &d
 	}
 	n := shardsOf(set)
@@ -62,21 +63,21 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 	)
 	if n == 1 {
 		// Concurrent polls of the event share one script call.
-		c = s.c.Start(ctx, rdb.Call{Script: statusScript, Keys: hs.statusKeys, Args: withHeader(hs.status, out.ID, t.slot()),
+		c = s.c.Start(ctx, rdb.Call{Script: statusScript, Keys: hs.statusKeys, Args: withHeader(hs.status, out.ID, slot(t)),
 			Merge: true, Header: len(hs.status), Head: replyHead})
 	} else {
 		shards = rdb.ShardKeysFor(event, n)
-		own = int(t.seq % int64(n))
+		own = int(t.Seq() % int64(n))
 		sk := shards[own]
 		score = s.scoreOf(event, t, set)
 		c = s.c.Start(ctx, rdb.Call{Script: statusShardScript, Keys: []string{sk.Wait, sk.Seen, sk.Info, sk.Moving},
-			Args: withHeader(hs.statusShard, out.ID, "#"+itoa(t.seq/int64(n)), score), Merge: true, Header: len(hs.statusShard), Head: replyHead})
+			Args: withHeader(hs.statusShard, out.ID, "#"+itoa(t.Seq()/int64(n)), score), Merge: true, Header: len(hs.statusShard), Head: replyHead})
 		ahead = s.startBelow(ctx, shards, own, score)
 	}
 	res, err := c.Wait().Result()
 	others, berr := waitBelow(ahead)
 	if err != nil {
-		return Status{}, rdb.Interpret("status", err)
+		return line.Status{}, rdb.Interpret("status", err)
 	}
 	head := rdb.ReplyOf(c.Head())
 	code, ok := res.(int64)
@@ -87,9 +88,9 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 		code, ok = r.Int(0), true
 		got := int64(r.Float(1))
 		if r.Err() != nil {
-			return Status{}, fmt.Errorf("status: %w", r.Err())
+			return line.Status{}, fmt.Errorf("status: %w", r.Err())
 		}
-		s.learnKey(ctx, event)
+		s.learnRanks(ctx, event)
 		others, berr = waitBelow(s.startBelow(ctx, shards, own, got))
 	}
 	if !ok {
@@ -98,60 +99,60 @@ func (s *Store) status(ctx context.Context, event string, t ticket, set Settings
 	switch {
 	case code >= 0:
 		if berr != nil {
-			return Status{}, rdb.Interpret("status", berr)
+			return line.Status{}, rdb.Interpret("status", berr)
 		}
 		rank, poll := unpackWaiting(code)
-		out.State = Waiting
+		out.State = line.Waiting
 		out.Position = position(rank+others, poll, head.Float(1), head.Int(2), head.Int(0), set)
 	case code == polledExpired:
-		out.State = Expired
+		out.State = line.Expired
 	case code == polledClosed:
-		out.State = Closed
+		out.State = line.Closed
 	case code == polledSoldOut:
-		out.State = SoldOut
+		out.State = line.SoldOut
 	case code == polledGone || code == polledMoving:
 		// Off its shard: admitted, or gone; or being handed over right now
 		// (in already, or still at the front).
 		k := rdb.KeysOf(event)
 		v, err := s.c.Run(ctx, rdb.Call{Script: statusGlobalScript, Keys: []string{k.Active, k.Claims, k.Stats}, Args: []any{out.ID, set.AccessTTL.Milliseconds()}}).Result()
 		if err != nil {
-			return Status{}, rdb.Interpret("status", err)
+			return line.Status{}, rdb.Interpret("status", err)
 		}
 		switch {
 		case v != int64(polledExpired):
 			return s.admittedOf(out, v)
 		case code == polledMoving:
-			out.State = Waiting
-			out.Position = position(0, time.Second.Milliseconds(), set.AdmitPerSecond, -1, time.Now().UnixMilli(), set)
+			out.State = line.Waiting
+			out.Position = position(0, time.Second.Milliseconds(), set.AdmitPerSecond, -1, s.now().UnixMilli(), set)
 		default:
-			out.State = Expired
+			out.State = line.Expired
 		}
 	default:
-		return Status{}, fmt.Errorf("status: unexpected reply %d", code)
+		return line.Status{}, fmt.Errorf("status: unexpected reply %d", code)
 	}
 	if err := head.Err(); err != nil {
-		return Status{}, fmt.Errorf("status: %w", err)
+		return line.Status{}, fmt.Errorf("status: %w", err)
 	}
 	return out, nil
 }
 
 // admittedOf reads an admitted place's element ({"admitted", expiry ms,
 // first 0|1}) into out, or a layout bounce.
-func (s *Store) admittedOf(out Status, res any) (Status, error) {
+func (s *Store) admittedOf(out line.Status, res any) (line.Status, error) {
 	v, _ := res.([]any)
 	r := rdb.ReplyOf(v)
 	switch r.Str(0) {
 	case "layout":
-		return Status{}, errLayout{int(r.Int(1))}
+		return line.Status{}, errLayout{int(r.Int(1))}
 	case "admitted":
-		out.State = Admitted
+		out.State = line.Admitted
 		out.ActiveUntil = msToTime(r.Int(1))
 		out.FirstAdmission = r.Int(2) == 1
 	default:
-		return Status{}, fmt.Errorf("status: unexpected reply %v", res)
+		return line.Status{}, fmt.Errorf("status: unexpected reply %v", res)
 	}
 	if err := r.Err(); err != nil {
-		return Status{}, fmt.Errorf("status: %w", err)
+		return line.Status{}, fmt.Errorf("status: %w", err)
 	}
 	return out, nil
 }
@@ -164,13 +165,13 @@ func unpackWaiting(code int64) (rank, pollMs int64) { return code >> 16, code & 
 // in front (and the fan) to be admitted at the measured rate; there is none
 // while paused, before opening, or while nothing is being admitted.
 // available < 0: the inventory is unknown.
-func position(rank, pollMs int64, rate float64, available, nowMs int64, set Settings) Position {
-	p := Position{Position: rank + 1, Ahead: rank, PollAfter: time.Duration(pollMs) * time.Millisecond}
+func position(rank, pollMs int64, rate float64, available, nowMs int64, set line.Settings) line.Position {
+	p := line.Position{Position: rank + 1, Ahead: rank, PollAfter: time.Duration(pollMs) * time.Millisecond}
 	if available >= 0 {
 		p.Available = &available
 	}
 	before := set.OpensAt != nil && nowMs < set.OpensAt.UnixMilli()
-	if set.Mode != ModePaused && !before && rate > 0 {
+	if set.Mode != line.ModePaused && !before && rate > 0 {
 		eta := time.Duration(float64(p.Position) / rate * float64(time.Second)).Round(time.Millisecond)
 		p.ETA = &eta
 	}

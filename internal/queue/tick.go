@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
@@ -28,9 +29,9 @@ const (
 // its first scores the tick admits nobody, and nobody it has not reached
 // while it is applied (lottery.go). After the tick the sale's report notes
 // the line's length and the rate in force (report.go).
-func (s *Store) Tick(ctx context.Context, event string, set Settings) (TickResult, error) {
+func (s *Store) Tick(ctx context.Context, event string, set line.Settings) (line.TickResult, error) {
 	if err := s.keepLottery(ctx, event, set); err != nil {
-		return TickResult{Room: -1, Shards: shardsOf(set)}, err
+		return line.TickResult{Room: -1, Shards: shardsOf(set)}, err
 	}
 	r, err := s.tick(ctx, event, set)
 	if again, ok := relayout(set, err); ok {
@@ -44,28 +45,28 @@ func (s *Store) Tick(ctx context.Context, event string, set Settings) (TickResul
 	return r, err
 }
 
-func (s *Store) tick(ctx context.Context, event string, set Settings) (TickResult, error) {
+func (s *Store) tick(ctx context.Context, event string, set line.Settings) (line.TickResult, error) {
 	if shardsOf(set) > 1 {
 		return s.tickSharded(ctx, event, set)
 	}
 	k := rdb.KeysOf(event)
 	res, err := s.c.Run(ctx, rdb.Call{Script: tickScript,
-		Keys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Bucket, k.Inventory, k.Holders, k.Lottery, k.Report, k.Claims, k.Away, k.AwayDue},
+		Keys: []string{k.Wait, k.Active, k.Seen, k.Stats, k.Bucket, k.Inventory, k.Holders, k.Lottery, k.Report, k.Claims, k.Away, k.AwayDue, k.Ranks},
 		Args: []any{set.Mode, msArg(set.OpensAt), msArg(set.ClosesAt), rateArg(set.AdmitPerSecond), set.MaxActive,
 			set.AccessTTL.Milliseconds(), maxSkip, passthroughBatch, awayClaimWithin(set).Milliseconds()}, Told: true}).Slice()
 	if err != nil {
-		return TickResult{}, rdb.Interpret("tick", err)
+		return line.TickResult{}, rdb.Interpret("tick", err)
 	}
 	r := rdb.ReplyOf(res)
 	if r.Str(0) == "layout" {
-		return TickResult{}, errLayout{int(r.Int(1))}
+		return line.TickResult{}, errLayout{int(r.Int(1))}
 	}
-	out := TickResult{
+	out := line.TickResult{
 		Admitted: r.Int(0), Abandoned: r.Int(1), Expired: r.Int(2),
 		Waiting: r.Int(3), Active: r.Int(4), Rate: r.Float(5), Room: r.Int(6), Lapsed: r.Int(7),
 	}
 	if r.Err() != nil {
-		return TickResult{}, fmt.Errorf("tick: %w", r.Err())
+		return line.TickResult{}, fmt.Errorf("tick: %w", r.Err())
 	}
 	return out, nil
 }
@@ -82,13 +83,16 @@ type head struct {
 // each. The lease goes back at the tick's end: by the accept, or here when
 // the tick hands nobody over; a tick that dies (its process killed) keeps
 // it till it lapses, and the next tick finishes what it left.
-func (s *Store) tickSharded(ctx context.Context, event string, set Settings) (TickResult, error) {
+func (s *Store) tickSharded(ctx context.Context, event string, set line.Settings) (line.TickResult, error) {
 	h, err := s.beginHandover(ctx, event, set)
 	if err != nil || h.out.Busy {
 		return h.out, err
 	}
 	defer h.giveBackLease()
 	if err := h.prepare(); err != nil || h.taking == 0 {
+		if err == nil {
+			err = h.lift()
+		}
 		return tickAborted(h.out, err)
 	}
 	if err := h.takeFronts(); err != nil {
@@ -110,7 +114,7 @@ type handover struct {
 	s      *Store
 	ctx    context.Context
 	event  string
-	set    Settings
+	set    line.Settings
 	n      int
 	k      rdb.Keys
 	shards []rdb.ShardKeys
@@ -122,8 +126,11 @@ type handover struct {
 	bounded                  bool
 	throughArg               any
 	leaseGone                bool
+	// mark is the line's mark this tick may lift ("" none): an auto
+	// line's, set no later than accountGraceMs before the begin.
+	mark string
 
-	out     TickResult
+	out     line.TickResult
 	taking  int64
 	take    [][]any // per shard, the members to take
 	taken   [][]any // per shard, the triples the take moved
@@ -134,7 +141,7 @@ type handover struct {
 
 // beginHandover is step 1: the lease, the epoch, the budget (out.Busy:
 // another replica ticks the event now).
-func (s *Store) beginHandover(ctx context.Context, event string, set Settings) (*handover, error) {
+func (s *Store) beginHandover(ctx context.Context, event string, set line.Settings) (*handover, error) {
 	h := &handover{s: s, ctx: ctx, event: event, set: set, n: shardsOf(set), k: rdb.KeysOf(event)}
 	h.shards = rdb.ShardKeysFor(event, h.n)
 	k := h.k
@@ -149,12 +156,12 @@ func (s *Store) beginHandover(ctx context.Context, event string, set Settings) (
 	case "layout":
 		return h, errLayout{int(r.Int(1))}
 	case "busy":
-		h.out = TickResult{Busy: true, Room: -1}
+		h.out = line.TickResult{Busy: true, Room: -1}
 		return h, nil
 	}
 	h.epoch, h.budget, h.watermark = r.Int(1), r.Int(2), r.Int(5)
 	h.leaseGone = h.budget == 0 // the begin gave it back already
-	h.out = TickResult{Expired: r.Int(3), Active: r.Int(4), Room: r.Int(9), Lapsed: r.Int(13)}
+	h.out = line.TickResult{Expired: r.Int(3), Active: r.Int(4), Room: r.Int(9), Lapsed: r.Int(13)}
 	h.rate, h.avail, h.soldout, h.queueing = r.Str(6), r.Int(7), r.Int(8), r.Int(11)
 	// The draw's bound: a number while the draw is applied, "" else.
 	h.throughArg = ""
@@ -162,10 +169,21 @@ func (s *Store) beginHandover(ctx context.Context, event string, set Settings) (
 		h.bounded, h.through, h.throughArg = true, r.Float(12), r.At(12)
 	}
 	h.out.Rate = parseRate(h.rate)
+	h.mark = r.Str(14)
 	if r.Err() != nil {
 		return h, fmt.Errorf("tick: %w", r.Err())
 	}
 	return h, nil
+}
+
+// lift lifts the line's mark the begin allowed when the prepare found
+// every shard empty and nobody was handed over (the accept lifts it
+// otherwise).
+func (h *handover) lift() error {
+	if h.mark == "" || h.out.Waiting != 0 {
+		return nil
+	}
+	return h.s.c.Run(h.ctx, rdb.Call{Script: liftScript, Keys: []string{h.k.Stats}, Args: []any{h.mark}}).Err()
 }
 
 // giveBackLease gives the lease back if this tick still holds it.
@@ -268,7 +286,8 @@ func (h *handover) takeFronts() error {
 // newest; the accept gives the lease back (or a newer tick has it).
 func (h *handover) accept() error {
 	set, k := h.set, h.k
-	args := []any{h.epoch, h.queueing, set.MaxActive, set.AccessTTL.Milliseconds(), rateArg(set.AdmitPerSecond), 0, h.s.owner, awayClaimWithin(set).Milliseconds()}
+	args := []any{h.epoch, h.queueing, set.MaxActive, set.AccessTTL.Milliseconds(), rateArg(set.AdmitPerSecond), 0, h.s.owner,
+		awayClaimWithin(set).Milliseconds(), h.mark, boolArg(set.Mode == line.ModeAuto)}
 	h.members = make([][]any, h.n)
 	for i, v := range h.taken {
 		for j := 0; j+2 < len(v); j += 3 {
@@ -281,7 +300,7 @@ func (h *handover) accept() error {
 	args[5] = h.out.Waiting
 	h.leaseGone = true
 	v, err := h.s.c.Run(h.ctx, rdb.Call{Script: tickAcceptScript,
-		Keys: []string{k.Stats, k.Active, k.Bucket, k.Inventory, k.Holders, k.Claims, k.Tick, rdb.OutcomeKey(h.event, h.epoch), k.Lease, k.Report, k.Away, k.AwayDue},
+		Keys: []string{k.Stats, k.Active, k.Bucket, k.Inventory, k.Holders, k.Claims, k.Tick, rdb.OutcomeKey(h.event, h.epoch), k.Lease, k.Report, k.Away, k.AwayDue, k.Ranks},
 		Args: args, Told: true}).Slice()
 	if err != nil {
 		return err

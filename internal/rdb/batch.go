@@ -30,7 +30,7 @@ type batcher struct {
 
 // Call is one run of a script.
 type Call struct {
-	Script *redis.Script
+	Script *Script
 	Keys   []string
 	Args   []any
 
@@ -58,7 +58,7 @@ type Call struct {
 // Wait.
 type Pending struct {
 	ctx    context.Context
-	script *redis.Script
+	script *Script
 	keys   []string
 	args   []any
 	cmd    *redis.Cmd
@@ -211,21 +211,51 @@ func (b *batcher) exec(batch []*Pending) {
 		}
 	}
 	if len(plain) > 0 {
-		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range plain {
-				c.cmd = c.script.EvalSha(ctx, p, c.keys, c.args...)
+		b.pipeline(ctx, b.rdb, plain)
+	}
+	answer(plain)
+}
+
+// pipeline runs sends through p in one pipeline. A function Redis lacks
+// (function.go) has its library loaded, and its calls are sent once more.
+func (b *batcher) pipeline(ctx context.Context, p Cmdable, sends []merged) {
+	run := func(sends []merged) {
+		_, _ = p.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for _, c := range sends {
+				c.cmd = c.script.fcall(ctx, pipe, c.keys, c.args)
 			}
 			return nil
 		})
 	}
-	for _, c := range plain {
-		// A Redis that restarted (or a new one) has no scripts cached:
-		// EVAL loads it, as script.Run does.
-		if isNoScript(c.cmd.Err()) {
-			c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
-		}
+	run(sends)
+	if again := reloaded(ctx, p, sends); len(again) > 0 {
+		run(again)
 	}
-	answer(plain)
+}
+
+// reloaded loads, once each, the libraries whose functions sends found
+// missing on p, and returns the calls to send again; a call whose library
+// would not load is answered with that error.
+func reloaded(ctx context.Context, p Cmdable, sends []merged) []merged {
+	var again []merged
+	loaded := map[*Library]error{}
+	for _, c := range sends {
+		if !isNoFunction(c.cmd.Err()) {
+			continue
+		}
+		l := c.script.lib
+		err, done := loaded[l]
+		if !done {
+			err = load(ctx, p, l)
+			loaded[l] = err
+		}
+		if err != nil {
+			c.cmd = errCmd(ctx, err)
+			continue
+		}
+		again = append(again, c)
+	}
+	return again
 }
 
 // answer hands every call that sends carry its reply.

@@ -72,4 +72,4 @@ func TestSplitHead(t *testing.T) {
 	}
 }
 
-var testScript = redis.NewScript(`return 1`)
+var testScript = NewLibrary("batch_internal_test").Script("one", `return 1`)

@@ -7,14 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 // incr counts its runs.
-var incr = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
+var incr = rdb.NewLibrary("batch_test").Script("incr", `return redis.call('INCR', KEYS[1])`)
 
 // A call whose caller gave up before it could be sent is never sent: its
 // caller answered 503 already, and a join run after that would make a place

@@ -11,20 +11,25 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 )
 
 // ErrUnavailable: Redis cannot serve right now (down, restarting, loading,
 // a cluster failing over, the network to it cut). The caller answers 503
 // and the client retries; every error of this package that is one wraps
-// it (Interpret).
-var ErrUnavailable = errors.New("redis unavailable")
+// it (Interpret). It is the line's own word (line.ErrUnavailable): every
+// store over this client says it so, and the services ask for it by that
+// name without knowing Redis.
+var ErrUnavailable = line.ErrUnavailable
 
 // Cmdable is what waitroom needs of a go-redis client: a single node
 // (*redis.Client) and a Cluster (*redis.ClusterClient) both satisfy it, so
 // every script and command runs unchanged on either.
 type Cmdable interface {
 	redis.Scripter
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+	FunctionLoadReplace(ctx context.Context, code string) *redis.StringCmd
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 	Get(ctx context.Context, key string) *redis.StringCmd
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
@@ -32,15 +37,19 @@ type Cmdable interface {
 	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
 	XRevRangeN(ctx context.Context, stream, start, stop string, count int64) *redis.XMessageSliceCmd
+	XRangeN(ctx context.Context, stream, start, stop string, count int64) *redis.XMessageSliceCmd
 	HGet(ctx context.Context, key, field string) *redis.StringCmd
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
 	SScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
+	SAdd(ctx context.Context, key string, members ...any) *redis.IntCmd
+	SIsMember(ctx context.Context, key string, member any) *redis.BoolCmd
 	Time(ctx context.Context) *redis.TimeCmd
 	HScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
 	HLen(ctx context.Context, key string) *redis.IntCmd
 	HSet(ctx context.Context, key string, values ...any) *redis.IntCmd
 	LRange(ctx context.Context, key string, start, stop int64) *redis.StringSliceCmd
 	BitField(ctx context.Context, key string, values ...any) *redis.IntSliceCmd
+	ZRevRangeWithScores(ctx context.Context, key string, start, stop int64) *redis.ZSliceCmd
 	Ping(ctx context.Context) *redis.StatusCmd
 }
 
@@ -74,6 +83,14 @@ func Open(url, service string, waitReplicas int) (*Client, error) {
 	out := New(c)
 	out.close = c.Close
 	out.WaitReplicas(waitReplicas)
+	// Our function libraries, loaded before the first call needs them (in
+	// the background: a process starts while Redis is away too, and a call
+	// that finds its function missing loads its library itself).
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = out.Load(ctx)
+	}()
 	return out, nil
 }
 
@@ -211,14 +228,6 @@ func isOutage(err error) bool {
 	return false
 }
 
-// isNoScript: a Redis that restarted (or a new one) has none of our scripts
-// cached; the call is sent again with EVAL (batch.go), and the miss is not a
-// fault (metricsHook).
-func isNoScript(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOSCRIPT")
-}
-
 // metricsHook measures every command and pipeline of the client.
 type metricsHook struct{ service string }
 
@@ -252,7 +261,7 @@ func (h metricsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 func (h metricsHook) done(start time.Time, err error) {
 	metrics.ObserveRedis(h.service, time.Since(start))
-	if err != nil && !errors.Is(err, redis.Nil) && !isNoScript(err) {
+	if err != nil && !errors.Is(err, redis.Nil) && !isNoFunction(err) {
 		metrics.RedisFailed(h.service)
 	}
 }

@@ -69,8 +69,8 @@ func (b *batcher) execDurable(ctx context.Context, sends []merged) {
 	wg.Wait()
 }
 
-// waited runs ms on node, then WAIT; a script node did not have is loaded
-// and the calls are sent again.
+// waited runs ms on node, then WAIT; a library node did not have is loaded
+// and its calls are sent again.
 func (b *batcher) waited(ctx context.Context, node *redis.Client, ms []merged) {
 	// WAIT for no more replicas than the master has: WAIT itself would
 	// block its whole timeout on a master left alone (its replica promoted
@@ -80,7 +80,7 @@ func (b *batcher) waited(ctx context.Context, node *redis.Client, ms []merged) {
 	run := func(ms []merged) {
 		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, m := range ms {
-				m.cmd = m.script.EvalSha(ctx, p, m.keys, m.args...)
+				m.cmd = m.script.fcall(ctx, p, m.keys, m.args)
 			}
 			if want > 0 {
 				acked = p.Do(ctx, "WAIT", want, waitTimeout.Milliseconds())
@@ -89,17 +89,7 @@ func (b *batcher) waited(ctx context.Context, node *redis.Client, ms []merged) {
 		})
 	}
 	run(ms)
-	var again []merged
-	for _, m := range ms {
-		if isNoScript(m.cmd.Err()) {
-			if err := m.script.Load(ctx, node).Err(); err != nil {
-				m.cmd = errCmd(ctx, err)
-				continue
-			}
-			again = append(again, m)
-		}
-	}
-	if len(again) > 0 {
+	if again := reloaded(ctx, node, ms); len(again) > 0 {
 		run(again)
 	}
 	if want == 0 {
@@ -135,7 +125,7 @@ type replicaLinks struct {
 
 type linkCount struct {
 	n  int64
-	at time.Time
+	at time.Time // by the wall clock: only the count's age is read
 }
 
 func (l *replicaLinks) of(ctx context.Context, node *redis.Client) int64 {

@@ -33,16 +33,27 @@ type Keys struct {
 	Accounts string
 
 	// The fans who stepped away from the page (queue's away.go): HASH
-	// ticket id → "<lang> <account> <email> <ticket>"; and those of them
+	// ticket id → "<lang> <email> <place>" (the place: the ticket's id and
+	// facts and a seal, never the ticket); and those of them
 	// admitted whose email is still to be queued, ZSET ticket id → admitted
 	// at (ms).
 	Away    string
 	AwayDue string
 
 	// The event's email outbox (package notify): ZSET message id → when it
-	// is next due (ms), and HASH message id → the message and its state.
-	Outbox string
-	Mail   string
+	// is next due (ms), HASH message id → the message and its state, and
+	// HASH message id → the sender whose claim to send it is the last
+	// taken (while it sends).
+	Outbox     string
+	Mail       string
+	MailClaims string
+
+	// Ends: STREAM of the active places that ended before their window did
+	// (left, revoked, completed by a booking), each {t: ticket id, e: the
+	// window's end in ms}, trimmed from the front once that passed; every
+	// gate and the booking core follow it while Redis answers, to keep
+	// refusing those passes when it does not (queue's gatekeeper.go).
+	Ends string
 
 	// A sharded event's global keys (shards.go); a one-shard event has none.
 	Claims string // HASH ticket id → claim time (unix s; 1 = admitted, unclaimed)
@@ -50,16 +61,18 @@ type Keys struct {
 	Tick   string // HASH epoch (the tick's fencing number), mark (the sequence at the last tick)
 
 	// The committed lottery and the sale's report (lottery.go, report.go).
-	Lottery string // HASH commitment, seed, committedAt, frozen, opensAt, prequeueOpensAt, entries, digest, drawn, last
+	Lottery string // HASH commitment, nonce, committedAt; frozen, entries, drawAt, opensAt, prequeueOpensAt; drawn, digest, seed (never before), last; through, applied
 	Entries string // LIST the ticket ids placed in the pre-queue, in the order placed (the draw's entries)
 	Ranks   string // string: u32 per sequence number (BITFIELD #seq), an entry's rank in the draw (1 = first)
 	Drawing string // STRING the admitter drawing now, with an expiry (one draw at a time)
 	Report  string // HASH the sale's figures per minute and its wait histograms
 	Booked  string // HASH ticket id → when its booking was confirmed (ms): a place that bought
+	Bought  string // HASH account id → when a booking of one of its places was confirmed (ms): an invitation that bought
 
 	// The presale (package presale) and the access codes.
-	Presale         string // HASH the selection's commitment, seed, times, counts and state
+	Presale         string // HASH the selection's commitment, nonce, times, counts and state; its seed once drawn, never before
 	PresaleAccounts string // HASH account id → registration id (one per account)
+	PresaleMade     string // HASH account id → registrations it made, withdrawn ones too (at most presale.MaxRegistrations)
 	PresaleLog      string // LIST "<id> <account>" per registration, "-<id>" per withdrawal, in order
 	PresaleContacts string // HASH account id → "<lang> <email>": where a selected registrant is told its window
 	PresaleRanks    string // string: u32 per registration's sequence number (BITFIELD #seq), its rank
@@ -67,6 +80,13 @@ type Keys struct {
 	PresaleDrawing  string // STRING the admitter drawing the selection, with an expiry
 	Codes           string // HASH HMAC of an access code → uses left
 	CodesInfo       string // HASH codes, uses, used: the codes' counts
+
+	// The event's webhooks (package webhook).
+	Hooks          string // HASH the state last announced per aspect (sale, booking, lottery, selection), config (the config's values announced), seq (moments made)
+	HookMoments    string // HASH moment id → its body
+	HookDeliveries string // HASH "<moment id> <endpoint id>" → the delivery's state
+	HookPending    string // ZSET "<moment id> <endpoint id>" → the moment's seq: the deliveries still to make, in order
+	HookLog        string // ZSET "<moment id> <endpoint id>" → the moment's seq: the deliveries kept for the log
 }
 
 // ShardKeys are the keys of one shard of a sharded event, under the
@@ -159,6 +179,10 @@ func buildKeys(event string) Keys {
 		Outbox:  p + "outbox",
 		Mail:    p + "outbox:mail",
 
+		MailClaims: p + "outbox:claims",
+
+		Ends: p + "ends",
+
 		Claims: p + "claims",
 		Lease:  p + "lease",
 		Tick:   p + "tick",
@@ -169,9 +193,11 @@ func buildKeys(event string) Keys {
 		Drawing: p + "lottery:drawing",
 		Report:  p + "report",
 		Booked:  p + "booked",
+		Bought:  p + "bought",
 
 		Presale:         p + "presale",
 		PresaleAccounts: p + "presale:accounts",
+		PresaleMade:     p + "presale:made",
 		PresaleLog:      p + "presale:log",
 		PresaleContacts: p + "presale:contacts",
 		PresaleRanks:    p + "presale:ranks",
@@ -179,22 +205,50 @@ func buildKeys(event string) Keys {
 		PresaleDrawing:  p + "presale:drawing",
 		Codes:           p + "codes",
 		CodesInfo:       p + "codes:info",
+
+		Hooks:          p + "hooks",
+		HookMoments:    p + "hooks:moments",
+		HookDeliveries: p + "hooks:deliveries",
+		HookPending:    p + "hooks:pending",
+		HookLog:        p + "hooks:log",
 	}
 	return k
 }
 
-// RankedKey is part i of the draw's entries in rank order: rankedPart
-// ticket ids, each followed by "\n" (the last part may be shorter), so the
-// published list streams part by part (lottery.go).
-func RankedKey(event string, i int) string {
-	return "wr:{" + event + "}:lottery:ranked:" + strconv.Itoa(i)
+// DrawKeys are the keys of one committed draw (package draw): the
+// lottery's (LotteryDraw) or the presale's selection (SelectionDraw).
+type DrawKeys struct {
+	Hash  string // HASH the draw's commitment, seed, times, entries, digest and state
+	Lease string // STRING the process drawing now, with an expiry (one draw at a time)
+	Ranks string // string: u32 per sequence number (BITFIELD #seq), an entry's rank (1 = first)
+
+	ranked string // the published list's parts, this followed by the part's number
 }
 
-// PresaleRankedKey is part i of the presale's selection in rank order:
-// registration ids, published once drawn (like RankedKey).
-func PresaleRankedKey(event string, i int) string {
-	return "wr:{" + event + "}:presale:ranked:" + strconv.Itoa(i)
+// Ranked is part i of the published list, the entries' ids in rank order:
+// draw.PartSize ids, each followed by "\n" (the last part may be shorter),
+// so the list is written and streamed part by part.
+func (d DrawKeys) Ranked(i int) string { return d.ranked + strconv.Itoa(i) }
+
+// LotteryDraw are the keys of event's lottery (the pre-queue's draw).
+func LotteryDraw(event string) DrawKeys {
+	k := KeysOf(event)
+	return DrawKeys{Hash: k.Lottery, Lease: k.Drawing, Ranks: k.Ranks, ranked: "wr:{" + event + "}:lottery:ranked:"}
 }
+
+// SelectionDraw are the keys of event's presale selection.
+func SelectionDraw(event string) DrawKeys {
+	k := KeysOf(event)
+	return DrawKeys{Hash: k.Presale, Lease: k.PresaleDrawing, Ranks: k.PresaleRanks, ranked: "wr:{" + event + "}:presale:ranked:"}
+}
+
+// RankedKey is part i of the lottery's published list (LotteryDraw's
+// Ranked).
+func RankedKey(event string, i int) string { return LotteryDraw(event).Ranked(i) }
+
+// PresaleRankedKey is part i of the selection's published list
+// (SelectionDraw's Ranked).
+func PresaleRankedKey(event string, i int) string { return SelectionDraw(event).Ranked(i) }
 
 // PresaleHoldersKey is part i of the accounts behind the selection's
 // ranks, in rank order, one per line: never published (the gateway reads
@@ -220,6 +274,13 @@ func JoinLimitKey(addr string, minute int64) string {
 	return "wr:joinlimit:{" + addr + "}:" + strconv.FormatInt(minute, 10)
 }
 
+// ListLimitKey counts the published lists' downloads (a lottery's or a
+// selection's entries) from one address in one unix minute, shared by
+// every gateway replica. Its own hash tag: an address is not an event.
+func ListLimitKey(addr string, minute int64) string {
+	return "wr:listlimit:{" + addr + "}:" + strconv.FormatInt(minute, 10)
+}
+
 // AwayLimitKey counts one account's steps away in one unix hour, shared
 // by every gateway replica. Its own hash tag: an account is not an event.
 func AwayLimitKey(account string, hour int64) string {
@@ -229,6 +290,11 @@ func AwayLimitKey(account string, hour int64) string {
 // SenderLease is the lease of the one email sender at a time (package
 // notify), whichever admitter replica holds it.
 const SenderLease = "wr:{notify}:sender"
+
+// HooksGoneKey is the webhooks' receivers that answered 410 Gone (package
+// webhook): HASH endpoint identity → when (ms). Its own tag: a receiver is
+// no event's.
+const HooksGoneKey = "wr:{hooks}:gone"
 
 // The operators' keys that belong to no event, each under a tag of its
 // own: the audit trail (a STREAM at, event, change, source, capped), the
@@ -248,6 +314,13 @@ const BookingStream = "booking-events"
 // ReturnKey holds the way back to a site behind the room (forward auth)
 // that the fan of ticket id came from: a STRING with an expiry.
 func ReturnKey(event, id string) string { return "wr:{" + event + "}:return:" + id }
+
+// SitePortsKey holds the ports a site of event is served on besides its
+// scheme's default: a SET of "<host>:<port>" (lower case) that a site's
+// proxy named in X-Forwarded-Host when forward auth sent a fan to the
+// event's room. A way back may name only those ports (the gateway's
+// forwardauth.go).
+func SitePortsKey(event string) string { return "wr:{" + event + "}:siteports" }
 
 // SpentKey marks the return token jti as spent: a STRING with an expiry
 // past the token's own.

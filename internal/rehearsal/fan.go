@@ -69,6 +69,9 @@ type Fan struct {
 	Outcome  Outcome
 	Joined   bool // got its place (201)
 	Admitted bool
+	// Straight: let in at its join, after no wait (an auto event with
+	// room, DESIGN.md "Always on"; a passthrough one).
+	Straight bool
 	// FIFO: the fan's place is first come, first served (it joined after
 	// opening, not into a pre-queue's lottery); known once it is admitted,
 	// or from the start when the room has no lottery.
@@ -180,7 +183,8 @@ func (f *fanRun) visit(ctx context.Context, arrive time.Time) (out Fan) {
 	}
 
 	poll := time.Duration(join.PollAfterMs) * time.Millisecond
-	token := join.AccessToken // set in passthrough mode only
+	token := join.AccessToken // set when let in at the join: passthrough, or straight through
+	out.Straight = token != ""
 	for token == "" {
 		next := time.Now().Add(poll)
 		switch {

@@ -24,9 +24,12 @@ func Percentile[T cmp.Ordered](sorted []T, p float64) T {
 // Seen is what the fans saw, all together.
 type Seen struct {
 	Fans, Joined, Admitted int
-	Bought, Seats          int
-	Outcomes               [Outcomes]int
-	Notes                  map[string]int // why fans failed, by kind
+	// StraightThrough of the joined were let in at their join; Queued
+	// were made to wait (Joined less StraightThrough).
+	StraightThrough, Queued int
+	Bought, Seats           int
+	Outcomes                [Outcomes]int
+	Notes                   map[string]int // why fans failed, by kind
 	// Waits are the admitted fans' waits (join answer → first admitted
 	// answer), and ETAErrors each one's wait less the ETA told at join, in
 	// seconds; both sorted.
@@ -63,6 +66,11 @@ func FansSeen(fans []Fan) Seen {
 		s.Outcomes[f.Outcome]++
 		if f.Joined {
 			s.Joined++
+			if f.Straight {
+				s.StraightThrough++
+			} else {
+				s.Queued++
+			}
 		}
 		if f.Admitted {
 			s.Admitted++

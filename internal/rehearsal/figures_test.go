@@ -205,3 +205,11 @@ func TestIsLoopback(t *testing.T) {
 		t.Errorf("spreading fans to a remote room: %v; want ErrNotLoopback", err)
 	}
 }
+
+// The fans let in at their join, and those made to wait.
+func TestFansSeenStraightThrough(t *testing.T) {
+	s := FansSeen([]Fan{{Joined: true, Straight: true, Admitted: true}, {Joined: true, Admitted: true}, {Joined: true}, {}})
+	if s.StraightThrough != 1 || s.Queued != 2 {
+		t.Errorf("straight through %d, queued %d; want 1 and 2", s.StraightThrough, s.Queued)
+	}
+}

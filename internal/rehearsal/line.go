@@ -87,6 +87,7 @@ func (c *Client) Event(ctx context.Context, event string) (EventInfo, error) {
 type Report struct {
 	Joined            int64 `json:"joined"`
 	Admitted          int64 `json:"admitted"`
+	StraightThrough   int64 `json:"straightThrough"` // of Admitted, let in at their join (an auto event with room)
 	Left              int64 `json:"left"`
 	Abandoned         int64 `json:"abandoned"`
 	AdmittedPerSecond struct {
@@ -94,6 +95,7 @@ type Report struct {
 		Configured float64 `json:"configured"`
 	} `json:"admittedPerSecond"`
 	FIFOInversions int64 `json:"fifoInversions"`
+	RankInversions int64 `json:"rankInversions"` // pre-queue entries let in out of the draw's order
 	WaitSeconds    struct {
 		P50   *float64 `json:"p50"`
 		P95   *float64 `json:"p95"`

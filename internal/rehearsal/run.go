@@ -8,6 +8,9 @@
 // (Behaviour). A Sampler reads the line's length and the room's admitted
 // count as the fans go; Admission reads the rate off those samples and
 // FansSeen the waits, the ETA errors and the FIFO inversions off the fans.
+//
+// It measures a real room in real time, as its fans would: every time.Now
+// here is the wall clock, never a clock a test moves.
 package rehearsal
 
 import (

@@ -61,6 +61,8 @@ func isOutage(err error) bool {
 			return true
 		case pgErr.Code == "53300": // too many connections
 			return true
+		case pgErr.Code == "57014": // the statement's time ran out (boundByServer): rolled back
+			return true
 		}
 		return false
 	}

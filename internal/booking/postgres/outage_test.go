@@ -225,3 +225,44 @@ func TestOutageIsUnavailable(t *testing.T) {
 	})
 	d.warm(t)
 }
+
+// A hold that runs out of time is rolled back for certain, never committed
+// after its caller gave up (boundByServer). The hold waits on a seat lock
+// the test holds past the caller's 1 s; the caller gets ErrUnavailable (a
+// 503) in about that time; then the lock is let go, and 2 s later the hold
+// is still nowhere. Bounded by the client alone, the waiting backend took
+// the lock when it was let go and committed a hold nobody was told of.
+func TestHoldOutOfTimeIsRolledBack(t *testing.T) {
+	d := startOutageDB(t)
+	ctx := context.Background()
+	locker, err := pgx.Connect(ctx, d.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	if _, err := locker.Exec(ctx, "BEGIN; SELECT 1 FROM seats WHERE showtime_id = 1 AND seat_code = 'A1' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	req := holdReq(1, "fan-late", []string{"A1"}, nil)
+	c, cancel := context.WithTimeout(ctx, time.Second)
+	_, err = d.store.Hold(c, req)
+	cancel()
+	if !errors.Is(err, booking.ErrUnavailable) {
+		t.Fatalf("hold past its deadline: %v; want booking.ErrUnavailable", err)
+	}
+	if _, err := locker.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // a backend still waiting would have taken the lock and committed by now
+	var n int
+	if err := locker.QueryRow(ctx, `SELECT count(*) FROM holds WHERE id = $1`, req.HoldID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	if err := locker.QueryRow(ctx, `SELECT status FROM seats WHERE showtime_id = 1 AND seat_code = 'A1'`).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || status != "AVAILABLE" {
+		t.Fatalf("after the caller was answered 503: %d holds of its id, seat A1 %s; want none, AVAILABLE", n, status)
+	}
+}

@@ -185,16 +185,8 @@ func (s *Sessions) ClaimCallbacks(ctx context.Context, now, leaseUntil time.Time
 	if err != nil {
 		return nil, fmt.Errorf("claim callbacks: %w", err)
 	}
-	defer rows.Close()
-	var out []payment.Record
-	for rows.Next() {
-		r, err := scanSession(rows)
-		if err != nil {
-			return nil, fmt.Errorf("claim callbacks: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (payment.Record, error) { return scanSession(row) })
+	if err != nil {
 		return nil, fmt.Errorf("claim callbacks: %w", err)
 	}
 	return out, nil

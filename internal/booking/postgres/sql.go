@@ -225,6 +225,15 @@ SELECT statement_timestamp(), b.id, b.hold_id, b.payment_id, b.payment_url, b.pa
   LEFT JOIN bookings b ON b.customer_id = $1 AND b.idempotency_key = $2
   LEFT JOIN wallet_ledger l ON l.booking_id = b.id AND l.kind = 'debit'`
 
+	// $1 customer, $2 key. The booking the key made, if any, with what its
+	// checkout answered (sqlBookingByKey's, read outside a checkout: no
+	// lock, nothing written).
+	sqlAnswered = `
+SELECT b.id, b.hold_id, b.event_id, b.method, b.payment_id, b.payment_url, b.payment_expires_at, l.balance_after
+  FROM bookings b
+  LEFT JOIN wallet_ledger l ON l.booking_id = b.id AND l.kind = 'debit'
+ WHERE b.customer_id = $1 AND b.idempotency_key = $2`
+
 	// $1 hold. Always one row: the hold's live booking (at most one, by
 	// bookings_one_live_per_hold), or NULLs.
 	sqlLiveBooking = `
@@ -367,12 +376,15 @@ SELECT payment_id, created_at FROM refunds
 	sqlSucceededAfterFailure = `UPDATE payments SET status = 'SUCCEEDED', settled_at = now() WHERE payment_id = $1 AND status = 'FAILED'`
 
 	// One relay at a time publishes, so the stream keeps the outbox's order.
+	// A row's booking gives its customer (the account's, for a place of an
+	// account: the waiting room notes the account's invitation used).
 	sqlRelayLock   = `SELECT pg_try_advisory_xact_lock(hashtext('booking-outbox-relay'))`
 	sqlOutboxBatch = `
-SELECT id, booking_id, event_type, payload, event_id, customer_id, created_at
-  FROM outbox
- WHERE published_at IS NULL
- ORDER BY id
+SELECT o.id, o.booking_id, o.event_type, o.payload, o.event_id, o.customer_id, coalesce(b.customer_id, ''), o.created_at
+  FROM outbox o
+  LEFT JOIN bookings b ON b.id = o.booking_id
+ WHERE o.published_at IS NULL
+ ORDER BY o.id
  LIMIT $1`
 	sqlOutboxPublished = `UPDATE outbox SET published_at = now() WHERE id = ANY($1::bigint[])`
 

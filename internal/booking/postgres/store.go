@@ -13,7 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,32 +90,24 @@ func (s *Store) SeatMap(ctx context.Context, showtimeID int64) (_ booking.SeatMa
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	rows, err := br.Query()
+	if err == nil {
+		m.Seats, err = pgx.AppendRows(m.Seats, rows, pgx.RowToStructByPos[booking.Seat])
+	}
 	if err != nil {
-		return m, fmt.Errorf("seat map: %w", err)
-	}
-	for rows.Next() {
-		var st booking.Seat
-		if err := rows.Scan(&st.Code, &st.Row, &st.Number, &st.Status); err != nil {
-			return m, fmt.Errorf("seat map: %w", err)
-		}
-		m.Seats = append(m.Seats, st)
-	}
-	if err := rows.Err(); err != nil {
 		return m, fmt.Errorf("seat map: %w", err)
 	}
 	sortSeats(m.Seats)
 	rows, err = br.Query()
+	if err == nil {
+		// A block's price is the catalog's: the row has code, capacity and
+		// what is available.
+		m.GeneralAdmission, err = pgx.AppendRows(m.GeneralAdmission, rows, func(row pgx.CollectableRow) (booking.Block, error) {
+			var bl booking.Block
+			err := row.Scan(&bl.Code, &bl.Capacity, &bl.Available)
+			return bl, err
+		})
+	}
 	if err != nil {
-		return m, fmt.Errorf("seat map: %w", err)
-	}
-	for rows.Next() {
-		var bl booking.Block
-		if err := rows.Scan(&bl.Code, &bl.Capacity, &bl.Available); err != nil {
-			return m, fmt.Errorf("seat map: %w", err)
-		}
-		m.GeneralAdmission = append(m.GeneralAdmission, bl)
-	}
-	if err := rows.Err(); err != nil {
 		return m, fmt.Errorf("seat map: %w", err)
 	}
 	return m, nil
@@ -134,6 +126,28 @@ func sortSeats(seats []booking.Seat) {
 	})
 }
 
+// serverMargin is how much sooner than the caller's deadline PostgreSQL
+// itself ends a statement bounded by boundByServer.
+const serverMargin = 250 * time.Millisecond
+
+// boundByServer makes PostgreSQL end b's implicit transaction by itself,
+// rolled back, a little before ctx's deadline (statement_timeout, local to
+// that transaction). A client that gives up on its own deadline cannot
+// tell whether the server committed: a backend waiting on a lock learns of
+// its client's leaving only when it answers, so it may take the lock,
+// commit, and fail to say so, seconds later. Bounded by the server, a
+// statement ending for want of time is rolled back for certain (57014,
+// answered as an outage: nothing written), and the caller's deadline
+// seldom comes first. No deadline: no bound.
+func boundByServer(ctx context.Context, b *pgx.Batch) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
+	ms := max(time.Until(d)-serverMargin, 10*time.Millisecond).Milliseconds()
+	b.Queue(`SELECT set_config('statement_timeout', $1, true)`, strconv.FormatInt(ms, 10))
+}
+
 // Hold takes r's seats and GA places together, all or nothing, in one round
 // trip: a pipeline of sqlLockCustomer, sqlLockBlocks (with GA places) and
 // sqlHold, which PostgreSQL runs as one implicit transaction (no BEGIN, one
@@ -144,11 +158,7 @@ func sortSeats(seats []booking.Seat) {
 // from what that same statement read.
 func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (_ booking.Hold, err error) {
 	defer translate(&err)
-	codes := make([]string, 0, len(r.GA))
-	for c := range r.GA {
-		codes = append(codes, c)
-	}
-	sort.Strings(codes)
+	codes := booking.GACodes(r.GA)
 	counts := make([]int32, len(codes))
 	for i, c := range codes {
 		counts[i] = int32(r.GA[c])
@@ -172,6 +182,7 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (_ booking.Hold
 		expiresAt     *time.Time
 	)
 	b := &pgx.Batch{}
+	boundByServer(ctx, b)
 	b.Queue(sqlLockCustomer, r.Event, r.Customer)
 	if len(codes) > 0 {
 		b.Queue(sqlLockBlocks, r.ShowtimeID, codes)
@@ -541,12 +552,7 @@ func confirm(ctx context.Context, tx pgx.Tx, holdID, bookingID string, showtime 
 	}
 	defer sp.Rollback(context.Background())
 	if len(ga) > 0 {
-		codes := make([]string, 0, len(ga))
-		for c := range ga {
-			codes = append(codes, c)
-		}
-		sort.Strings(codes)
-		if _, err := sp.Exec(ctx, sqlLockBlocks, showtime, codes); err != nil {
+		if _, err := sp.Exec(ctx, sqlLockBlocks, showtime, booking.GACodes(ga)); err != nil {
 			return false, fmt.Errorf("settle: lock blocks: %w", err)
 		}
 	}
@@ -611,6 +617,27 @@ func (s *Store) Booking(ctx context.Context, bookingID, customer, event string) 
 	return b, nil
 }
 
+// Answered is what customer's checkout with key answered (card or points);
+// booking.ErrNotFound when the key made no booking.
+func (s *Store) Answered(ctx context.Context, customer, key string) (_ booking.Answered, err error) {
+	defer translate(&err)
+	var (
+		a             booking.Answered
+		payID, payURL *string
+		payExpires    *time.Time
+	)
+	// No row: ErrNotFound, by interpretError.
+	if err := s.pool.QueryRow(ctx, sqlAnswered, customer, key).Scan(&a.BookingID, &a.HoldID, &a.Event, &a.Method,
+		&payID, &payURL, &payExpires, &a.Balance); err != nil {
+		return a, fmt.Errorf("answered: %w", err)
+	}
+	a.Checkout.BookingID = a.BookingID
+	if payID != nil && payURL != nil && payExpires != nil {
+		a.Checkout.PaymentID, a.Checkout.PaymentURL, a.Checkout.ExpiresAt = *payID, *payURL, *payExpires
+	}
+	return a, nil
+}
+
 // Sweep tidies up to batch lapsed seats, places and holds per table, and
 // reports how many rows it changed.
 func (s *Store) Sweep(ctx context.Context, batch int) (_ int, err error) {
@@ -673,7 +700,7 @@ func (s *Store) RelayOutbox(ctx context.Context, limit int, publish func(context
 	}
 	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (booking.OutboxEvent, error) {
 		var e booking.OutboxEvent
-		err := row.Scan(&e.ID, &e.BookingID, &e.Type, &e.Payload, &e.Event, &e.Customer, &e.CreatedAt)
+		err := row.Scan(&e.ID, &e.BookingID, &e.Type, &e.Payload, &e.Event, &e.Customer, &e.BookedBy, &e.CreatedAt)
 		return e, err
 	})
 	if err != nil {

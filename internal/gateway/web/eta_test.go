@@ -7,15 +7,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 )
 
-// TestEtaSmoother runs eta.js under Node (skipped where there is none): the
-// ETA a fan sees never goes up while the line moves, runs down with the
-// clock, and may go up when the line stalls.
+// TestEtaSmoother runs eta.js under Node (Debian's, installed when
+// missing): the ETA a fan sees never goes up while the line moves, runs
+// down with the clock, and may go up when the line stalls.
 func TestEtaSmoother(t *testing.T) {
-	node, err := exec.LookPath("node")
+	node, err := localsvc.Ensure("node", "nodejs")
 	if err != nil {
-		t.Skip("node not installed")
+		t.Fatal(err)
 	}
 	src, err := fs.ReadFile(FS(), "eta.js")
 	if err != nil {

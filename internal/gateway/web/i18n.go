@@ -79,6 +79,9 @@ func Negotiate(chosen, acceptLanguage string) string {
 type Locale struct {
 	Lang string
 	cat  map[string]string
+	// words are a site's own words in this language as JSON, for the
+	// room's script ("" = the built-in words alone; see Look).
+	words string
 }
 
 // LocaleFor returns the locale of a language code (DefaultLanguage for one

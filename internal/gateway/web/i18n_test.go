@@ -166,10 +166,14 @@ func TestRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	look, err := BuiltinLook()
+	if err != nil {
+		t.Fatal(err)
+	}
 	at := time.Date(2026, 12, 1, 19, 0, 0, 0, time.FixedZone("", 9*3600))
 	eta := int64(700)
 	for _, l := range Languages {
-		for _, state := range []string{"prequeue", "open", "paused", "passthrough", "closed"} {
+		for _, state := range []string{"prequeue", "open", "auto", "paused", "passthrough", "closed"} {
 			ev := Event{ID: "premiere", Name: "Premiere night", Venue: "Shinjuku Hall 3", State: state, Waiting: 3,
 				Detail: &Detail{Key: "index.detail.prequeue", At: at}, RoomDetail: &Detail{Key: "room.detail.prequeue", At: at},
 				Showtimes: []Showtime{{ID: 42, Title: "Premiere 19:00", StartsAt: at, PriceCents: 1500, Blocks: []int64{900}}, {ID: 43, Title: "Late", StartsAt: at, Past: true, PriceCents: 1500}}}
@@ -178,14 +182,25 @@ func TestRender(t *testing.T) {
 				if status == "waiting" {
 					theirs = 2
 				}
+				move := &Move{Ticket: "x", From: 9, Mine: 5, Theirs: theirs}
+				if status == "next" { // the way back's question
+					move = &Move{Return: "https://shop.example/tour-tokyo?a=1&b=2", Kept: "https://shop.example/tour-tokyo"}
+				}
 				for _, page := range []string{IndexPage, RoomPage, BookPage, LeavePage, NotFoundPage, MovePage} {
-					p := &Page{L: LocaleFor(l.Code), Title: "t", Currency: "USD", Events: []Event{ev}, Event: &ev,
-						Room: &Room{Status: status, Hint: "waiting", Position: 5, Ahead: 4, ETA: &eta, From: 9, Refresh: 3, Notice: "rate_limited", ShareURL: "/e/premiere?t=x", QRURL: "/e/premiere/qr.svg", Moved: status == "waiting",
-							Away: &Away{Email: "fan@example.test", Within: 10 * time.Minute}},
-						Move:  &Move{Ticket: "x", From: 9, Mine: 5, Theirs: theirs},
-						Langs: []LangLink{{Code: "en", Name: "English", Href: "?lang=en", Current: true}}}
+					langs := []LangLink{{Code: "en", Name: "English", Href: "?lang=en", Current: true}}
+					p := &Page{L: LocaleFor(l.Code), Title: "t", Currency: "USD", Events: []Event{ev}, Event: &ev, Move: move, Langs: langs}
+					links := LinksOf("premiere", 9, false)
+					links.Share, links.QR = "/e/premiere?t=x", "/e/premiere/qr.svg"
+					m := &Model{Lang: l.Code, Langs: langs, Title: "t", Currency: "USD", Event: &ev, Status: status, State: StateOf(state, status, ""),
+						Hint: "waiting", Position: 5, Ahead: 4, ETASeconds: eta, Available: -1, From: 9, Refresh: 3, Notice: "rate_limited",
+						Moved: status == "waiting", Links: links, Away: &Away{Email: "fan@example.test", Within: 10 * time.Minute}}
 					var b bytes.Buffer
-					if err := pages.Render(&b, page, p); err != nil {
+					if page == RoomPage {
+						err = look.Render(&b, page, m)
+					} else {
+						err = pages.Render(&b, page, p)
+					}
+					if err != nil {
 						t.Fatalf("%s %s %s: %v", l.Code, page, status, err)
 					}
 					out := b.String()

@@ -8,16 +8,17 @@ import (
 	"time"
 )
 
-// Page templates the gateway renders (html/template, embedded), each inside
-// templates/base.html.
+// Page templates the gateway renders (html/template, embedded): each of
+// Pages inside templates/base.html; the room and the register page are
+// a Look's (look.go), whole documents drawn from a Model.
 const (
 	IndexPage    = "index"    // GET /
-	RoomPage     = "room"     // GET /e/{event}
+	RoomPage     = "room"     // GET /e/{event}: a Look's, drawn from a Model
 	BookPage     = "book"     // GET /e/{event}/book
 	LeavePage    = "leave"    // GET /e/{event}/leave: "Leave the line?" without JavaScript
 	NotFoundPage = "notfound" // an unknown event
-	MovePage     = "move"     // GET /e/{event}?t=… from another site: "Replace your place N with place M?"
-	RegisterPage = "register" // GET /e/{event}/register: a presale's registration
+	MovePage     = "move"     // GET /e/{event}?t=… or ?return=… from another site: "Replace your place N with place M?", "Go back to this page instead?"
+	RegisterPage = "register" // GET /e/{event}/register: a presale's registration, a Look's
 	AdminPage    = "admin"    // GET /admin, the operators' page (RenderAdmin)
 )
 
@@ -34,12 +35,6 @@ func NewPages() (*Pages, error) {
 		"showtime": func(l *Locale, currency string, st Showtime) showtimeItem {
 			return showtimeItem{L: l, Currency: currency, Showtime: st}
 		},
-		"derefTime": func(p *time.Time) time.Time {
-			if p == nil {
-				return time.Time{}
-			}
-			return *p
-		},
 		"deref": func(p *int64) int64 {
 			if p == nil {
 				return 0
@@ -52,7 +47,7 @@ func NewPages() (*Pages, error) {
 		return nil, err
 	}
 	p := &Pages{sets: map[string]*template.Template{}}
-	for _, name := range []string{IndexPage, RoomPage, BookPage, LeavePage, NotFoundPage, ReportPage, MovePage, RegisterPage} {
+	for _, name := range []string{IndexPage, BookPage, LeavePage, NotFoundPage, ReportPage, MovePage} {
 		b, err := base.Clone()
 		if err != nil {
 			return nil, err
@@ -119,40 +114,22 @@ type Page struct {
 	Langs    []LangLink // the language switcher
 	Currency string     // booking.currency
 	Events   []Event    // the index
-	Event    *Event     // the room, booking and leave pages
-	Room     *Room      // the room
+	Event    *Event     // the booking, leave and move pages
 	Report   *Report    // the sale's report
 	Move     *Move      // the question before a place from another site replaces the fan's
-	// Registration is the fan's registration for a presale (the register
-	// page).
-	Registration *Registration
-}
-
-// Registration is a fan's registration for a presale, as the register page
-// shows it without JavaScript.
-type Registration struct {
-	// Status: signed-out (no account), none (not registered), or the
-	// contract's registered, selected, waitlisted, not_selected.
-	Status string
-	ID     string
-	Rank   int64
-	// Open: registration is open now (from OpensAt to ClosesAt).
-	Open              bool
-	OpensAt, ClosesAt time.Time
-	// The window of a selected fan.
-	WindowOpensAt, WindowClosesAt *time.Time
-	// WindowOpen: the window is open now (the page offers to join).
-	WindowOpen bool
-	Notice     string // a catalog key under register.notice. ("" = none)
 }
 
 // Move is a place a link from another site would move here, over the fan's
-// own live place: the page asks before it replaces anything.
+// own live place, or a way back it would give that place instead of the
+// one it has: the page asks before it replaces anything.
 type Move struct {
 	Ticket string // the link's ticket, posted back if the fan says yes
 	From   int64  // the link's from (0 = none)
 	Mine   int64  // the fan's place in line (0 = not waiting: its turn came, or unknown)
 	Theirs int64  // the link's place in line (0 = not waiting, or unknown)
+	// A way back instead of a place: the link's (posted back if the fan
+	// says yes), and the one the fan's place has ("" = unknown).
+	Return, Kept string
 }
 
 // Places is true when both places are in line, so that the question can
@@ -233,70 +210,3 @@ func (s Showtime) OnePrice() bool {
 	}
 	return true
 }
-
-// Room is the fan's place in the waiting room, rendered without JavaScript.
-type Room struct {
-	// Status: none (no ticket), waiting, next, admitted, left, expired,
-	// closed, soldout, error.
-	Status          string
-	Position, Ahead int64
-	ETA             *int64 // seconds; nil while paused or before opening
-	Available       *int64 // places left to hold; nil until the booking core publishes them
-	From            int64  // the place the fan started at (the progress bar's zero)
-	Refresh         int64  // seconds until the page refreshes itself (0 = it does not)
-	Still           bool   // the fan asked the page not to refresh itself (?still=1)
-	Notice          string // a catalog key under room.notice. ("" = none)
-	Hint            string // a catalog key under room.hint.
-	ShareURL        string // /e/{event}?t=<ticket>: the place on another device
-	// Moved: the page follows a move this site made (its redirect), and
-	// room.js is to follow the moved ticket, not the one it kept.
-	Moved bool
-	QRURL string // that link as an SVG QR code
-	// NeedsCode: a new place needs an access code (the join form asks it).
-	NeedsCode bool
-	// Presale: the sale has a presale (the page links its registration).
-	Presale bool
-	// NeedsScript: the sale asks a proof of work for a new place, which only
-	// the page's script can pay; without JavaScript the page says so in place
-	// of the join form.
-	NeedsScript bool
-	// Return is the way back to the site behind the room that sent the fan
-	// here (?return=, checked): the join carries it.
-	Return string
-	// Away is the offer to leave and be emailed (nil: this fan cannot:
-	// no email, or the room sends none); with Status "away", what was set.
-	Away *Away
-}
-
-// Away is what the waiting page says of stepping away.
-type Away struct {
-	Email  string        // the address the origin site signed
-	Within time.Duration // how long the place, once let in, waits for the fan
-}
-
-// Waiting is true while the fan has a place in line.
-func (r *Room) Waiting() bool { return r.Status == "waiting" || r.Status == "next" }
-
-// CanJoin is true when the page offers to join (again).
-func (r *Room) CanJoin() bool {
-	switch r.Status {
-	case "none", "left", "expired", "closed", "error":
-		return true
-	}
-	return false
-}
-
-// Permille is the progress bar's value (max 1000) from From to the front.
-func (r *Room) Permille() int64 {
-	if r.From <= 1 {
-		if r.Waiting() {
-			return 0
-		}
-		return 1000
-	}
-	v := (r.From - r.Position) * 1000 / (r.From - 1)
-	return max(0, min(1000, v))
-}
-
-// Percent is Permille in whole percent.
-func (r *Room) Percent() int64 { return (r.Permille() + 5) / 10 }

@@ -15,9 +15,11 @@ const ReportPage = "report"
 // Report is a sale's report as its page shows it.
 type Report struct {
 	Joined, Admitted, Left, Abandoned int64
+	StraightThrough                   int64   // of Admitted, let in at their join, after no wait (auto, passthrough)
 	Mean, Configured                  float64 // fans admitted per second while the line waited; configured
 	Waited                            bool    // someone waited: Mean measures something
-	Inversions                        int64
+	Inversions                        int64   // FIFO inversions after opening
+	RankInversions                    int64   // pre-queue entries let in out of the draw's order
 	Wait, ETAError                    *Spread // nil while nothing was measured
 	SoldOutAt                         *time.Time
 	Minutes                           []Minute

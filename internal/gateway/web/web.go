@@ -13,6 +13,17 @@
 // JSON API of DESIGN.md and take their words from the same catalog. The
 // gateway serves every static file at "/static/<name>"; the pages read the
 // event id from location.pathname.
+//
+// The waiting room and a presale's register page are drawn from one
+// documented Model (model.go, docs/PAGES.md) by a Look (look.go): the
+// built-in one (templates/room.html and register.html around the room's
+// blocks, templates/blocks-*.html), or a site's own from its page folder,
+// its templates around the same blocks, its words over the catalog and its
+// files served beside the pages.
+//
+// The room's SDK (sdk/: waitroom.js, an ES module for apps, and its types,
+// waitroom.d.ts) is served at "/sdk/<name>". The waiting room's script is
+// written on it, so what apps use is what every fan's page runs.
 package web
 
 import (
@@ -23,17 +34,26 @@ import (
 //go:embed static
 var files embed.FS
 
+//go:embed sdk
+var sdkFiles embed.FS
+
 // FS returns the embedded files with the "static/" prefix stripped, so
 // FS().Open("app.css") works and a file server mounted at /static/ serves
 // "/static/app.css" from "app.css".
 //
 // JavaScript files are ES modules: serve them as text/javascript (Go's mime
 // table and fiber's both do), or the browser refuses to run them.
-func FS() fs.FS {
-	sub, err := fs.Sub(files, "static")
+func FS() fs.FS { return sub(files, "static") }
+
+// SDK returns the SDK's files (waitroom.js, waitroom.d.ts) with the "sdk/"
+// prefix stripped, for a file server mounted at /sdk/.
+func SDK() fs.FS { return sub(sdkFiles, "sdk") }
+
+func sub(fsys fs.FS, dir string) fs.FS {
+	s, err := fs.Sub(fsys, dir)
 	if err != nil {
-		// fs.Sub fails only on an invalid path, and "static" is a constant.
+		// fs.Sub fails only on an invalid path, and dir is a constant.
 		panic(err)
 	}
-	return sub
+	return s
 }

@@ -13,14 +13,15 @@ import (
 const svgNamespace = "http://www.w3.org/2000/svg"
 
 // readAll returns every embedded file: the static ones by their name under
-// /static/, the page templates as "templates/<name>.html".
+// /static/, the SDK's as "sdk/<name>", the page templates as
+// "templates/<name>.html".
 func readAll(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, root := range []struct {
 		fsys   fs.FS
 		prefix string
-	}{{FS(), ""}, {templateFiles, ""}} {
+	}{{FS(), ""}, {SDK(), "sdk/"}, {templateFiles, ""}} {
 		err := fs.WalkDir(root.fsys, ".", func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
@@ -45,7 +46,7 @@ func readAll(t *testing.T) map[string]string {
 // Page templates by file.
 const (
 	indexTmpl = "templates/index.html"
-	roomTmpl  = "templates/room.html"
+	roomTmpl  = "templates/blocks-room.html" // the room page's blocks: its markup
 	bookTmpl  = "templates/book.html"
 	moveTmpl  = "templates/move.html"
 )
@@ -53,10 +54,10 @@ const (
 func TestFilesExist(t *testing.T) {
 	files := readAll(t)
 	for _, name := range []string{
-		indexTmpl, roomTmpl, bookTmpl, moveTmpl, "templates/base.html", "templates/leave.html", "templates/notfound.html",
+		indexTmpl, roomTmpl, bookTmpl, moveTmpl, "templates/base.html", "templates/room.html", "templates/register.html", "templates/blocks-register.html", "templates/leave.html", "templates/notfound.html",
 		"i18n/en.json", "i18n/ja.json", "i18n/ko.json", "i18n.js", "eta.js",
-		"app.css", "api.js", "ui.js", "index.js", "room.js", "book.js", "timer.js", "favicon.svg",
-		"places.js", "pass.js", "seatmap.js", "checkout.js", "line.js", "roomview.js",
+		"app.css", "api.js", "ui.js", "index.js", "room.js", "book.js", "favicon.svg",
+		"places.js", "pass.js", "seatmap.js", "checkout.js", "roomview.js", "sdk/waitroom.js", "sdk/waitroom.d.ts",
 	} {
 		t.Run(name, func(t *testing.T) {
 			body, ok := files[name]
@@ -131,7 +132,7 @@ func TestCSP(t *testing.T) {
 				problems = htmlProblems(body)
 			case path.Ext(name) == ".css":
 				problems = cssProblems(body)
-			case path.Ext(name) == ".js", path.Ext(name) == ".svg":
+			case path.Ext(name) == ".js", path.Ext(name) == ".svg", path.Ext(name) == ".ts":
 				problems = scriptProblems(body)
 			case path.Ext(name) == ".json":
 				problems = scriptProblems(body) // words only: no URL, no markup
@@ -210,7 +211,7 @@ var (
 	reStyleElem    = regexp.MustCompile(`(?i)<style\b`)
 	reStyleAttr    = regexp.MustCompile(`(?i)\sstyle\s*=`)
 	reHandlerAttr  = regexp.MustCompile(`(?i)\son[a-z]+\s*=`)
-	reAttrURL      = regexp.MustCompile(`(?i)=\s*["']?\s*(https?:|//|javascript:)`)
+	reAttrURL      = regexp.MustCompile(`(?i)\s([a-z][a-z0-9-]*)\s*=\s*["']?\s*(https?:|//|javascript:)`)
 	reSrcAttr      = regexp.MustCompile(`(?i)\ssrc\s*=`)
 	reCSSImport    = regexp.MustCompile(`(?i)@import`)
 	reCSSURL       = regexp.MustCompile(`(?i)url\(\s*["']?\s*(https?:|//)`)
@@ -220,6 +221,7 @@ var (
 	reInnerHTML    = regexp.MustCompile(`\.(innerHTML|outerHTML)\s*=|insertAdjacentHTML|document\.write`)
 	reStyleSetAttr = regexp.MustCompile(`setAttribute\(\s*["']style["']`)
 	reStaticRef    = regexp.MustCompile(`["'(]/static/([^"')?#]+)`)
+	reSDKRef       = regexp.MustCompile(`["'(]/sdk/([^"')?#\s,]+)`)
 	reImport       = regexp.MustCompile(`(?m)(?:^|\s)(?:import|from)\s+["']\./([^"']+)["']`)
 )
 
@@ -246,8 +248,12 @@ func htmlProblems(body string) []string {
 		if reHandlerAttr.MatchString(tag) {
 			out = append(out, "inline event handler: "+abbrev(tag))
 		}
-		if reAttrURL.MatchString(tag) {
-			out = append(out, "external or script URL: "+abbrev(tag))
+		for _, m := range reAttrURL.FindAllStringSubmatch(tag, -1) {
+			// A form's value or a data- attribute is data (a way back to a
+			// site the room guards), never loaded or run.
+			if name := strings.ToLower(m[1]); name != "value" && !strings.HasPrefix(name, "data-") {
+				out = append(out, "external or script URL: "+abbrev(tag))
+			}
 		}
 	}
 	return out
@@ -288,8 +294,8 @@ func scriptProblems(body string) []string {
 	return out
 }
 
-// references lists the embedded files a file loads: /static/x from pages and
-// scripts, ./x.js from module imports.
+// references lists the embedded files a file loads: /static/x and /sdk/x
+// from pages and scripts, ./x.js from module imports.
 func references(name string, body string) []string {
 	var out []string
 	switch path.Ext(name) {
@@ -298,6 +304,9 @@ func references(name string, body string) []string {
 			if !strings.Contains(m[1], "{{") { // a template's own reference is checked by rendering it
 				out = append(out, m[1])
 			}
+		}
+		for _, m := range reSDKRef.FindAllStringSubmatch(body, -1) {
+			out = append(out, "sdk/"+m[1])
 		}
 	}
 	if path.Ext(name) == ".js" {

@@ -174,22 +174,3 @@ func Run(ctx context.Context, log *slog.Logger, listeners []Listener, jobs ...Jo
 	}
 	return err
 }
-
-// Periodic runs pass at once, then again each time next() has passed
-// (read after every pass: a reloaded interval acts at once), until ctx
-// ends. A pass is never cut short by the next one.
-func Periodic(ctx context.Context, next func() time.Duration, pass func(context.Context)) {
-	for {
-		pass(ctx)
-		t := time.NewTimer(next())
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// Every is a fixed interval for Periodic.
-func Every(d time.Duration) func() time.Duration { return func() time.Duration { return d } }

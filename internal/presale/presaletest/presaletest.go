@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -48,13 +47,14 @@ func Register(ctx context.Context, c redis.UniversalClient, event string, n int)
 // Account is the account of Register's registration seq.
 func Account(seq int) string { return "account-" + strconv.Itoa(seq) }
 
-// CheckSelection checks a drawn selection from what it publishes alone, the
-// recipe of docs/QUEUE.md written without package draw: the seed against
-// its commitment, the digest of the list (its ids sorted, one per line),
-// and the list in the order of each id's draw, HMAC-SHA256 under
-// SHA-256(seed ‖ digest), lowest first (on its first 52 bits, ties by id).
-// list is the published list (GET …/selection/entries), one id a line.
-func CheckSelection(seedHex, commitment, digestHex string, list []byte) error {
+// CheckDraw checks a drawn selection, or a drawn lottery, from what it
+// publishes alone, the recipe of docs/QUEUE.md written without package
+// draw: the seed against its commitment, the digest of the list (its ids
+// sorted, one per line), and the list in the order of each id's draw,
+// HMAC-SHA256 under SHA-256(seed ‖ digest), lowest first, the 32 bytes
+// compared whole, then the ids. list is the published list (GET
+// …/selection/entries or …/lottery/entries), one id a line.
+func CheckDraw(seedHex, commitment, digestHex string, list []byte) error {
 	ids := strings.Split(strings.TrimSuffix(string(list), "\n"), "\n")
 	seed, err := hex.DecodeString(seedHex)
 	if err != nil || len(seed) == 0 {
@@ -70,15 +70,15 @@ func CheckSelection(seedHex, commitment, digestHex string, list []byte) error {
 		return fmt.Errorf("the list's digest %x, published %s", digest, digestHex)
 	}
 	key := sha256.Sum256(append(seed, digest[:]...))
-	draw := func(id string) uint64 {
+	draw := func(id string) []byte {
 		m := hmac.New(sha256.New, key[:])
 		m.Write([]byte(id))
-		return binary.BigEndian.Uint64(m.Sum(nil)) >> 12
+		return m.Sum(nil)
 	}
 	prev := draw(ids[0])
 	for i := 1; i < len(ids); i++ {
 		d := draw(ids[i])
-		if prev > d || (prev == d && ids[i-1] > ids[i]) {
+		if c := bytes.Compare(prev, d); c > 0 || (c == 0 && ids[i-1] > ids[i]) {
 			return fmt.Errorf("rank %d (%s) draws above rank %d (%s)", i, ids[i-1], i+1, ids[i])
 		}
 		prev = d

@@ -13,9 +13,11 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,6 +117,19 @@ func (l Line) Place(id string) (float64, bool) {
 	return 0, false
 }
 
+// SetPlace moves id, waiting, to score (a test that tampers with the
+// line, as a writer of Redis could).
+func (l Line) SetPlace(id string, at float64) {
+	l.tb.Helper()
+	for _, k := range l.WaitKeys() {
+		if _, ok := score(l, k, id); ok {
+			must(l, l.c.ZAdd(context.Background(), k, redis.Z{Score: at, Member: id}))
+			return
+		}
+	}
+	l.tb.Fatalf("queuetest: %s is not waiting", id)
+}
+
 // Moving is how many tickets a sharded tick is handing to the active set
 // (0 once every handover is finished).
 func (l Line) Moving() int64 {
@@ -156,6 +171,23 @@ func (l Line) Window(id string) time.Time {
 	return time.Time{}
 }
 
+// EndWindow moves the end of id's access window to at, as time would
+// (a test's clock); id must be in the active set.
+func (l Line) EndWindow(id string, at time.Time) {
+	l.tb.Helper()
+	z := redis.Z{Score: float64(at.UnixMilli()), Member: id}
+	if n := must(l, l.c.ZAddArgs(context.Background(), l.Keys().Active, redis.ZAddArgs{XX: true, Ch: true, Members: []redis.Z{z}})); n != 1 {
+		l.tb.Fatalf("queuetest: %s is not active: its window cannot end", id)
+	}
+}
+
+// ExpiresIn is how long key has to live: 0 or less when it has no expiry
+// or is gone.
+func (l Line) ExpiresIn(key string) time.Duration {
+	l.tb.Helper()
+	return must(l, l.c.PTTL(context.Background(), key))
+}
+
 // Stat is one counter of the event's stats hash (seq, joined, admitted,
 // left, abandoned; 0 when never written). A spread line counts joined,
 // left and abandoned per shard: Stat adds the shards' share.
@@ -176,6 +208,14 @@ func (l Line) Stat(field string) int64 {
 		n += parse(l, v, err)
 	}
 	return n
+}
+
+// Marked says whether a spread line carries its mark: a place was sent
+// to a shard and the tick has not found the line empty since (an auto
+// line lets nobody straight through while it stands).
+func (l Line) Marked() bool {
+	l.tb.Helper()
+	return must(l, l.c.HExists(context.Background(), l.Keys().Stats, "lined"))
 }
 
 // Books are a one-shard line's counters and its waiting fans, read in one
@@ -202,24 +242,123 @@ func (l Line) Books() Books {
 	return Books{Joined: rdb.Num(v[0]), Admitted: rdb.Num(v[1]), Left: rdb.Num(v[2]), Abandoned: rdb.Num(v[3]), Waiting: w.Val()}
 }
 
-// Admitted is how many fans the line has admitted and when, by Redis's
-// clock, the tick that let the last of them in ran (the bucket's ts),
-// read in one MULTI: a rate worked out from two of them is the line's own,
-// however late a loaded machine read them.
-func (l Line) Admitted() (admitted int64, at time.Time) {
+// Admissions are a line's admitted counter and its token bucket, read
+// together (Line.Admissions).
+type Admissions struct {
+	Admitted int64     // fans admitted so far
+	Tokens   float64   // what the bucket holds
+	At       time.Time // the Redis time of the tick that left them (the bucket's ts)
+}
+
+// Admissions reads the admitted counter and the bucket in one MULTI (both
+// on the event's slot), so that no tick falls in between: two readings
+// give the line's own accounts over their span, however late a loaded
+// machine read them (RateError).
+func (l Line) Admissions() Admissions {
 	l.tb.Helper()
 	ctx, k := context.Background(), l.Keys()
-	var adm, ts *redis.StringCmd
+	var adm *redis.StringCmd
+	var b *redis.SliceCmd
 	if _, err := l.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		adm = p.HGet(ctx, k.Stats, "admitted")
-		ts = p.HGet(ctx, k.Bucket, "ts")
+		b = p.HMGet(ctx, k.Bucket, "tokens", "ts")
 		return nil
 	}); err != nil && !errors.Is(err, redis.Nil) {
 		l.tb.Fatalf("queuetest: the admissions of %s: %v", l.event, err)
 	}
 	a, _ := adm.Int64()
-	ms, _ := ts.Int64()
-	return a, time.UnixMilli(ms)
+	v := b.Val()
+	tokens, _ := strconv.ParseFloat(str(v[0]), 64)
+	ms, _ := strconv.ParseInt(str(v[1]), 10, 64)
+	return Admissions{Admitted: a, Tokens: tokens, At: time.UnixMilli(ms)}
+}
+
+// RateError says whether the admissions between the readings a and b kept
+// to a token bucket of rate per second. Over their span the bucket was
+// given rate × (b.At − a.At) tokens, by Redis's clock, and what it did not
+// spend it still holds: so the admissions are a.Tokens + given − b.Tokens,
+// less what the bucket could not hold. More admissions than that is a token
+// spent twice (replicas racing), whatever the machine's load. Fewer, beyond
+// lost (what late ticks may have lost: TickWatch.Lost) and a slack of 1%
+// (two admissions at least), is admissions lost. It asks the line to
+// have had fans waiting and the cap not binding all along. nil when the
+// admissions kept to the bucket.
+func RateError(a, b Admissions, rate, lost float64) error {
+	span := b.At.Sub(a.At).Seconds()
+	given := rate * span
+	due := a.Tokens + given - b.Tokens
+	got := float64(b.Admitted - a.Admitted)
+	switch {
+	case got > due+1e-6:
+		return fmt.Errorf("admitted %d over %.2fs; the bucket (%g/s) gave out %.2f tokens and kept %.2f: %.2f at most, so some token was spent twice",
+			b.Admitted-a.Admitted, span, rate, given+a.Tokens, b.Tokens, due)
+	case got < due-lost-max(2, 0.01*given):
+		return fmt.Errorf("admitted %d over %.2fs (%.2f/s); the bucket (%g/s) gave out %.2f tokens and kept %.2f: %.2f due, %.2f of them lost at most to late ticks",
+			b.Admitted-a.Admitted, span, got/span, rate, given+a.Tokens, b.Tokens, due, lost)
+	}
+	return nil
+}
+
+// TickWatch follows when a line's ticks run (its bucket's ts), from a
+// goroutine of its own, to know what the bucket may have lost.
+type TickWatch struct {
+	mu   sync.Mutex
+	gaps [][2]int64 // (ms, ms): consecutive ticks seen more than 1 s apart
+	stop func()
+}
+
+// WatchTicks reads the bucket's ts every 10 ms until Stop.
+func (l Line) WatchTicks() *TickWatch {
+	w := &TickWatch{}
+	quit, done := make(chan struct{}), make(chan struct{})
+	key := l.Keys().Bucket
+	go func() {
+		defer close(done)
+		var last int64
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			ts, err := l.c.HGet(context.Background(), key, "ts").Int64()
+			if err != nil {
+				continue
+			}
+			if last != 0 && ts-last > 1000 {
+				w.mu.Lock()
+				w.gaps = append(w.gaps, [2]int64{last, ts})
+				w.mu.Unlock()
+			}
+			last = ts
+		}
+	}()
+	w.stop = func() { close(quit); <-done }
+	return w
+}
+
+// Stop ends the watch.
+func (w *TickWatch) Stop() { w.stop() }
+
+// Lost bounds the tokens of a bucket of rate per second the ticks between
+// the readings a and b may have lost. Ticks come every few tens of
+// milliseconds; one more than a second after the last (a stalled
+// admitter, whose one-second lease lapsed: another begins while its
+// handover still holds its budget) may find more than the bucket holds (a
+// second's or two's refill, and one token): the bound counts all the
+// refill of such a gap past its first second. A gap the watch saw may hold
+// ticks it missed (the watch stalled too): that can only overstate it.
+func (w *TickWatch) Lost(a, b Admissions, rate float64) float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var lost float64
+	for _, g := range w.gaps {
+		// The tick that ends a gap is the one that may lose.
+		if g[1] > a.At.UnixMilli() && g[1] <= b.At.UnixMilli() {
+			lost += float64(g[1]-g[0]-1000) / 1000 * rate
+		}
+	}
+	return lost
 }
 
 // Bucket is the admission token bucket: its tokens, and the Redis time
@@ -251,15 +390,17 @@ func (l Line) Lottery(field string) string {
 	return v
 }
 
-// Seed is the lottery's committed seed, as an insider reading Redis (or
-// its AOF, or a backup) would: nil before the lottery is committed.
-func (l Line) Seed() []byte {
+// Nonce is the lottery's committed nonce, as an insider reading Redis (or
+// its AOF, or a backup) would: nil before the lottery is committed. The
+// seed is derived from it and the draw secret (draw.Secret), which Redis
+// never holds.
+func (l Line) Nonce() []byte {
 	l.tb.Helper()
-	seed, err := hex.DecodeString(l.Lottery("seed"))
+	nonce, err := hex.DecodeString(l.Lottery("nonce"))
 	if err != nil {
-		l.tb.Fatalf("queuetest: the lottery's seed: %v", err)
+		l.tb.Fatalf("queuetest: the lottery's nonce: %v", err)
 	}
-	return seed
+	return nonce
 }
 
 // Has says whether key exists (one of Keys() or Shards()).

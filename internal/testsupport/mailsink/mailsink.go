@@ -1,9 +1,11 @@
 // Package mailsink is a real SMTP server that keeps every email it accepts
 // in memory, for tests and for `make run` (the demo origin site shows each
 // demo account's inbox from it). It is built on github.com/emersion/go-smtp:
-// EHLO, STARTTLS (with a certificate of its own, made at start), AUTH PLAIN,
-// MAIL, RCPT, DATA as any server speaks them; it can refuse a number of
-// messages first (a server that fails, then recovers).
+// EHLO, STARTTLS or TLS from the first byte (with a certificate of its own,
+// made at start, that CertPool and CertPEM trust), AUTH PLAIN, MAIL, RCPT,
+// DATA as any server speaks them; it can refuse a number of messages first
+// (a server that fails, then recovers), or take its time over each (a slow
+// one).
 package mailsink
 
 import (
@@ -15,6 +17,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -37,11 +40,20 @@ import (
 type Options struct {
 	// Addr to listen on (default 127.0.0.1:0, a free port).
 	Addr string
-	// TLS offers STARTTLS with a self-signed certificate for 127.0.0.1
-	// and localhost (CertPool trusts it).
+	// TLS offers STARTTLS with a self-signed certificate for 127.0.0.1,
+	// localhost and Names (CertPool trusts it).
 	TLS bool
+	// ImplicitTLS speaks TLS from the first byte (as on port 465, an
+	// smtps:// server) with that certificate; no STARTTLS.
+	ImplicitTLS bool
+	// Names are more DNS names the certificate is for (a test reaches the
+	// sink by a name that is not loopback's).
+	Names []string
 	// User and Password, when set, make AUTH PLAIN required before MAIL.
 	User, Password string
+	// Delay is how long the server takes over each message's data before
+	// it answers (a slow server): the client waits that long for its 250.
+	Delay time.Duration
 }
 
 // Message is one email the sink accepted.
@@ -50,7 +62,7 @@ type Message struct {
 	To   []string
 	Data []byte // as received
 	At   time.Time
-	// TLS: it came over a connection secured by STARTTLS.
+	// TLS: it came over a connection secured by STARTTLS or implicit TLS.
 	TLS bool
 	// Read from Data: the headers, the subject decoded, and the plain
 	// text and HTML parts decoded.
@@ -67,6 +79,7 @@ type Sink struct {
 	o    Options
 	srv  *smtp.Server
 	pool *x509.CertPool
+	pem  []byte
 
 	mu      sync.Mutex
 	msgs    []Message
@@ -114,26 +127,42 @@ func Start(o Options) (*Sink, error) {
 	s.srv.WriteTimeout = 30 * time.Second
 	s.srv.MaxMessageBytes = 1 << 20
 	s.srv.MaxRecipients = 10
-	if o.TLS {
-		cert, pool, err := selfSigned()
+	// AUTH is offered in clear too, as many servers do: whether a password
+	// may cross a connection is the client's rule, and its tests need a
+	// server that would take it.
+	s.srv.AllowInsecureAuth = true
+	var tlsCfg *tls.Config
+	if o.TLS || o.ImplicitTLS {
+		cert, pool, err := selfSigned(o.Names)
 		if err != nil {
 			return nil, err
 		}
-		s.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		s.pool = pool
+		s.pem = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
+	}
+	if o.TLS && !o.ImplicitTLS {
+		s.srv.TLSConfig = tlsCfg // offered as STARTTLS
 	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("mail sink: %w", err)
+	}
+	if o.ImplicitTLS {
+		ln = tls.NewListener(ln, tlsCfg)
 	}
 	s.Addr = ln.Addr().String()
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }
 
-// URL is notify.smtp_url for this sink (with its user and password).
+// URL is notify.smtp_url for this sink (with its user and password):
+// smtps:// with ImplicitTLS, else smtp://.
 func (s *Sink) URL() string {
 	u := url.URL{Scheme: "smtp", Host: s.Addr}
+	if s.o.ImplicitTLS {
+		u.Scheme = "smtps"
+	}
 	if s.o.User != "" {
 		u.User = url.UserPassword(s.o.User, s.o.Password)
 	}
@@ -142,6 +171,10 @@ func (s *Sink) URL() string {
 
 // CertPool trusts the sink's certificate (nil without TLS).
 func (s *Sink) CertPool() *x509.CertPool { return s.pool }
+
+// CertPEM is the sink's certificate, PEM (a CA file that trusts it: config
+// notify.ca_file); nil without TLS.
+func (s *Sink) CertPEM() []byte { return s.pem }
 
 // Close stops the server.
 func (s *Sink) Close() error { return s.srv.Close() }
@@ -257,6 +290,7 @@ func (x *session) Data(r io.Reader) error {
 	if err != nil {
 		return err
 	}
+	time.Sleep(x.s.o.Delay)
 	_, secure := x.conn.TLSConnectionState()
 	m := Message{From: x.from, To: append([]string(nil), x.to...), Data: b, At: time.Now(), TLS: secure}
 	parse(&m)
@@ -307,9 +341,9 @@ func parse(m *Message) {
 	}
 }
 
-// selfSigned makes a certificate for 127.0.0.1 and localhost, and a pool
-// that trusts it.
-func selfSigned() (tls.Certificate, *x509.CertPool, error) {
+// selfSigned makes a certificate for 127.0.0.1, localhost and names, and a
+// pool that trusts it.
+func selfSigned(names []string) (tls.Certificate, *x509.CertPool, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, err
@@ -322,7 +356,7 @@ func selfSigned() (tls.Certificate, *x509.CertPool, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
+		DNSNames:     append([]string{"localhost"}, names...),
 		IsCA:         true, BasicConstraintsValid: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)

@@ -26,6 +26,7 @@ var dashboardMetrics = map[string][]string{
 		"waitroom_http_requests_total", "waitroom_http_request_duration_seconds_bucket",
 		"waitroom_proxy_errors_total", "waitroom_redis_errors_total", "waitroom_redis_duration_seconds_bucket",
 		"waitroom_join_proofs_total", "waitroom_gate_degraded_total", "waitroom_forward_auth_total",
+		"waitroom_straight_through_total", "waitroom_tickets_issued_total",
 	},
 	"waitroom-booking.json": {
 		"booking_holds_total", "booking_confirmations_total", "booking_seats", "booking_payments",

@@ -2,7 +2,9 @@
 // artifacts honest: the Prometheus rules pass promtool's own checks and unit
 // tests, every dashboard and alert queries only metrics the binaries export,
 // docker-compose.yml agrees with the config and with Prometheus on who listens
-// where, and the Dockerfile's build command really builds the three binaries.
+// where, the Dockerfile's build command really builds the three binaries, and
+// the README's import rule holds: the domain and its stores reach neither the
+// config nor the service runner (imports_test.go).
 //
 // Dashboards and alerts fail silently when they name a metric that does not
 // exist (an empty panel, an alert that never fires), so these checks exist to

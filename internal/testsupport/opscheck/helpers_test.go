@@ -55,23 +55,47 @@ func scrapeStack(t *testing.T) (map[string]string, error) {
 		return nil, err
 	}
 	res.Body.Close()
-	time.Sleep(500 * time.Millisecond) // a few admitter ticks
-	families := map[string]string{}
-	for _, base := range []string{s.Gateway, s.Booking, s.Admitter} {
-		res, err := http.Get(base + "/metrics")
-		if err != nil {
-			return nil, err
+	// The series that need something to have happened: the booking core's
+	// inventory published to the line (the gateway's places gauges), and
+	// the fan admitted by a tick (the admitter's counters).
+	need := map[string]string{s.Gateway: "waitroom_places_available", s.Admitter: "waitroom_admitted_total"}
+	var families map[string]string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		families = map[string]string{}
+		missing := ""
+		for _, base := range []string{s.Gateway, s.Booking, s.Admitter} {
+			fams, err := scrape(base)
+			if err != nil {
+				return nil, err
+			}
+			if n := need[base]; n != "" && fams[n] == "" {
+				missing = n
+			}
+			for k, v := range fams {
+				families[k] = v
+			}
 		}
-		fams, err := parseExposition(res.Body)
-		res.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s/metrics: %w", base, err)
+		if missing == "" {
+			return families, nil
 		}
-		for k, v := range fams {
-			families[k] = v
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no %s after 30s", missing)
 		}
 	}
-	return families, nil
+}
+
+// scrape reads base's /metrics: its metric families.
+func scrape(base string) (map[string]string, error) {
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	fams, err := parseExposition(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s/metrics: %w", base, err)
+	}
+	return fams, nil
 }
 
 // TestAgreedMetricsAreExported: every metric the docs and the team agreed on

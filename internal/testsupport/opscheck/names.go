@@ -44,6 +44,8 @@ var agreedMetrics = map[string]string{
 	"waitroom_config_reloads_total":           counter,
 	"waitroom_config_reload_errors_total":     counter,
 	"waitroom_notifications_total":            counter,
+	// admitter and gateway: the webhooks
+	"waitroom_webhook_deliveries_total": counter,
 	// every Redis client
 	"waitroom_redis_errors_total":     counter,
 	"waitroom_redis_duration_seconds": histogram,

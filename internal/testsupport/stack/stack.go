@@ -6,6 +6,8 @@ package stack
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/pass"
+	"github.com/waitroom/waitroom/internal/testsupport/apicheck"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -28,6 +31,10 @@ import (
 // TicketSecret is the stack's auth.ticket_secret: a test may read its
 // tickets (queue.Store.TicketID) as the gateway does.
 const TicketSecret = "stack-ticket-secret-0123456789abcdef"
+
+// DrawSecret is the stack's auth.draw_secret: a test may derive a draw's
+// seed from its nonce as the admitter does, or check a published one.
+const DrawSecret = "stack-draw-secret-0123456789abcdef"
 
 var (
 	buildOnce sync.Once
@@ -39,15 +46,36 @@ var (
 // cmd/rehearse, which drives them) once per test binary and returns the
 // folder holding them. They are built as the Dockerfile and make build
 // build them (static, trimmed, stripped), which compiles nothing again
-// after make build.
+// after make build; and into a folder that lasts as long as the build
+// cache (it is named after the cache and this tree), so that go build
+// links again only what changed since the last test binary that asked:
+// several packages' test binaries running at once take turns (a lock), the
+// later ones finding the binaries up to date.
 func Binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		root := testenv.Repo(t)
-		binDir, buildErr = os.MkdirTemp("", "wr-bin-")
-		if buildErr != nil {
+		cache, err := exec.Command("go", "env", "GOCACHE").Output()
+		if err != nil {
+			buildErr = fmt.Errorf("go env GOCACHE: %v", err)
 			return
 		}
+		sum := sha256.Sum256([]byte(strings.TrimSpace(string(cache)) + "\x00" + root))
+		binDir = filepath.Join(os.TempDir(), "wr-bin-"+hex.EncodeToString(sum[:8]))
+		if buildErr = os.MkdirAll(binDir, 0o755); buildErr != nil {
+			return
+		}
+		lock, err := os.OpenFile(filepath.Join(binDir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			buildErr = err
+			return
+		}
+		defer lock.Close()
+		if buildErr = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); buildErr != nil {
+			return
+		}
+		// go build replaces a binary it links again by a rename: a stack
+		// of another test binary running the old one keeps it.
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", binDir+"/", "./cmd/gateway", "./cmd/admitter", "./cmd/booking", "./cmd/rehearse")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -98,6 +126,9 @@ type Options struct {
 	RedisWaitReplicas int
 	// AdminToken is auth.admin_token ("" = the operators' API off).
 	AdminToken string
+	// Tokens are auth.tokens, the operators' named tokens (the config
+	// holds their SHA-256 only).
+	Tokens []Token
 	// Admitter is extra flow-style keys of admitter: (starting with ", "),
 	// e.g. `, adaptive: {hold_p99: "300ms"}`.
 	Admitter string
@@ -219,7 +250,7 @@ func Start(t testing.TB, o Options) *Stack {
 	}
 	cfg := fmt.Sprintf(`redis: {url: %q, wait_replicas: %d}
 postgres: {url: %q}
-auth: {ticket_secret: %q, signing_key_file: %q, admin_token: %q, account_keys_file: %q}
+auth: {ticket_secret: %q, draw_secret: %q, signing_key_file: %q, admin_token: %q, account_keys_file: %q, tokens: %s}
 notify: %s
 gateway: {addr: %q, booking_url: %q, joins_per_ip_per_minute: %d, proxy_timeout: %q, trusted_proxies: %s%s}
 admitter: {addr: "127.0.0.1:0", tick: %q%s}
@@ -229,13 +260,13 @@ booking:
 %s
 events:
 %s
-`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, key, o.AdminToken, o.AccountKeysFile, notifyYAML(o.Notify), gw, s.Booking, o.JoinsPerIP, o.ProxyTimeout, yamlList(o.TrustedProxies), strings.ReplaceAll(o.GatewayKeys, "{gateway}", gw), o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
+`, redisURL, o.RedisWaitReplicas, dbURL, TicketSecret, DrawSecret, key, o.AdminToken, o.AccountKeysFile, tokensYAML(o.Tokens), notifyYAML(o.Notify), gw, s.Booking, o.JoinsPerIP, o.ProxyTimeout, yamlList(o.TrustedProxies), strings.ReplaceAll(o.GatewayKeys, "{gateway}", gw), o.Tick, o.Admitter, bk, gw, indentBooking(o.Booking), o.Events)
 	s.ConfigPath = filepath.Join(dir, "waitroom.yaml")
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s.env = append(os.Environ(), "WAITROOM_CONFIG="+s.ConfigPath)
-	for _, k := range []string{"WAITROOM_REDIS_URL", "WAITROOM_DATABASE_URL", "WAITROOM_GATEWAY_ADDR", "WAITROOM_BOOKING_ADDR", "WAITROOM_ADMITTER_ADDR", "WAITROOM_BOOKING_URL", "WAITROOM_TICKET_SECRET", "WAITROOM_SIGNING_KEY_FILE", "WAITROOM_PAYMENT_SECRET"} {
+	for _, k := range []string{"WAITROOM_REDIS_URL", "WAITROOM_DATABASE_URL", "WAITROOM_GATEWAY_ADDR", "WAITROOM_BOOKING_ADDR", "WAITROOM_ADMITTER_ADDR", "WAITROOM_BOOKING_URL", "WAITROOM_TICKET_SECRET", "WAITROOM_DRAW_SECRET", "WAITROOM_SIGNING_KEY_FILE", "WAITROOM_PAYMENT_SECRET"} {
 		s.env = append(s.env, k+"=")
 	}
 	for _, step := range []string{"migrate", "seed"} {
@@ -255,6 +286,16 @@ events:
 		addr := "127.0.0.1:" + port()
 		s.Add(fmt.Sprintf("gateway%d", i), addr, filepath.Join(bin, "gateway"))
 		s.Gateways = append(s.Gateways, "http://"+addr)
+	}
+	// Every /api/v1 exchange of a test with a gateway of the stack,
+	// through the default transport (http.Get, http.DefaultClient, a
+	// client of no Transport of its own), is validated against the OpenAPI
+	// document. Not a benchmark's: its traffic is what it measures.
+	if _, bench := t.(*testing.B); !bench {
+		apicheck.Install()
+		for _, g := range s.Gateways {
+			apicheck.Watch(t, g)
+		}
 	}
 	for i := 0; i < o.Admitters; i++ {
 		addr := "127.0.0.1:" + port()
@@ -284,6 +325,29 @@ func yamlList(items []string) string {
 		q[i] = fmt.Sprintf("%q", v)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// Token is one of the operators' named tokens (DESIGN.md, Integrations:
+// Operators' tokens).
+type Token struct {
+	Name   string
+	Token  string   // the token itself: the config gets its SHA-256
+	Scopes []string // config.Scope*
+	Events []string // nil: every event
+}
+
+// tokensYAML is the flow-style YAML of auth.tokens.
+func tokensYAML(tokens []Token) string {
+	items := make([]string, len(tokens))
+	for i, tk := range tokens {
+		sum := sha256.Sum256([]byte(tk.Token))
+		items[i] = fmt.Sprintf("{name: %q, sha256: %q, scopes: %s", tk.Name, hex.EncodeToString(sum[:]), yamlList(tk.Scopes))
+		if tk.Events != nil {
+			items[i] += ", events: " + yamlList(tk.Events)
+		}
+		items[i] += "}"
+	}
+	return "[" + strings.Join(items, ", ") + "]"
 }
 
 func indentBooking(extra string) string {

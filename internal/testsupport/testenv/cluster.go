@@ -1,18 +1,17 @@
 package testenv
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 )
 
-// Cluster starts a private three-master Redis Cluster for this test and
-// returns it with a cluster client on its seeds; both are stopped when the
-// test ends. cluster.Seeds() is what config redis.url takes for it.
+// Cluster gives this test a private three-master Redis Cluster (empty, no
+// other running test's: see pool.go) and a cluster client on its seeds,
+// closed when the test ends. cluster.Seeds() is what config redis.url
+// takes for it.
 func Cluster(t testing.TB) (*localsvc.Cluster, *redis.ClusterClient) {
 	t.Helper()
 	return ClusterWith(t, 0)
@@ -24,18 +23,12 @@ func ClusterWith(t testing.TB, replicas int) (*localsvc.Cluster, *redis.ClusterC
 	return ClusterOf(t, localsvc.ClusterOptions{Masters: 3, Replicas: replicas})
 }
 
-// ClusterOf starts a private Redis Cluster shaped by opts (Dir is set
-// here) for this test.
+// ClusterOf gives this test a private Redis Cluster shaped by opts (Dir is
+// the pool's: pool.go).
 func ClusterOf(t testing.TB, opts localsvc.ClusterOptions) (*localsvc.Cluster, *redis.ClusterClient) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	opts.Dir = tempDir(t)
-	c, err := localsvc.StartCluster(ctx, opts)
-	if err != nil {
-		t.Fatalf("testenv: redis cluster: %v", err)
-	}
-	t.Cleanup(c.Kill)
+	opts.Dir = ""
+	c := leaseCluster(t, opts)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), PoolSize: 64})
 	t.Cleanup(func() { rdb.Close() })
 	return c, rdb

@@ -66,3 +66,45 @@ func redisInfo(tb testing.TB, rdb redis.UniversalClient, section string) map[str
 	}
 	return fields
 }
+
+// RedisCalls is how many times a Redis server has run command (lower
+// case, as INFO commandstats names it: "zadd"), scripts' calls included;
+// 0 before its first.
+func RedisCalls(tb testing.TB, rdb redis.UniversalClient, command string) int64 {
+	tb.Helper()
+	return RedisCommandStats(tb, rdb)[command].Calls
+}
+
+// CommandStat is one command's line of INFO commandstats: how many times
+// it ran and the microseconds it took in all (usec; usec_per_call is their
+// ratio), since the server started or the last CONFIG RESETSTAT.
+type CommandStat struct {
+	Calls int64
+	Usec  float64
+}
+
+// RedisCommandStats is a Redis server's INFO commandstats, by command
+// (lower case: "fcall", "zadd"; a command a script runs is counted as its
+// own too).
+func RedisCommandStats(tb testing.TB, rdb redis.UniversalClient) map[string]CommandStat {
+	tb.Helper()
+	out := map[string]CommandStat{}
+	for k, v := range redisInfo(tb, rdb, "commandstats") {
+		name, ok := strings.CutPrefix(k, "cmdstat_")
+		if !ok {
+			continue
+		}
+		var st CommandStat
+		for _, f := range strings.Split(v, ",") {
+			key, val, _ := strings.Cut(f, "=")
+			switch key {
+			case "calls":
+				st.Calls, _ = strconv.ParseInt(val, 10, 64)
+			case "usec":
+				st.Usec, _ = strconv.ParseFloat(val, 64)
+			}
+		}
+		out[name] = st
+	}
+	return out
+}

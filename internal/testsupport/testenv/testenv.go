@@ -1,6 +1,9 @@
 // Package testenv gives each test real servers of its own: a private
-// redis-server per test and a private PostgreSQL database per test, cloned
-// from a migrated template, all removed by t.Cleanup.
+// redis-server (or Redis Cluster) per test, which no other running test
+// uses and which holds nothing when the test gets it (a server of the test
+// binary's pool, emptied between tests: pool.go), and a private PostgreSQL
+// database per test, cloned from a migrated template and dropped by
+// t.Cleanup.
 //
 // Under `make test` the PostgreSQL server is the one devstack started
 // (WAITROOM_TEST_POSTGRES_URL); a plain `go test` starts one per test binary.
@@ -32,8 +35,8 @@ import (
 // create databases on. devstack sets it under `make test`.
 const PostgresURLEnv = "WAITROOM_TEST_POSTGRES_URL"
 
-// Redis starts a private redis-server for this test and returns it with a
-// client; both are stopped when the test ends.
+// Redis gives this test a private redis-server (empty, no other running
+// test's: see pool.go) and a client of it, closed when the test ends.
 func Redis(t testing.TB) (*localsvc.Redis, *redis.Client) {
 	t.Helper()
 	srv := RedisServer(t, localsvc.RedisOptions{})
@@ -42,10 +45,15 @@ func Redis(t testing.TB) (*localsvc.Redis, *redis.Client) {
 	return srv, rdb
 }
 
-// RedisServer starts a private redis-server with opts (Dir defaults to a
-// test temp folder).
+// RedisServer gives this test a private redis-server shaped by opts: with
+// the zero options an empty one of the pool (pool.go), else one started
+// for it alone (Dir defaults to a test temp folder) and stopped when the
+// test ends.
 func RedisServer(t testing.TB, opts localsvc.RedisOptions) *localsvc.Redis {
 	t.Helper()
+	if opts == (localsvc.RedisOptions{}) {
+		return leaseRedis(t)
+	}
 	if opts.Dir == "" {
 		opts.Dir = tempDir(t)
 	}

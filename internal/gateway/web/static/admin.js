@@ -2,7 +2,13 @@
 // in; it is kept in this tab's sessionStorage only and sent as a Bearer
 // header to the operators' API (DESIGN.md "Operators' API"). Every 2 s the
 // page reads the events' settings and figures, the chosen event's last 30
-// minutes (drawn as SVG here, from the gateway's own samples) and the audit.
+// minutes (drawn as SVG here, from the gateway's own samples), the audit and
+// the webhooks' delivery log. A named token may do less than the admin
+// token: every answer of the API says its name, scopes and events
+// (X-Waitroom-Token-* headers, a 403 too), and the page shows what they
+// allow only (an element with data-scope="<scope>" is shown with it), and
+// says what each scope it lacks withholds (data-lacks="<scope>", shown
+// without it): an operator is not left wondering where the controls went.
 //
 // Stable hooks for end-to-end tests:
 //   #token, #signin (submit), #sign-out      the token
@@ -18,6 +24,10 @@
 //   #show-previews, #previews                the previews of the chosen event (data-event once loaded);
 //                                            iframe.preview[data-state][data-lang], data-status its answer
 //   #message                                 the last answer (data-status="<HTTP status>")
+//   #whoami                                  the token's name, scopes and events (data-name)
+//   [data-lacks="<scope>"]                   shown when the token lacks the scope: what it withholds
+//   #deliveries tbody tr[data-id]            the delivery log; td[data-k="<key>"] (at, type,
+//                                            event, url, attempts, status, error)
 
 import { $, h, s, setText, show } from './ui.js';
 
@@ -39,7 +49,28 @@ const chart = $('chart');
 const audit = $('audit');
 const previews = $('previews');
 const showPreviews = $('show-previews');
+const whoami = $('whoami');
+const deliveries = $('deliveries').querySelector('tbody');
 let timer = 0;
+// grant is what the token may do, as the API's last answer said.
+let grant = null;
+
+// readGrant learns the token's powers from an answer's headers, and shows
+// the parts of the page they allow.
+function readGrant(r) {
+  const name = r.headers.get('X-Waitroom-Token-Name');
+  if (!name) return;
+  const scopes = (r.headers.get('X-Waitroom-Token-Scopes') || '').split(' ').filter(Boolean);
+  const events = r.headers.get('X-Waitroom-Token-Events') || '*';
+  grant = { name, scopes, events: events === '*' ? null : events.split(' ') };
+  whoami.dataset.name = name;
+  setText(whoami, `token ${name} · ${scopes.join(' ')} · ${events === '*' ? 'every event' : `events ${grant.events.join(' ')}`}`);
+  show(whoami, true);
+  for (const el of consoleEl.querySelectorAll('[data-scope]')) show(el, scopes.includes(el.dataset.scope));
+  for (const el of consoleEl.querySelectorAll('[data-lacks]')) show(el, !scopes.includes(el.dataset.lacks));
+}
+
+const may = (scope) => grant !== null && grant.scopes.includes(scope);
 
 function token() {
   return sessionStorage.getItem(KEY) || '';
@@ -52,6 +83,7 @@ async function call(method, path, body) {
     init.body = JSON.stringify(body);
   }
   const r = await fetch(path, init);
+  readGrant(r);
   let data = null;
   try {
     data = await r.json();
@@ -70,6 +102,8 @@ function say(text, status) {
 function stop(why) {
   sessionStorage.removeItem(KEY);
   clearTimeout(timer);
+  grant = null;
+  show(whoami, false);
   show(consoleEl, false);
   show(signOut, false);
   show(signIn, true);
@@ -104,11 +138,41 @@ function renderEvents(events) {
       ),
     ),
   );
-  const ids = events.map((ev) => ev.id);
+  renderPicker(events.map((ev) => ev.id), chosen);
+}
+
+function renderPicker(ids, chosen = picker.value) {
   if ([...picker.options].map((o) => o.value).join() !== ids.join()) {
     picker.replaceChildren(...ids.map((id) => h('option', { value: id }, id)));
     if (ids.includes(chosen)) picker.value = chosen;
   }
+}
+
+// pickerWithoutRead fills the picker for a token that may not read the
+// events' figures: from the public list of events, those the token covers.
+async function pickerWithoutRead() {
+  const r = await fetch('/api/v1/events');
+  if (!r.ok) return;
+  const { events } = await r.json();
+  renderPicker(events.map((ev) => ev.id).filter((id) => !grant.events || grant.events.includes(id)));
+}
+
+function renderDeliveries(list) {
+  deliveries.replaceChildren(
+    ...list.map((d) =>
+      h(
+        'tr',
+        { dataset: { id: d.id } },
+        cell('at', d.at),
+        cell('type', d.type),
+        cell('event', d.event),
+        cell('url', d.url),
+        cell('attempts', d.attempts),
+        cell('status', d.status),
+        cell('error', d.lastError || ''),
+      ),
+    ),
+  );
 }
 
 function scale(max) {
@@ -154,7 +218,7 @@ function renderChart(points) {
 
 function renderAudit(entries) {
   audit.replaceChildren(
-    ...entries.map((e) => h('li', {}, `${e.at} ${e.event || '-'} [${e.source}] ${e.change}`)),
+    ...entries.map((e) => h('li', {}, `${e.at} ${e.event || '-'} [${e.source}] ${e.change}${e.by ? ` · ${e.by}` : ''}`)),
   );
 }
 
@@ -163,15 +227,22 @@ async function refresh() {
   try {
     const evs = await call('GET', '/api/v1/admin/events');
     if (evs.status === 401) return;
-    if (!evs.ok) throw new Error(`HTTP ${evs.status}`);
-    renderEvents(evs.data.events || []);
+    if (evs.ok) renderEvents(evs.data.events || []);
+    else if (evs.status === 403 && grant) await pickerWithoutRead();
+    else throw new Error(`HTTP ${evs.status}`);
     show(consoleEl, true);
-    if (picker.value) {
+    if (may('events:read') && picker.value) {
       const hist = await call('GET', `/api/v1/admin/events/${encodeURIComponent(picker.value)}/history`);
       if (hist.ok) renderChart(hist.data.points || []);
     }
-    const log = await call('GET', '/api/v1/admin/audit?limit=50');
-    if (log.ok) renderAudit(log.data.entries || []);
+    if (may('events:read')) {
+      const log = await call('GET', '/api/v1/admin/audit?limit=50');
+      if (log.ok) renderAudit(log.data.entries || []);
+    }
+    if (may('webhooks:read')) {
+      const d = await call('GET', '/api/v1/admin/webhooks/deliveries?limit=50');
+      if (d.ok) renderDeliveries(d.data.deliveries || []);
+    }
   } catch (err) {
     say(`unreachable: ${err.message}`, 0);
   }

@@ -2,7 +2,8 @@
 //
 // The language is the page's <html lang> (the server chose it: the wr_lang
 // cookie, else Accept-Language); the words come from the same catalog the
-// server renders with, /static/i18n/<lang>.json, so no word lives in code.
+// server renders with, /static/i18n/<lang>.json, with a site's own words
+// over it (<meta name="waitroom-messages">), so no word lives in code.
 // Dates and times are written in the event's time zone: the offset of the
 // ISO time the server sent ("2026-12-01T19:00:00+09:00"), never the
 // device's. Prices are in the currency's minor unit (cents, or whole yen and
@@ -23,6 +24,17 @@ async function loadCatalog(lang) {
 }
 
 const catalog = await loadCatalog(LANG);
+// A site's own words (its messages.<lang>.yaml, DESIGN.md "The site's own
+// look") come with the page, in its head: laid over the catalog as the
+// server laid them, so that what the script writes speaks as the page did.
+const own = document.querySelector('meta[name="waitroom-messages"]');
+if (own) {
+  try {
+    Object.assign(catalog, JSON.parse(own.content));
+  } catch {
+    // A page we did not render: the built-in words stay.
+  }
+}
 const plurals = new Intl.PluralRules(LANG);
 const numbers = new Intl.NumberFormat(LANG, { maximumFractionDigits: 0 });
 

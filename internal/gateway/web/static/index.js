@@ -6,7 +6,7 @@
 // Stable hooks for end-to-end tests:
 //   #events                       the list; aria-busy="true" while it reloads
 //   [data-event="<id>"]           one event's item
-//   [data-event="<id>"] .state    its state in words, data-state="prequeue|open|paused|passthrough|closed"
+//   [data-event="<id>"] .state    its state in words, data-state="prequeue|open|auto|paused|passthrough|closed"
 //   [data-event="<id>"] .waiting  how many are waiting
 //   [data-event="<id>"] a.join    the link to /e/<id> (hidden when closed)
 //   #message                      load errors ("Can't reach…, retrying")

@@ -1,13 +1,14 @@
 // roomview.js: the waiting room's page (templates/room.html) drawn from the
-// line's snapshots (line.js): the figures and words, the live region, the
-// notification at the fan's turn, the share link and its QR code, the leave
-// dialog, and the move on to booking. It fetches nothing and keeps no timers:
-// room.js hands it every snapshot (render) and asks it each second to age
-// the "updated" line (updated). The words are i18n.js's.
+// line's snapshots (the SDK's Waitroom, /sdk/waitroom.js): the figures and
+// words (the wait smoothed by eta.js), the live region, the notification at
+// the fan's turn, the share link and its QR code, and the leave dialog. It
+// fetches nothing and keeps no timers: room.js hands it every snapshot
+// (render) and asks it each second to age the "updated" line (updated). The
+// words are i18n.js's.
 //
 // Stable hooks for end-to-end tests:
 //   #event-name     the event's name
-//   #state          event state in words; data-state="prequeue|open|paused|passthrough|closed|soldout"
+//   #state          event state in words; data-state="prequeue|open|auto|paused|passthrough|closed|soldout"
 //   #state-detail   e.g. "The order will be drawn at 10:00." (the event's time zone)
 //   #status         the fan's status in words; data-status="none|joining|checking|waiting|next|
 //                   admitted|not-open|left|expired|closed|soldout|unknown-event|no-worker|error"
@@ -31,6 +32,7 @@
 
 import { $, setText, show, Announcer } from './ui.js';
 import { t, count, etaWords, clock } from './i18n.js';
+import { EtaSmoother } from './eta.js';
 
 // Bucket bounds for announcing the place in line: a screen reader hears
 // "within the first 100" once, not every step of a moving line.
@@ -52,13 +54,12 @@ function seconds(ms) {
   return Math.ceil(ms / 1000);
 }
 
-// The notes a snapshot's notice stands for.
+// The notes a refused change's notice stands for (the room's error codes).
 const NOTICES = {
-  busy: (s) => t('room.msg.busy', { n: seconds(s.next.inMs) }),
-  busyJoin: (s) => t('room.msg.busyJoin', { n: seconds(s.next.inMs) }),
   account_required: () => t('room.notice.account_required'),
   invalid_account: () => t('room.notice.invalid_account'),
   not_invited: () => t('room.notice.not_invited'),
+  invitation_used: () => t('room.notice.invitation_used'),
   window_not_open: () => t('room.notice.window_not_open'),
   code_required: () => t('room.notice.code_required'),
   invalid_code: () => t('room.notice.invalid_code'),
@@ -101,6 +102,8 @@ export class RoomView {
       hint: $('hint'),
     };
     this.live = new Announcer($('live'));
+    // The wait shown follows the room's estimates smoothly (eta.js).
+    this.smoother = new EtaSmoother();
   }
 
   // page is what the server rendered for the line to start from.
@@ -160,10 +163,14 @@ export class RoomView {
   // render draws snapshot s of the line, prev the one before it.
   render(s, prev) {
     const { ui, live } = this;
-    if (s.messageKind && ui.message.dataset.kind !== s.messageKind) ui.message.dataset.kind = s.messageKind;
+    // The message's kind: net while the last request got no answer, info
+    // from the next one on.
+    const kind = { trying: 'info', offline: 'net' }[s.change];
+    if (kind && ui.message.dataset.kind !== kind) ui.message.dataset.kind = kind;
     switch (s.change) {
       case 'joining':
-        this.setStatus('joining');
+        // A place the server drew already is resumed without a word.
+        if (ui.status.dataset.status === 'none') this.setStatus('joining');
         break;
       case 'rejoin':
         show(ui.rejoin, false);
@@ -185,10 +192,13 @@ export class RoomView {
         setText(ui.message, t('room.msg.notOpen'));
         break;
       }
-      case 'notice':
-        setText(ui.message, NOTICES[s.notice](s));
+      case 'busy':
+        setText(ui.message, t(s.next.action === 'join' ? 'room.msg.busyJoin' : 'room.msg.busy', { n: seconds(s.next.inMs) }));
         break;
-      case 'place':
+      case 'refused':
+        if (NOTICES[s.notice]) setText(ui.message, NOTICES[s.notice]());
+        break;
+      case 'waiting':
         setText(ui.message, '');
         this.renderWaiting(s, prev);
         break;
@@ -196,20 +206,13 @@ export class RoomView {
         setText(ui.message, '');
         this.admitted(s);
         break;
-      case 'book':
-        // replace, not assign: Back from booking should not land on a page
-        // that forwards again at once.
-        // An admitted fan who came from a site behind the room goes back
-        // there (returnUrl: the way back with its one-use token).
-        location.replace(s.returnUrl || `/e/${this.enc}/book`);
-        break;
       case 'left':
       case 'expired':
       case 'closed':
       case 'soldout':
         this.ended(s);
         break;
-      case 'fatal':
+      case 'error':
         this.fatal(s.status);
         break;
       case 'no-worker':
@@ -224,7 +227,7 @@ export class RoomView {
         if (prev.failures >= 2) live.say(t('room.live.back'));
         break;
       default:
-        // trying, proved, forget: nothing new to show
+        // trying, proved, forget, away, stopped: nothing new to show
         break;
     }
   }
@@ -284,7 +287,7 @@ export class RoomView {
     setText(ui.stateDetail, detail);
     if (before && before !== st) {
       if (st === 'paused') live.say(t('room.live.paused'));
-      else if (st === 'open' && (before === 'paused' || before === 'prequeue')) live.say(t('room.live.moving'));
+      else if ((st === 'open' || st === 'auto') && (before === 'paused' || before === 'prequeue')) live.say(t('room.live.moving'));
     }
   }
 
@@ -305,7 +308,8 @@ export class RoomView {
 
   renderWaiting(s, prev) {
     const { ui, live } = this;
-    const { position: pos, ahead, eta, available, start } = s.place;
+    const { position: pos, ahead, etaSeconds, available, start } = s.place;
+    const eta = this.smoother.update(pos, etaSeconds, s.updatedAt);
     const frac = start > 1 ? (start - pos) / (start - 1) : 1;
     const pct = Math.round(Math.min(Math.max(frac, 0), 1) * 100);
     ui.progress.value = Math.round(Math.min(Math.max(frac, 0), 1) * 1000);
@@ -354,10 +358,11 @@ export class RoomView {
   admitted(s) {
     const { ui, live } = this;
     const name = (s.info && s.info.name) || ui.name.textContent;
+    this.smoother.reset();
     this.setStatus('admitted');
     this.inLine(false);
     show(ui.turn, true);
-    if (s.returnUrl) ui.toBooking.href = s.returnUrl;
+    if (s.pass.returnUrl) ui.toBooking.href = s.pass.returnUrl;
     this.setHint('admitted');
     setText(ui.message, '');
     document.title = t('room.turnTitle', { event: name });
@@ -367,6 +372,7 @@ export class RoomView {
 
   ended(s) {
     const { ui, live } = this;
+    this.smoother.reset();
     this.inLine(false);
     show(ui.turn, false);
     show(ui.rejoin, true);

@@ -1,0 +1,87 @@
+package booking_test
+
+import (
+	"errors"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/line"
+	"github.com/waitroom/waitroom/internal/payment"
+	"github.com/waitroom/waitroom/internal/presale"
+	"github.com/waitroom/waitroom/internal/queue/queuetest"
+	"github.com/waitroom/waitroom/internal/rdb"
+)
+
+// An invitation buys once (DESIGN.md, "Fair play, third round"), through
+// the booking core's own path: an invited account joins in its window,
+// holds, pays; the confirmation's relay frees its place and, in the same
+// step, notes its invitation used; a join of the account again in its
+// window, from any device, is refused and changes nothing. An invited
+// account whose place ended without a booking (it left) joins again, as
+// before.
+func TestAnInvitationBuysOnce(t *testing.T) {
+	e := setup(t)
+	ctx := e.ctx()
+	closes := time.Now().Add(time.Second)
+	plan := presale.Plan{RegistrationOpensAt: time.Now().Add(-time.Minute), RegistrationClosesAt: closes,
+		Selected: 2, GroupSize: 2, Window: time.Hour, OpensAt: closes}
+	pre := presale.New(rdb.New(e.rdb), e.line, []byte(testTicketSecret), "admitter").WithDrawSecret([]byte("test-draw-secret-0123456789abcdef"))
+	for _, a := range []string{"alice", "bob"} {
+		if _, _, err := pre.Register(ctx, "premiere", plan, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Until(closes) + 5*time.Millisecond)
+	if err := pre.Step(ctx, "premiere", plan); err != nil {
+		t.Fatal(err)
+	}
+	// Passthrough: an invited fan in its window is let in at once.
+	set := line.Settings{Mode: line.ModePassthrough, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute,
+		OpensAt: &plan.OpensAt, Presale: true}
+	join := func(acct string) (line.JoinResult, error) {
+		return e.line.JoinWith(ctx, "premiere", set, line.JoinOptions{Account: acct})
+	}
+
+	r, err := join("alice")
+	if err != nil || r.State != line.Admitted {
+		t.Fatalf("alice in her window: %+v, %v; want let in", r, err)
+	}
+	_, c := e.holdAndCheckout(booking.NewPass(r.ID, "alice", "premiere"), 42, booking.HoldInput{Seats: []string{"A1", "A2"}})
+	if out, err := e.svc.Settle(ctx, c.PaymentID, payment.Succeeded); err != nil || out.Outcome != booking.Confirmed {
+		t.Fatalf("settle: %+v, %v", out, err)
+	}
+	relay := &booking.Relay{Store: e.store, Line: e.line, Batch: 10, Log: e.log}
+	if err := relay.RelayOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ql := queuetest.Of(t, e.rdb, "premiere")
+	if ql.IsActive(r.ID) {
+		t.Fatal("alice's place is still active after her booking's confirmation was relayed")
+	}
+	before := ql.Dump()
+	for try := range 2 { // her phone, then her laptop: one account
+		if r, err := join("alice"); !errors.Is(err, presale.ErrInvitationUsed) {
+			t.Fatalf("alice joins again after her booking (%d): %+v, %v; want ErrInvitationUsed", try, r, err)
+		}
+	}
+	if after := ql.Dump(); !maps.Equal(after, before) {
+		t.Fatal("a refused join changed the line's keys")
+	}
+	states, err := e.line.PlaceStates(ctx, "premiere", []string{"alice"})
+	if err != nil || states[0] != line.BookedPlace {
+		t.Fatalf("alice's place: %v, %v; want booked", states, err)
+	}
+
+	rb, err := join("bob")
+	if err != nil {
+		t.Fatalf("bob in his window: %v", err)
+	}
+	if err := e.line.Leave(ctx, "premiere", rb.Ticket); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := join("bob"); err != nil || again.ID == rb.ID {
+		t.Fatalf("bob joins again after leaving without a booking: %+v, %v; want a new place", again, err)
+	}
+}
