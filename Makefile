@@ -24,7 +24,7 @@ BUILDFLAGS := -trimpath -ldflags="-s -w"
 # fuzz` for FUZZTIME each; what a run finds is kept in the package's
 # testdata/fuzz/<target>/ and replayed by every `go test`.
 FUZZ_TARGETS := \
-	./internal/queue:FuzzTicket \
+	./internal/line:FuzzTicket \
 	./internal/proof:FuzzVerify \
 	./internal/account:FuzzVerify \
 	./internal/pass:FuzzVerify \

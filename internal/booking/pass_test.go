@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/platform/metrics"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
@@ -143,9 +144,10 @@ func (e *env) endWindow(p booking.Pass) {
 // does it all.
 func TestAPassCountsOnlyWhileItsTicketIsActive(t *testing.T) {
 	type state struct {
-		p                                  booking.Pass
-		ticket, held, paying, booking, pay string
-		payURL, payExpires                 string
+		p                          booking.Pass
+		ticket                     line.Ticket
+		held, paying, booking, pay string
+		payURL, payExpires         string
 	}
 	// start admits a fan with an account and points, and has it take a hold
 	// and start paying for another while its ticket is active.

@@ -189,7 +189,7 @@ func (e *env) ctx() context.Context { return context.Background() }
 // admit gives a fan a place in event's line, admitted at once (the event in
 // passthrough mode), for account ("" = none), and returns its pass and its
 // signed ticket (to leave with).
-func (e *env) admit(event, account string) (booking.Pass, string) {
+func (e *env) admit(event, account string) (booking.Pass, line.Ticket) {
 	e.t.Helper()
 	r, err := e.line.JoinWith(e.ctx(), event, admitAtOnce, line.JoinOptions{Account: account})
 	if err != nil || r.State != line.Admitted {

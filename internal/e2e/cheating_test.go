@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/draw"
-	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/stack"
@@ -540,7 +539,7 @@ func (p *player) pressPay(ctx context.Context, paymentURL string) bool {
 // ticketID is the id (the Redis member, the pass's sub) of a ticket.
 func ticketID(t *testing.T, s *stack.Stack, ticket string) string {
 	t.Helper()
-	id, err := queue.NewStore(s.RDB, []byte(stack.TicketSecret)).TicketID(fairEvent, ticket)
+	id, err := stack.TicketID(fairEvent, ticket)
 	if err != nil {
 		t.Fatalf("ticket id: %v", err)
 	}
@@ -574,9 +573,8 @@ func secondRound(t *testing.T, s *stack.Stack, hc *http.Client) {
 	defer cancel()
 	tl := newTally()
 	fan := func(ip string) *player { return &player{t: t, s: s, hc: hc, tally: tl, ip: ip} }
-	line := queue.NewStore(s.RDB, []byte(stack.TicketSecret))
 	idOf := func(ticket string) string {
-		id, err := line.TicketID(drawEvent, ticket)
+		id, err := stack.TicketID(drawEvent, ticket)
 		if err != nil {
 			t.Fatalf("ticket id: %v", err)
 		}

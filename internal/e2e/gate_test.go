@@ -72,7 +72,7 @@ func TestTheGateThirdRound(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		id, err := line.TicketID("premiere", f.ticket)
+		id, err := stack.TicketID("premiere", f.ticket)
 		if err != nil {
 			t.Fatal(err)
 		}

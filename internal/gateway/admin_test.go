@@ -205,7 +205,7 @@ func TestAdminRevoke(t *testing.T) {
 	e := setupAdmin(t, adminToken)
 	ctx := context.Background()
 	ticket, token := e.admit("premiere")
-	id, _ := e.line.TicketID("premiere", ticket)
+	id := e.idOf("premiere", ticket)
 	bearer := []string{"Authorization", "Bearer " + token}
 	if got := e.do(http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, bearer...); got.code != 200 {
 		t.Fatalf("gate before: %d %s", got.code, got.raw)
@@ -227,7 +227,7 @@ func TestAdminRevoke(t *testing.T) {
 		t.Errorf("second revoke: %d %s; want 404 unknown_ticket", got.code, got.raw)
 	}
 	w := e.join("premiere", "X-Forwarded-For", "")
-	wid, _ := e.line.TicketID("premiere", w.body["ticket"].(string))
+	wid := e.idOf("premiere", w.body["ticket"].(string))
 	if got := e.admin(http.MethodDelete, "/api/v1/admin/events/premiere/tickets/"+wid, ""); got.code != 204 {
 		t.Errorf("revoke waiting: %d %s", got.code, got.raw)
 	}

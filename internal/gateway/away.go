@@ -5,7 +5,9 @@ import (
 	"errors"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 
+	"github.com/waitroom/waitroom/internal/account"
 	"github.com/waitroom/waitroom/internal/config"
 	"github.com/waitroom/waitroom/internal/gateway/web"
 	"github.com/waitroom/waitroom/internal/line"
@@ -52,7 +54,7 @@ func awayError(err error) error {
 // account (403 not_your_place). The email is written in the fan's language
 // (body {"lang"} if one of ours, else wr_lang, else Accept-Language).
 func (s *awayAPI) away(c *fiber.Ctx) error {
-	ev, ticket, err := s.ticketOf(c)
+	ev, err := s.event(c)
 	if err != nil {
 		return err
 	}
@@ -68,7 +70,17 @@ func (s *awayAPI) away(c *fiber.Ctx) error {
 	if !web.Supported(lang) {
 		lang = web.Negotiate(c.Cookies(langCookie), c.Get(fiber.HeaderAcceptLanguage))
 	}
-	email, err := s.stepAway(c, ev, ticket, lang)
+	claims, err := s.awayClaims(c, ev)
+	if err != nil {
+		return err
+	}
+	// The ticket is checked here, once, after the route and the account
+	// (a bad one is 400 invalid_ticket only for a fan who may step away).
+	ticket, err := s.tickets.Parse(ev.ID, utils.CopyString(c.Params("ticket")))
+	if err != nil {
+		return err
+	}
+	email, err := s.stepAway(c, ev, ticket, claims, lang)
 	if err != nil {
 		return err
 	}
@@ -76,22 +88,28 @@ func (s *awayAPI) away(c *fiber.Ctx) error {
 	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"status": "away", "email": email})
 }
 
-// stepAway steps the fan of ticket away, as its account token (the
-// request's) allows; it returns the address the email will go to.
-func (s *awayAPI) stepAway(c *fiber.Ctx, ev *config.Event, ticket, lang string) (string, error) {
-	cfg := s.config()
-	if cfg.Notify.SMTPURL == "" {
-		return "", errNotFound // a room that sends no email has no such route
+// awayClaims are the account claims of the request (its account token)
+// that let its fan step away: a room that sends email, an account with an
+// address.
+func (s *awayAPI) awayClaims(c *fiber.Ctx, ev *config.Event) (account.Claims, error) {
+	if s.config().Notify.SMTPURL == "" {
+		return account.Claims{}, errNotFound // a room that sends no email has no such route
 	}
 	claims, err := s.accountClaims(c, ev)
 	if err != nil {
-		return "", err
+		return account.Claims{}, err
 	}
 	if claims.Account == "" || !notify.ValidAddress(claims.Email) {
-		return "", errNoEmail
+		return account.Claims{}, errNoEmail
 	}
-	err = s.line.StepAway(c.UserContext(), line.AwayRequest{Event: ev.ID, Settings: s.settingsFor(ev), Ticket: ticket,
-		Account: claims.Account, Email: claims.Email, Lang: lang, Limit: cfg.Notify.PerAccountPerHour, Now: s.now()})
+	return claims, nil
+}
+
+// stepAway steps the fan of ticket (checked) away, as its account's claims
+// (awayClaims) allow; it returns the address the email will go to.
+func (s *awayAPI) stepAway(c *fiber.Ctx, ev *config.Event, ticket line.Ticket, claims account.Claims, lang string) (string, error) {
+	err := s.line.StepAway(c.UserContext(), line.AwayRequest{Event: ev.ID, Settings: s.settingsFor(ev), Ticket: ticket,
+		Account: claims.Account, Email: claims.Email, Lang: lang, Limit: s.config().Notify.PerAccountPerHour, Now: s.now()})
 	if err != nil {
 		return "", awayError(err)
 	}
@@ -109,11 +127,15 @@ func (s *awayAPI) awayForm(c *fiber.Ctx) error {
 	}
 	room := "/e/" + ev.ID
 	ticket := s.ticketCookie(c, ev)
-	if ticket == "" {
+	if ticket.IsZero() {
 		return c.Redirect(room, fiber.StatusSeeOther)
 	}
 	lang := web.Negotiate(c.Cookies(langCookie), c.Get(fiber.HeaderAcceptLanguage))
-	if _, err := s.stepAway(c, ev, ticket, lang); err != nil {
+	claims, err := s.awayClaims(c, ev)
+	if err == nil {
+		_, err = s.stepAway(c, ev, ticket, claims, lang)
+	}
+	if err != nil {
 		code := "away_failed"
 		switch ae := toAPI(err); {
 		case ae == nil:

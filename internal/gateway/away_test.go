@@ -89,7 +89,8 @@ func TestStepAwayRoute(t *testing.T) {
 
 func ticketID(t *testing.T, e *accountEnv, ticket string) string {
 	t.Helper()
-	id, err := e.line.TicketID("premiere", ticket)
+	tk, err := e.parse("premiere", ticket)
+	id := tk.ID()
 	if err != nil {
 		t.Fatal(err)
 	}

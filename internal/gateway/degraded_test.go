@@ -35,7 +35,7 @@ func TestAdmittedFanKeepsGoingWhileRedisIsAway(t *testing.T) {
 	e := setup(t, 0)
 	ticket, token := e.admit("premiere")
 	other, otherToken := e.admit("premiere")
-	otherID, _ := e.line.TicketID("premiere", other)
+	otherID := e.idOf("premiere", other)
 	bearer := func(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
 	seats := "/api/v1/booking/showtimes/42/seats"
 	if r := e.do(http.MethodGet, seats, nil, bearer(token)...); r.code != http.StatusOK {
@@ -68,7 +68,7 @@ func TestAdmittedFanKeepsGoingWhileRedisIsAway(t *testing.T) {
 
 	// Only the pass itself is trusted: its signature, exp and event.
 	now := time.Now()
-	id, _ := e.line.TicketID("premiere", ticket)
+	id := e.idOf("premiere", ticket)
 	sign := func(key ed25519.PrivateKey, mut func(jwt.MapClaims)) string {
 		c := jwt.MapClaims{"iss": "waitroom", "aud": "booking", "sub": id, "evt": "premiere", "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
 		mut(c)
@@ -178,7 +178,7 @@ func TestFansCannotOpenTheGate(t *testing.T) {
 	bearer := func(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
 	seats := "/api/v1/booking/showtimes/42/seats"
 	_, token := e.admit("premiere")
-	idOf := func(ticket string) string { id, _ := e.line.TicketID("premiere", ticket); return id }
+	idOf := func(ticket string) string { return e.idOf("premiere", ticket) }
 	leftT, left := e.admit("premiere")
 	revokedT, revoked := e.admit("premiere")
 	completedT, completed := e.admit("premiere")

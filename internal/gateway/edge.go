@@ -18,8 +18,9 @@ import (
 // config in force, the route's event and the events' settings in force
 // (events.go), the clock, the log, and who the fan is: its address and
 // host as the trusted proxies report them (clientaddr.go, publicurl.go),
-// its account as its token says (accounts.go), its ticket as its cookie
-// holds it (pages.go); and the cookies every feature sets. Each feature
+// its account as its token says (accounts.go), its ticket as it brings it
+// (tickets.go: checked here, once, and handed to the line parsed); and the
+// cookies every feature sets. Each feature
 // type embeds the one edge New builds, so that its handlers say
 // s.config(), s.event(c), s.now() as the server's did; what a feature
 // needs beyond it (its part of the line, the signer, another feature) is
@@ -27,9 +28,13 @@ import (
 // the handlers were moved from the server by their receivers alone.
 type edge struct {
 	cfg  *config.Live // re-read from its file on change
-	line EdgeLine     // the settings the admitter published, a ticket's signature
-	log  *slog.Logger
-	now  func() time.Time
+	line EdgeLine     // the settings the admitter published
+	// tickets checks the fans' tickets (auth.ticket_secret, as the line
+	// signs them): a ticket is checked once, where it comes in, and the
+	// line takes the line.Ticket parsed and never checks it again.
+	tickets *line.Codec
+	log     *slog.Logger
+	now     func() time.Time
 	// accounts verifies the origin site's account tokens (accounts.go; nil:
 	// no accounts, auth.account_keys_file empty).
 	accounts *account.Verifier

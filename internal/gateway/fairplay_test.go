@@ -102,7 +102,7 @@ func TestHoldsNeverStretchTheWindowPastItsCeiling(t *testing.T) {
 	e.upstream.holdFor.Store(int64(time.Hour))
 	claimed := time.Now().Truncate(time.Second) // claim times are kept in whole seconds
 	ticket, token := e.admit("premiere")
-	id, _ := e.line.TicketID("premiere", ticket)
+	id := e.idOf("premiere", ticket)
 	ceiling := time.Now().Add(20 * time.Minute) // access_ttl 10m + hold_ttl 10m (the defaults)
 
 	var wg sync.WaitGroup

@@ -567,7 +567,7 @@ func (s *returns) wayBackURL(ev *config.Event, raw string) (*url.URL, error) {
 // ReturnsLine is what the way back asks of the line: the way back kept
 // with a place, and the sites' ports.
 type ReturnsLine interface {
-	SetReturn(ctx context.Context, event, ticket, returnURL string, ttl time.Duration) error
+	SetReturn(ctx context.Context, event, id, returnURL string, ttl time.Duration) error
 	Return(ctx context.Context, event, id string) (string, error)
 	AddSitePort(ctx context.Context, event, hostport string) error
 	SitePort(ctx context.Context, event, hostport string) (bool, error)
@@ -712,12 +712,13 @@ func withReturnToken(ret, tok string) string {
 	return ret + sep + returnParam + "=" + tok + frag
 }
 
-// keepReturn keeps ret as the way back of the fan holding ticket of ev, as
-// long as the ticket's cookie lives. A line that cannot keep it loses the
-// way back, not the place: logged.
-func (s *returns) keepReturn(c *fiber.Ctx, ev *config.Event, ticket, ret string) {
+// keepReturn keeps ret as the way back of the fan holding the ticket of ev
+// with id (Ticket.ID of a ticket checked here), as long as the ticket's
+// cookie lives. A line that cannot keep it loses the way back, not the
+// place: logged.
+func (s *returns) keepReturn(c *fiber.Ctx, ev *config.Event, id, ret string) {
 	until := ticketCookieUntil(s.settingsFor(ev), s.now())
-	if err := s.line.SetReturn(c.UserContext(), ev.ID, ticket, ret, until.Sub(s.now())); err != nil && !errors.Is(err, line.ErrInvalidTicket) {
+	if err := s.line.SetReturn(c.UserContext(), ev.ID, id, ret, until.Sub(s.now())); err != nil && !errors.Is(err, line.ErrInvalidTicket) {
 		s.log.Warn("keep return", "event", ev.ID, "err", err)
 	}
 }

@@ -678,7 +678,8 @@ func TestWayBackChangesOnlyWithConsent(t *testing.T) {
 	old, nw := "https://"+shopHost+"/tour-tokyo/old", "https://"+shopHost+"/tour-tokyo/new?x=1"
 	idOf := func(ticket string) string {
 		t.Helper()
-		id, err := g.line.TicketID("premiere", ticket)
+		tk, err := g.parse("premiere", ticket)
+		id := tk.ID()
 		if err != nil {
 			t.Fatal(err)
 		}

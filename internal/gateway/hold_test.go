@@ -17,7 +17,7 @@ import (
 func TestHoldStretchedByTheCoresHeader(t *testing.T) {
 	e := setup(t, 0)
 	ticket, token := e.admit("premiere")
-	id, _ := e.line.TicketID("premiere", ticket)
+	id := e.idOf("premiere", ticket)
 	e.upstream.holdBody.Store(`not the JSON of a hold`)
 
 	r := e.do(http.MethodPost, "/api/v1/booking/showtimes/42/holds", strings.NewReader(`{"seats":["A1"]}`), "Authorization", "Bearer "+token)

@@ -37,7 +37,8 @@ func TestInvitationUsedAtTheGateway(t *testing.T) {
 		t.Fatalf("alice joins in her window: %d %s", r.code, r.raw)
 	}
 	ticket := r.body["ticket"].(string)
-	id, err := e.line.TicketID("tour", ticket)
+	tk, err := e.parse("tour", ticket)
+	id := tk.ID()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func serveFiles(fsys fs.FS) fiber.Handler {
 // PagesLine is what the fans' pages ask of the line: leaving, by the
 // leave page's form.
 type PagesLine interface {
-	Leave(ctx context.Context, event, ticket string) error
+	Leave(ctx context.Context, event string, ticket line.Ticket) error
 }
 
 // pages are the fans' pages but the room: the index, booking, leaving,
@@ -79,7 +79,7 @@ type pages struct {
 // RoomLine is what the waiting room asks of the line: where a place
 // stands, and the way back kept with it.
 type RoomLine interface {
-	Status(ctx context.Context, event, ticket string, set line.Settings) (line.Status, error)
+	Status(ctx context.Context, event string, ticket line.Ticket, set line.Settings) (line.Status, error)
 	Return(ctx context.Context, event, id string) (string, error)
 }
 
@@ -243,21 +243,32 @@ func (s *pages) leavePage(c *fiber.Ctx, l *web.Locale) error {
 	if ev == nil {
 		return err
 	}
-	if s.ticketCookie(c, ev) == "" {
+	if s.ticketCookie(c, ev).IsZero() {
 		return c.Redirect("/e/"+ev.ID, fiber.StatusSeeOther)
 	}
 	noStore(c)
 	return s.views.render(c, fiber.StatusOK, web.LeavePage, l, &web.Page{Title: l.T("leave.question"), Event: s.views.eventView(c.UserContext(), ev)})
 }
 
-// ticketCookie is the fan's ticket of ev from its cookie, "" when there is
-// none or it is not an authentic ticket of ev.
-func (s *edge) ticketCookie(c *fiber.Ctx, ev *config.Event) string {
-	t := c.Cookies(ticketCookie + ev.ID)
-	if t == "" || s.line.CheckTicket(ev.ID, t) != nil {
-		return ""
+// ticketCookie is the fan's ticket of ev from its cookie, checked here
+// (once: the line takes it parsed); the zero Ticket when there is none or
+// it is not an authentic ticket of ev.
+func (s *edge) ticketCookie(c *fiber.Ctx, ev *config.Event) line.Ticket {
+	return s.ticketFrom(ev, c.Cookies(ticketCookie+ev.ID))
+}
+
+// ticketFrom is str (a cookie's, a link's, a form's: the fan's word)
+// checked as a ticket of ev, copied out of the request; the zero Ticket
+// when it is empty or not an authentic ticket of ev.
+func (s *edge) ticketFrom(ev *config.Event, str string) line.Ticket {
+	if str == "" {
+		return line.Ticket{}
 	}
-	return utils.CopyString(t)
+	t, err := s.tickets.Parse(ev.ID, utils.CopyString(str))
+	if err != nil {
+		return line.Ticket{}
+	}
+	return t
 }
 
 // roomPage: GET /e/:event — the waiting room. With the fan's ticket cookie
@@ -303,7 +314,7 @@ func (s *room) roomPage(c *fiber.Ctx, l *web.Locale) error {
 		}
 	}
 	ticket := s.ticketCookie(c, ev)
-	if ticket != "" && c.Query("away") != "" {
+	if !ticket.IsZero() && c.Query("away") != "" {
 		// Just stepped away (awayForm): the page says what happens next,
 		// and neither polls nor refreshes (a poll would claim a place let
 		// in meanwhile: the emailed link is the fan's way back).
@@ -313,12 +324,12 @@ func (s *room) roomPage(c *fiber.Ctx, l *web.Locale) error {
 			return s.renderRoom(c, fiber.StatusOK, ev, room)
 		}
 	}
-	if ticket != "" {
+	if !ticket.IsZero() {
 		if room.Return != "" {
 			if asked, err := s.askWayBack(c, l, ev, ticket, room.Return); asked || err != nil {
 				return err
 			}
-			s.returns.keepReturn(c, ev, ticket, room.Return)
+			s.returns.keepReturn(c, ev, ticket.ID(), room.Return)
 		}
 		st, err := s.line.Status(c.UserContext(), ev.ID, ticket, s.settingsFor(ev))
 		switch {
@@ -331,7 +342,7 @@ func (s *room) roomPage(c *fiber.Ctx, l *web.Locale) error {
 			switch st.State {
 			case line.Waiting:
 				room.Away = s.away.awayOffer(c, ev)
-				share := "/e/" + ev.ID + "?t=" + url.QueryEscape(ticket) + "&from=" + strconv.FormatInt(room.From, 10)
+				share := "/e/" + ev.ID + "?t=" + url.QueryEscape(ticket.String()) + "&from=" + strconv.FormatInt(room.From, 10)
 				room.Links.Share = s.publicURL(c) + share
 				room.Links.QR = "/e/" + ev.ID + "/qr.svg?from=" + strconv.FormatInt(room.From, 10)
 			case line.Admitted:
@@ -405,14 +416,14 @@ func roomOf(m *web.Model, st line.Status, from int64) {
 // fan's place for another. Then nothing changes and the fan is asked, in
 // their language, whether to replace place N with place M; the answer is
 // a same-site form post (moveForm).
-func (s *room) takeOver(c *fiber.Ctx, l *web.Locale, ev *config.Event, t string, from int64) error {
+func (s *room) takeOver(c *fiber.Ctx, l *web.Locale, ev *config.Event, link string, from int64) error {
 	noStore(c)
-	if s.edge.line.CheckTicket(ev.ID, t) != nil {
+	t := s.ticketFrom(ev, link)
+	if t.IsZero() {
 		return c.Redirect("/e/"+ev.ID+"?e=invalid_link", fiber.StatusSeeOther)
 	}
-	t = utils.CopyString(t)
 	mine := s.ticketCookie(c, ev)
-	if mine == t {
+	if mine.String() == t.String() {
 		return s.moveTo(c, ev, t, from)
 	}
 	st, ask := s.overLivePlace(c, ev, mine)
@@ -420,7 +431,7 @@ func (s *room) takeOver(c *fiber.Ctx, l *web.Locale, ev *config.Event, t string,
 		return s.moveTo(c, ev, t, from) // nothing to lose
 	}
 	ctx := c.UserContext()
-	m := &web.Move{Ticket: t, From: from}
+	m := &web.Move{Ticket: t.String(), From: from}
 	if st.State == line.Waiting {
 		m.Mine = st.Position.Position
 	}
@@ -438,8 +449,8 @@ func (s *room) takeOver(c *fiber.Ctx, l *web.Locale, ev *config.Event, t string,
 // "A place moves only with its fan's consent" and "The way back changes
 // only with consent"). st is the place's status. When the line cannot say
 // whether the place is live, the answer is yes: the fan is asked.
-func (s *room) overLivePlace(c *fiber.Ctx, ev *config.Event, mine string) (st line.Status, ask bool) {
-	if mine == "" || s.sameSite(c) {
+func (s *room) overLivePlace(c *fiber.Ctx, ev *config.Event, mine line.Ticket) (st line.Status, ask bool) {
+	if mine.IsZero() || s.sameSite(c) {
 		return line.Status{}, false
 	}
 	st, err := s.line.Status(c.UserContext(), ev.ID, mine, s.settingsFor(ev))
@@ -456,7 +467,7 @@ func (s *room) overLivePlace(c *fiber.Ctx, ev *config.Event, mine string) (st li
 // whether to go back to ret instead; the answer is a same-site form post
 // (moveForm). asked reports that the question was answered. A place with
 // no way back, or with ret already, has nothing to lose: not asked.
-func (s *room) askWayBack(c *fiber.Ctx, l *web.Locale, ev *config.Event, ticket, ret string) (asked bool, err error) {
+func (s *room) askWayBack(c *fiber.Ctx, l *web.Locale, ev *config.Event, ticket line.Ticket, ret string) (asked bool, err error) {
 	st, ask := s.overLivePlace(c, ev, ticket)
 	if !ask {
 		return false, nil
@@ -478,9 +489,9 @@ func (s *room) askWayBack(c *fiber.Ctx, l *web.Locale, ev *config.Event, ticket,
 
 // moveTo makes ticket the fan's place of ev here (its cookie) and sends the
 // fan on to the room, which says the place moved.
-func (s *room) moveTo(c *fiber.Ctx, ev *config.Event, ticket string, from int64) error {
+func (s *room) moveTo(c *fiber.Ctx, ev *config.Event, ticket line.Ticket, from int64) error {
 	noStore(c)
-	s.queue.setTicketCookie(c, ev, ticket, s.settingsFor(ev))
+	s.queue.setTicketCookie(c, ev, ticket.String(), s.settingsFor(ev))
 	to := "/e/" + ev.ID + "?moved=1"
 	if from > 0 {
 		to += "&from=" + strconv.FormatInt(from, 10)
@@ -514,12 +525,12 @@ func (s *room) moveForm(c *fiber.Ctx) error {
 	if ret := c.FormValue("return"); ret != "" {
 		return s.moveWayBack(c, ev, ret)
 	}
-	t := c.FormValue("t")
-	if t == "" || s.edge.line.CheckTicket(ev.ID, t) != nil {
+	t := s.ticketFrom(ev, c.FormValue("t"))
+	if t.IsZero() {
 		return c.Redirect("/e/"+ev.ID+"?e=invalid_link", fiber.StatusSeeOther)
 	}
 	from, _ := strconv.ParseInt(c.FormValue("from"), 10, 64)
-	return s.moveTo(c, ev, utils.CopyString(t), from)
+	return s.moveTo(c, ev, t, from)
 }
 
 // moveWayBack keeps raw, checked as any way back, with the fan's place of
@@ -535,8 +546,8 @@ func (s *room) moveWayBack(c *fiber.Ctx, ev *config.Event, raw string) error {
 	case err != nil:
 		return err
 	}
-	if t := s.ticketCookie(c, ev); t != "" {
-		s.returns.keepReturn(c, ev, t, ret)
+	if t := s.ticketCookie(c, ev); !t.IsZero() {
+		s.returns.keepReturn(c, ev, t.ID(), ret)
 		return c.Redirect("/e/"+ev.ID, fiber.StatusSeeOther)
 	}
 	return c.Redirect("/e/"+ev.ID+"?return="+url.QueryEscape(ret), fiber.StatusSeeOther)
@@ -585,7 +596,7 @@ func (s *pages) leaveForm(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if t := s.ticketCookie(c, ev); t != "" {
+	if t := s.ticketCookie(c, ev); !t.IsZero() {
 		if err := s.line.Leave(c.UserContext(), ev.ID, t); err != nil {
 			s.log.Warn("leave form", "event", ev.ID, "err", err)
 			return c.Redirect("/e/"+ev.ID+"?e=error", fiber.StatusSeeOther)
@@ -604,10 +615,10 @@ func (s *pages) qrCode(c *fiber.Ctx) error {
 		return err
 	}
 	t := s.ticketCookie(c, ev)
-	if t == "" {
+	if t.IsZero() {
 		return errNotFound
 	}
-	link := s.publicURL(c) + "/e/" + ev.ID + "?t=" + url.QueryEscape(t)
+	link := s.publicURL(c) + "/e/" + ev.ID + "?t=" + url.QueryEscape(t.String())
 	if from, err := strconv.ParseInt(c.Query("from"), 10, 64); err == nil && from > 0 {
 		link += "&from=" + strconv.FormatInt(from, 10)
 	}

@@ -62,11 +62,9 @@ type Line interface {
 }
 
 // EdgeLine is what every feature reads of the line through the edge: the
-// settings the admitter published (events.go), and whether a ticket is an
-// authentic one of its event (a signature: no Redis).
+// settings the admitter published (events.go).
 type EdgeLine interface {
 	Settings(ctx context.Context, event string) (line.Settings, error)
-	CheckTicket(event, ticket string) error
 }
 
 // Operators is what the operators' API needs of their state (package
@@ -154,7 +152,8 @@ type Options struct {
 
 // New builds the gateway and its routes.
 func New(o Options) (*Server, error) {
-	e := &edge{cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, log: o.Log, now: o.Now, accounts: o.Accounts, settings: map[string]line.Settings{}}
+	e := &edge{cfg: config.NewLive(o.ConfigPath, o.Config), line: o.Line, tickets: line.NewCodec([]byte(o.Config.Auth.TicketSecret)),
+		log: o.Log, now: o.Now, accounts: o.Accounts, settings: map[string]line.Settings{}}
 	if e.now == nil {
 		e.now = time.Now
 	}

@@ -346,7 +346,13 @@ func TestSlidingRenewalNeverRevives(t *testing.T) {
 		end  func(g guarded, f sessionFan) error
 	}{
 		{"revoked", func(g guarded, f sessionFan) error { return g.line.Revoke(context.Background(), "other", f.id) }},
-		{"left", func(g guarded, f sessionFan) error { return g.line.Leave(context.Background(), "other", f.ticket) }},
+		{"left", func(g guarded, f sessionFan) error {
+			t, err := g.parse("other", f.ticket)
+			if err != nil {
+				return err
+			}
+			return g.line.Leave(context.Background(), "other", t)
+		}},
 	}
 	for _, e := range ends {
 		t.Run(e.name, func(t *testing.T) {

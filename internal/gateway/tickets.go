@@ -42,8 +42,8 @@ const (
 // it stands, and leaving.
 type QueueLine interface {
 	Enter(ctx context.Context, r line.EnterRequest) (line.Entry, error)
-	Status(ctx context.Context, event, ticket string, set line.Settings) (line.Status, error)
-	Leave(ctx context.Context, event, ticket string) error
+	Status(ctx context.Context, event string, ticket line.Ticket, set line.Settings) (line.Status, error)
+	Leave(ctx context.Context, event string, ticket line.Ticket) error
 }
 
 // queueAPI is the fans' API of the line: join, status, leave; the pass
@@ -147,7 +147,7 @@ func (s *queueAPI) join(c *fiber.Ctx) error {
 	paid, bad := s.proofOf(c, ev)
 	cfg := s.config()
 	e, err := s.line.Enter(c.UserContext(), line.EnterRequest{
-		Event: ev.ID, Settings: set, Tickets: []string{c.Get(ticketHeader), c.Cookies(ticketCookie + ev.ID)},
+		Event: ev.ID, Settings: set, Tickets: s.carried(c, ev),
 		Account: acct, ProofRequired: ev.Admission.JoinProofBits > 0, Proof: paid, Code: s.codes.codeOf(c, ev),
 		Addr: joinBudgetOf(s.clientOf(c).addr, *cfg.Gateway.IPv6Prefix), Limit: *cfg.Gateway.JoinsPerIPPerMinute, Now: s.now(),
 	})
@@ -166,28 +166,29 @@ func (s *queueAPI) join(c *fiber.Ctx) error {
 	case err != nil:
 		return err
 	}
+	ticket := e.Ticket.String()
 	if ret != "" {
-		s.returns.keepReturn(c, ev, e.Ticket, ret)
+		s.returns.keepReturn(c, ev, e.ID, ret)
 	}
 	if e.Resumed {
-		return s.resume(c, ev, set, e.Ticket, e.Status)
+		return s.resume(c, ev, set, ticket, e.Status)
 	}
 	counted(ev, e, s.now())
 	if paid != nil {
 		joinProofs.WithLabelValues(ev.ID, proofOK).Inc()
 	}
-	s.setTicketCookie(c, ev, e.Ticket, set)
+	s.setTicketCookie(c, ev, ticket, set)
 	noStore(c)
 	if e.State == line.Admitted {
 		// Passthrough, or straight through an auto event with room: let
 		// in and claimed at once, after no wait.
-		out, err := s.grant(c, ev, e.Ticket, e.ID, e.Account, e.ActiveUntil)
+		out, err := s.grant(c, ev, ticket, e.ID, e.Account, e.ActiveUntil)
 		if err != nil {
 			return err
 		}
 		return c.Status(fiber.StatusCreated).JSON(out)
 	}
-	return sendWaiting(c, fiber.StatusCreated, waiting(e.Ticket, e.Position))
+	return sendWaiting(c, fiber.StatusCreated, waiting(ticket, e.Position))
 }
 
 // resume answers a join with the fan's live place ticket, 200, as its
@@ -243,15 +244,37 @@ func observeAdmission(ev *config.Event, st line.Status, now time.Time) {
 	}
 }
 
-// ticketOf reads the event and the ticket of a ticket route. The store
-// checks the ticket's signature before it touches Redis and answers
-// line.ErrInvalidTicket (400) for a bad one: it is checked once, there.
-func (s *edge) ticketOf(c *fiber.Ctx) (*config.Event, string, error) {
+// ticketOf reads the event and the ticket of a ticket route. The ticket is
+// checked here (its signature, for the event), once, before anything
+// touches Redis: a bad one is line.ErrInvalidTicket (400 invalid_ticket),
+// and the line takes the one parsed.
+func (s *edge) ticketOf(c *fiber.Ctx) (*config.Event, line.Ticket, error) {
 	ev, err := s.event(c)
 	if err != nil {
-		return nil, "", err
+		return nil, line.Ticket{}, err
 	}
-	return ev, utils.CopyString(c.Params("ticket")), nil
+	t, err := s.tickets.Parse(ev.ID, utils.CopyString(c.Params("ticket")))
+	if err != nil {
+		return nil, line.Ticket{}, err
+	}
+	return ev, t, nil
+}
+
+// carried are the authentic tickets of ev the fan brings to a join (the
+// header, then the cookie), each checked once here; a bad one is left out
+// (it never hides a good one, and is no error of the join). They point
+// into the request: the join uses them while it is served.
+func (s *edge) carried(c *fiber.Ctx, ev *config.Event) []line.Ticket {
+	var out []line.Ticket
+	for _, str := range [2]string{c.Get(ticketHeader), c.Cookies(ticketCookie + ev.ID)} {
+		if str == "" {
+			continue
+		}
+		if t, err := s.tickets.Parse(ev.ID, str); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // status: GET /api/v1/events/:event/tickets/:ticket

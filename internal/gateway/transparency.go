@@ -29,7 +29,7 @@ import (
 // lottery, a ticket's draw, the drawn list and the report.
 type TransparencyLine interface {
 	Lottery(ctx context.Context, event string, set line.Settings) (line.Draw, error)
-	TicketDraw(ctx context.Context, event, ticket string) (line.TicketDraw, error)
+	TicketDraw(ctx context.Context, event string, ticket line.Ticket) (line.TicketDraw, error)
 	LotteryEntries(ctx context.Context, event string, w io.Writer) error
 	Report(ctx context.Context, event string) (line.Report, error)
 }
@@ -517,7 +517,7 @@ func (s *transparency) reportPage(c *fiber.Ctx, l *web.Locale) error {
 			at := lv.DrawAt.In(zone)
 			v.Lottery.DrawAt = &at
 		}
-		if t := s.ticketCookie(c, ev); t != "" && lot.Drawn {
+		if t := s.ticketCookie(c, ev); !t.IsZero() && lot.Drawn {
 			if d, err := s.line.TicketDraw(ctx, ev.ID, t); err == nil {
 				v.Lottery.Ticket, v.Lottery.Draw, v.Lottery.Rank = d.TicketID, d.Draw, d.Rank
 			}

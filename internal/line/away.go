@@ -38,7 +38,8 @@ const DefaultAwayClaimWithin = 10 * time.Minute
 type AwayRequest struct {
 	Event    string
 	Settings Settings
-	Ticket   string
+	// Ticket is the fan's place, parsed by the caller (Codec.Parse).
+	Ticket Ticket
 	// Account is the verified account token's sub, and Email its email
 	// claim, checked by the caller: the place must be this account's.
 	Account, Email string

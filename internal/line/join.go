@@ -11,9 +11,11 @@ import (
 type EnterRequest struct {
 	Event    string
 	Settings Settings
-	// Tickets are the tickets the fan carries (a header, a cookie), in the
-	// order to try them.
-	Tickets []string
+	// Tickets are the authentic tickets of Event the fan carries (a header,
+	// a cookie), in the order to try them: parsed by the caller
+	// (Codec.Parse), which leaves out a bad one (a bad ticket never hides
+	// a good one, and is no error of the join).
+	Tickets []Ticket
 	// Account is the fan's verified account ("" = none).
 	Account string
 	// ProofRequired: the sale asks a proof of work for a new place; Proof
@@ -41,7 +43,7 @@ type EnterRequest struct {
 // (its status, as a poll would read it, the place claimed if it was
 // admitted) or a new one.
 type Entry struct {
-	Ticket  string
+	Ticket  Ticket // signed: its String is what the fan holds
 	Resumed bool
 	Status
 }
@@ -72,7 +74,7 @@ type Proof struct {
 // JoinResult is the answer to a join: a new place, or (Resumed, a join for
 // an account) the account's live place.
 type JoinResult struct {
-	Ticket string // the opaque, signed ticket to hand to the fan
+	Ticket Ticket // signed: its String is the opaque ticket to hand to the fan
 	ID     string // the ticket's id (the store's member; the access JWT's sub)
 	State  State  // Waiting, or Admitted (and claimed) in passthrough mode
 	Position

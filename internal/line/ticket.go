@@ -163,9 +163,18 @@ func (c *Codec) Sign(event string, t Ticket) Ticket {
 }
 
 // Parse verifies and reads a ticket of event. Any failure is
-// ErrInvalidTicket; the tag is checked (in constant time) before the
-// payload is parsed, so a forger learns nothing from the parser.
+// ErrInvalidTicket and the zero Ticket (IsZero); the tag is checked (in
+// constant time) before the payload is parsed, so a forger learns nothing
+// from the parser.
 func (c *Codec) Parse(event, str string) (Ticket, error) {
+	t, err := c.parse(event, str)
+	if err != nil {
+		return Ticket{}, err
+	}
+	return t, nil
+}
+
+func (c *Codec) parse(event, str string) (Ticket, error) {
 	var t Ticket
 	if len(str) < 20 || len(str) > maxTicketLen {
 		return t, ErrInvalidTicket

@@ -42,7 +42,7 @@ func awayPollLoad(tb testing.TB, fans int, share float64, window time.Duration) 
 	set := line.Settings{Mode: line.ModePaused, AdmitPerSecond: 5, MaxActive: 100, AccessTTL: 10 * time.Minute, AbandonAfter: 60 * time.Second}
 	const event = "away-load"
 	next := &pollHeap{}
-	var away []string
+	var away []line.Ticket
 	for i := range fans {
 		r, err := store.JoinWith(ctx, event, set, line.JoinOptions{Account: fmt.Sprintf("fan-%d", i)})
 		if err != nil {
@@ -85,7 +85,7 @@ func awayPollLoad(tb testing.TB, fans int, share float64, window time.Duration) 
 }
 
 type poll struct {
-	ticket string
+	ticket line.Ticket
 	at     time.Time
 }
 

@@ -82,7 +82,7 @@ func fillLine(ctx context.Context, tb testing.TB, s *stack.Stack, event string, 
 					return
 				}
 				if keep(res.Position.Position) {
-					mine = append(mine, placed{res.Position.Position, res.Ticket})
+					mine = append(mine, placed{res.Position.Position, res.Ticket.String()})
 				}
 			}
 			mu.Lock()

@@ -126,13 +126,10 @@ return 1
 `)
 
 func (s *Store) fillAccount(ctx context.Context, event, account string, r line.JoinResult) error {
-	t, err := s.codec.Parse(event, r.Ticket)
-	if err != nil {
-		return err
-	}
+	t := r.Ticket // made and signed by this join: nothing to check
 	entry := t.ID() + " " + strconv.FormatInt(t.JoinedAtMs(), 10)
 	full := entry + " " + etaField(t)
-	err = s.c.Start(ctx, rdb.Call{Script: fillAccountScript, Keys: []string{rdb.KeysOf(event).Accounts}, Args: []any{account, entry + " ?", full}, Told: true}).Wait().Err()
+	err := s.c.Start(ctx, rdb.Call{Script: fillAccountScript, Keys: []string{rdb.KeysOf(event).Accounts}, Args: []any{account, entry + " ?", full}, Told: true}).Wait().Err()
 	return rdb.Interpret("join", err)
 }
 
@@ -192,29 +189,29 @@ func parseEntry(entry, account string) (t line.Ticket, unknown bool, err error) 
 	return t, false, nil
 }
 
-// AccountPlace returns the ticket of account's place in event and its
-// status, as a poll has it ("" and a zero Status if the account never
+// AccountPlace returns the ticket of account's place in event, signed, and
+// its status, as a poll has it (a zero Ticket and Status if the account never
 // joined, or its place is being made right now). A place on its way to its shard reads Expired here; JoinWith
 // tells it from a dead one.
-func (s *Store) AccountPlace(ctx context.Context, event, account string, set line.Settings) (string, line.Status, error) {
+func (s *Store) AccountPlace(ctx context.Context, event, account string, set line.Settings) (line.Ticket, line.Status, error) {
 	entry, err := s.c.HGet(ctx, rdb.KeysOf(event).Accounts, account).Result()
 	if errors.Is(err, redis.Nil) {
-		return "", line.Status{}, nil
+		return line.Ticket{}, line.Status{}, nil
 	}
 	if err != nil {
-		return "", line.Status{}, rdb.Interpret("account", err)
+		return line.Ticket{}, line.Status{}, rdb.Interpret("account", err)
 	}
 	t, pending, err := s.entryTicket(entry, account)
 	if err != nil {
-		return "", line.Status{}, fmt.Errorf("account: %w", err)
+		return line.Ticket{}, line.Status{}, fmt.Errorf("account: %w", err)
 	}
 	if pending {
 		// Being made right now: JoinWith waits for it.
-		return "", line.Status{}, nil
+		return line.Ticket{}, line.Status{}, nil
 	}
 	st, err := s.statusOf(ctx, event, t, set)
 	if err != nil {
-		return "", line.Status{}, err
+		return line.Ticket{}, line.Status{}, err
 	}
 	return s.sign(event, t), st, nil
 }

@@ -47,12 +47,12 @@ func awayClaimWithin(set line.Settings) time.Duration { return set.ClaimWithin()
 // its fan when it is admitted. Stepping away again (a new address or
 // language) replaces the note and is not counted again.
 //
-// Errors: ErrInvalidTicket (before any Redis call), ErrNotYours,
+// Errors: ErrInvalidTicket (no ticket, before any Redis call), ErrNotYours,
 // ErrAlreadyAdmitted, ErrUnknownTicket (neither waiting nor admitted),
 // AwayLimited.
 func (s *Store) StepAway(ctx context.Context, r line.AwayRequest) error {
-	t, err := s.codec.Parse(r.Event, r.Ticket)
-	if err != nil {
+	t := r.Ticket
+	if err := known(t); err != nil {
 		return err
 	}
 	if t.Account() == "" || t.Account() != r.Account {
@@ -220,6 +220,13 @@ func (s *Store) readNote(event, note string, f *line.AwayFan) {
 	case 2 + placeFields:
 		f.Lang, f.Email, f.Place, f.Account = p[0], p[1], strings.Join(p[2:], " "), p[2+3]
 	case 4:
+		// The ticket of an old note comes back from Redis, not from a fan:
+		// it is checked (its HMAC, for this event, and that it is the
+		// place admitted) because the place made of it is sealed for the
+		// note's address and its email carries the ticket; a writer of
+		// Redis must not get a place of its own choosing sent to an
+		// address of its own choosing (no bearer credential at rest, and
+		// none forged there either).
 		if t, err := s.codec.Parse(event, p[3]); err == nil && t.ID() == f.ID {
 			f.Lang, f.Account, f.Email, f.Place = p[0], p[1], p[2], s.placeOf(event, t, p[2])
 		}
@@ -255,7 +262,7 @@ func (s *Store) AwayTicket(event, place, to string) (string, error) {
 	if err != nil || t.Account() == "" || len(t.Account()) > line.MaxAccountLen {
 		return "", line.ErrInvalidTicket
 	}
-	return s.sign(event, t), nil
+	return s.sign(event, t).String(), nil
 }
 
 // noteable: a word of a note, no space in it.

@@ -146,13 +146,13 @@ func testDrawKeyMixesTheEntries(t *testing.T, e env) {
 	}
 }
 
-func ticketOf(fans []line.JoinResult, id string) string {
+func ticketOf(fans []line.JoinResult, id string) line.Ticket {
 	for _, f := range fans {
 		if f.ID == id {
 			return f.Ticket
 		}
 	}
-	return ""
+	return line.Ticket{}
 }
 
 // From opens_at until the draw is complete, the seed is not shown, and a
@@ -194,7 +194,7 @@ func testJoinAfterTheDrawIsFIFO(t *testing.T, e env) {
 
 	later := set
 	later.OpensAt = at(time.Hour) // postponed after the draw
-	tickets := map[string]string{}
+	tickets := map[string]line.Ticket{}
 	for _, f := range fans {
 		tickets[f.ID] = f.Ticket
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/waitroom/waitroom/internal/line"
 )
@@ -13,7 +12,8 @@ import (
 // (a ticket it carries, or its account's place, from any device) is resumed
 // and claimed as a poll claims it; anyone else gets a new place at the
 // back, paying the sale's proof of work when it asks one and counted
-// against its network's join budget. Each ticket is decoded once.
+// against its network's join budget. The tickets come parsed (the caller
+// checked them: line.Codec.Parse); none is checked here again.
 //
 // Errors besides the join's (ErrClosed, ErrNotOpen, ErrSoldOut, …):
 // ErrProofRequired when a new place needs a proof and none was brought;
@@ -26,11 +26,10 @@ import (
 // Entry.State says it. A join that asked StraightOnly and would have waited
 // is ErrWouldWait, and made nothing.
 func (s *Store) Enter(ctx context.Context, r line.EnterRequest) (line.Entry, error) {
-	for _, str := range r.Tickets {
-		t, err := s.codec.Parse(r.Event, str)
-		if err != nil || (r.Account != "" && t.Account() != r.Account) {
-			// A bad ticket never hides a good one and is no error here; a
-			// ticket of another account (or none) is not this fan's place.
+	for _, t := range r.Tickets {
+		if t.IsZero() || (r.Account != "" && t.Account() != r.Account) {
+			// A ticket of another account (or none) is not this fan's
+			// place (the caller left out the bad ones).
 			continue
 		}
 		st, err := s.statusOf(ctx, r.Event, t, r.Settings)
@@ -38,7 +37,7 @@ func (s *Store) Enter(ctx context.Context, r line.EnterRequest) (line.Entry, err
 			return line.Entry{}, err
 		}
 		if st.State != line.Expired {
-			return line.Entry{Ticket: strings.Clone(str), Resumed: true, Status: st}, nil
+			return line.Entry{Ticket: t, Resumed: true, Status: st}, nil
 		}
 		// Expired: the other ticket may still be live; if not, this fan
 		// gets a new place like anyone else.
@@ -48,7 +47,7 @@ func (s *Store) Enter(ctx context.Context, r line.EnterRequest) (line.Entry, err
 		if err != nil {
 			return line.Entry{}, err
 		}
-		if ticket != "" && st.State != line.Expired {
+		if !ticket.IsZero() && st.State != line.Expired {
 			return line.Entry{Ticket: ticket, Resumed: true, Status: st}, nil
 		}
 	}

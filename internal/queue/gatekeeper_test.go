@@ -13,7 +13,7 @@ import (
 
 // admitted joins a fan in passthrough (admitted and claimed at once) and
 // returns its signed ticket and id.
-func admitted(t testing.TB, e env, set line.Settings) (ticket, id string) {
+func admitted(t testing.TB, e env, set line.Settings) (ticket line.Ticket, id string) {
 	t.Helper()
 	set.Mode = line.ModePassthrough
 	r := join(t, e.store, set)

@@ -182,7 +182,7 @@ func testTickAdmitsNobodyToNothing(t *testing.T, e env) {
 	checkBooks(t, e)
 }
 
-func statusTicket(j line.JoinResult) string { return j.Ticket }
+func statusTicket(j line.JoinResult) line.Ticket { return j.Ticket }
 
 // activeFan is one of fans in the active set.
 func activeFan(t testing.TB, e env, fans []line.JoinResult) string {

@@ -8,13 +8,13 @@ import (
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
-// Leave removes the ticket from the line, or gives its active place back.
-func (s *Store) Leave(ctx context.Context, event, ticket string) error {
-	t, err := s.codec.Parse(event, ticket)
-	if err != nil {
+// Leave removes ticket t (parsed for event) from the line, or gives its
+// active place back.
+func (s *Store) Leave(ctx context.Context, event string, t line.Ticket) error {
+	if err := known(t); err != nil {
 		return err
 	}
-	_, err = s.leave(ctx, event, t.ID(), t.Seq())
+	_, err := s.leave(ctx, event, t.ID(), t.Seq())
 	return err
 }
 

@@ -161,11 +161,10 @@ func (s *Store) Opening(ctx context.Context, event string) (line.Opening, error)
 	return o, nil
 }
 
-// TicketDraw reads the draw and rank of the fan holding ticket (signed; a
-// bad one is ErrInvalidTicket before Redis).
-func (s *Store) TicketDraw(ctx context.Context, event, ticket string) (line.TicketDraw, error) {
-	t, err := s.codec.Parse(event, ticket)
-	if err != nil {
+// TicketDraw reads the draw and rank of the fan holding ticket t (parsed
+// for event).
+func (s *Store) TicketDraw(ctx context.Context, event string, t line.Ticket) (line.TicketDraw, error) {
+	if err := known(t); err != nil {
 		return line.TicketDraw{}, err
 	}
 	k := rdb.KeysOf(event)

@@ -94,7 +94,7 @@ func BenchmarkStatus(b *testing.B) {
 			e := setup(b)
 			set := open()
 			fill(b, e.rdb, waiting)
-			tickets := make([]string, 64)
+			tickets := make([]line.Ticket, 64)
 			for i := range tickets {
 				tickets[i] = join(b, e.store, set).Ticket
 			}

@@ -160,7 +160,7 @@ func join(t testing.TB, s *queue.Store, set line.Settings) line.JoinResult {
 	return mustValue(t, "join", r, err)
 }
 
-func status(t testing.TB, s *queue.Store, tk string, set line.Settings) line.Status {
+func status(t testing.TB, s *queue.Store, tk line.Ticket, set line.Settings) line.Status {
 	t.Helper()
 	st, err := s.Status(context.Background(), event, tk, set)
 	return mustValue(t, "status", st, err)
@@ -225,9 +225,14 @@ func checkBooks(t testing.TB, e env) line.Stats {
 
 func TestBadTicketsNeverReachRedis(t *testing.T) { onEach(t, testBadTicketsNeverReachRedis) }
 
+// testBadTicketsNeverReachRedis: a ticket is checked where it comes in
+// (the gateway's line.Codec.Parse, with the store's secret): a bad one is
+// refused there, and what the edge has then, no Ticket, is
+// ErrInvalidTicket at the store, before any Redis command.
 func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 	ctx := context.Background()
-	good := join(t, e.store, open()).Ticket
+	codec := line.NewCodec(secret)
+	good := join(t, e.store, open()).Ticket.String()
 	other, err := e.store.Join(ctx, "other-event", open())
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +245,7 @@ func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 		forged[i] = 'A'
 	}
 	otherSecret := queue.NewStore(e.rdb, []byte("another-secret-0123456789"))
-	foreign := join(t, otherSecret, open()).Ticket
+	foreign := join(t, otherSecret, open()).Ticket.String()
 
 	cases := []struct{ name, ticket string }{
 		{"empty", ""},
@@ -251,7 +256,7 @@ func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 		{"truncated half", good[:len(good)/2]},
 		{"extended", good + "A"},
 		{"padded", good + "=="},
-		{"other event", other.Ticket},
+		{"other event", other.Ticket.String()},
 		{"other secret", foreign},
 		{"an id, not a ticket", join(t, e.store, open()).ID},
 		{"huge", strings.Repeat("A", 1<<16)},
@@ -259,14 +264,21 @@ func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := e.cmds.n.Load()
-			if err := e.store.CheckTicket(event, c.ticket); !errors.Is(err, line.ErrInvalidTicket) {
-				t.Errorf("CheckTicket = %v; want ErrInvalidTicket", err)
+			tk, err := codec.Parse(event, c.ticket)
+			if !errors.Is(err, line.ErrInvalidTicket) || !tk.IsZero() {
+				t.Errorf("Parse = %v, %v; want no ticket, ErrInvalidTicket", tk.ID(), err)
 			}
-			if _, err := e.store.Status(ctx, event, c.ticket, open()); !errors.Is(err, line.ErrInvalidTicket) {
+			if _, err := e.store.Status(ctx, event, tk, open()); !errors.Is(err, line.ErrInvalidTicket) {
 				t.Errorf("Status = %v; want ErrInvalidTicket", err)
 			}
-			if err := e.store.Leave(ctx, event, c.ticket); !errors.Is(err, line.ErrInvalidTicket) {
+			if err := e.store.Leave(ctx, event, tk); !errors.Is(err, line.ErrInvalidTicket) {
 				t.Errorf("Leave = %v; want ErrInvalidTicket", err)
+			}
+			if _, err := e.store.TicketDraw(ctx, event, tk); !errors.Is(err, line.ErrInvalidTicket) {
+				t.Errorf("TicketDraw = %v; want ErrInvalidTicket", err)
+			}
+			if err := e.store.StepAway(ctx, line.AwayRequest{Event: event, Settings: open(), Ticket: tk, Account: "a", Email: "a@example.test", Lang: "en"}); !errors.Is(err, line.ErrInvalidTicket) {
+				t.Errorf("StepAway = %v; want ErrInvalidTicket", err)
 			}
 			if n := e.cmds.n.Load() - before; n != 0 {
 				t.Errorf("%d Redis commands issued for a bad ticket; want 0", n)
@@ -274,8 +286,12 @@ func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 		})
 	}
 	t.Run("good ticket passes", func(t *testing.T) {
-		if err := e.store.CheckTicket(event, good); err != nil {
-			t.Errorf("CheckTicket(good) = %v", err)
+		tk, err := codec.Parse(event, good)
+		if err != nil {
+			t.Fatalf("Parse(good) = %v", err)
+		}
+		if st := status(t, e.store, tk, open()); st.State != line.Waiting {
+			t.Errorf("Status(good) = %s; want waiting", st.State)
 		}
 	})
 	t.Run("bad ids are never active", func(t *testing.T) {
@@ -283,6 +299,9 @@ func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 		for _, id := range []string{"", "x", good, "1.short", "1." + strings.Repeat("A", 23)} {
 			if ok, err := e.store.Active(ctx, event, id); ok || err != nil {
 				t.Errorf("Active(%q) = %v, %v; want false, nil", id, ok, err)
+			}
+			if err := e.store.SetReturn(ctx, event, id, "https://shop.example/", time.Minute); !errors.Is(err, line.ErrInvalidTicket) {
+				t.Errorf("SetReturn(%q) = %v; want ErrInvalidTicket", id, err)
 			}
 		}
 		if n := e.cmds.n.Load() - before; n != 0 {
@@ -310,7 +329,7 @@ func testConcurrentJoins(t *testing.T, e env) {
 		if errs[i] != nil {
 			t.Fatalf("join %d: %v", i, errs[i])
 		}
-		tickets[r.Ticket], ids[r.ID] = true, true
+		tickets[r.Ticket.String()], ids[r.ID] = true, true
 		if r.State != line.Waiting {
 			t.Errorf("join %d = %+v; want a new waiting ticket", i, r)
 		}

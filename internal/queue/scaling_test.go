@@ -55,7 +55,7 @@ func benchScaling(b *testing.B, c *localsvc.Cluster, rdb *redis.ClusterClient, o
 	set := open()
 	set.Shards = shards
 	ctx := context.Background()
-	var tickets []string
+	var tickets []line.Ticket
 	if op == "status" {
 		for i := 0; i < 20_000; i += 1000 {
 			for _, r := range joinManyOf(b, s, ev, set, 1000) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
@@ -43,18 +44,18 @@ func BenchmarkShardCost(b *testing.B) {
 	set := open()
 	cases := []struct {
 		name string
-		op   func(e env, tickets []string, i int) error
+		op   func(e env, fans []line.JoinResult, i int) error
 	}{
-		{"join", func(e env, _ []string, _ int) error {
+		{"join", func(e env, _ []line.JoinResult, _ int) error {
 			_, err := e.store.Join(context.Background(), event, set)
 			return err
 		}},
-		{"status", func(e env, tickets []string, i int) error {
-			_, err := e.store.Status(context.Background(), event, tickets[i%len(tickets)], set)
+		{"status", func(e env, fans []line.JoinResult, i int) error {
+			_, err := e.store.Status(context.Background(), event, fans[i%len(fans)].Ticket, set)
 			return err
 		}},
-		{"active", func(e env, ids []string, i int) error {
-			_, err := e.store.Active(context.Background(), event, ids[i%len(ids)])
+		{"active", func(e env, fans []line.JoinResult, i int) error {
+			_, err := e.store.Active(context.Background(), event, fans[i%len(fans)].ID)
 			return err
 		}},
 	}
@@ -62,16 +63,11 @@ func BenchmarkShardCost(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			e := setup(b)
 			fill(b, e.rdb, 100_000)
-			var refs []string
+			var fans []line.JoinResult
 			for range 64 {
-				r := join(b, e.store, set)
-				if c.name == "active" {
-					refs = append(refs, r.ID)
-				} else {
-					refs = append(refs, r.Ticket)
-				}
+				fans = append(fans, join(b, e.store, set))
 			}
-			benchRedis(b, e, func(i int) error { return c.op(e, refs, i) })
+			benchRedis(b, e, func(i int) error { return c.op(e, fans, i) })
 		})
 	}
 }

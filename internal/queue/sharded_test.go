@@ -69,7 +69,7 @@ func TestShardTagsSpreadOverMasters(t *testing.T) {
 
 // positions checks that every waiting fan's poll tells its exact place in
 // the one line (the merged shards), and returns the line.
-func positions(t *testing.T, e env, set line.Settings, tickets map[string]string) []string {
+func positions(t *testing.T, e env, set line.Settings, tickets map[string]line.Ticket) []string {
 	t.Helper()
 	order := e.line(t)
 	for i, id := range order {
@@ -100,7 +100,7 @@ func testShardedLottery(t *testing.T, e env) {
 	pre.PrequeueOpensAt, pre.OpensAt = at(-time.Minute), at(4*time.Second)
 	const n = 300
 	ids := make([]string, n)
-	tickets := map[string]string{}
+	tickets := map[string]line.Ticket{}
 	for i, r := range joinMany(t, e.store, pre, n) {
 		ids[i] = r.ID
 		tickets[r.ID] = r.Ticket
@@ -133,7 +133,7 @@ func TestShardedPositionsStayExact(t *testing.T) {
 	set := e.open()
 	set.AdmitPerSecond = 1e6
 	set.MaxActive = 0
-	tickets := map[string]string{}
+	tickets := map[string]line.Ticket{}
 	add := func(n int) {
 		for _, r := range joinMany(t, e.store, set, n) {
 			tickets[r.ID] = r.Ticket
@@ -197,7 +197,7 @@ func TestShardedTickDiesHalfway(t *testing.T) {
 			set.AdmitPerSecond = 1e6
 			set.MaxActive = 10
 			rs := joinMany(t, e.store, set, 40)
-			tickets := map[string]string{}
+			tickets := map[string]line.Ticket{}
 			for _, r := range rs {
 				tickets[r.ID] = r.Ticket
 			}

@@ -17,15 +17,14 @@ import (
 // The line keeps the way back with the ticket (so the status of any device
 // of the fan's gives it), and the spent tokens.
 
-// SetReturn keeps returnURL as the way back of the fan who holds ticket, for
-// ttl: a later one replaces it. A ticket that is not authentic is
-// ErrInvalidTicket, before any Redis call.
-func (s *Store) SetReturn(ctx context.Context, event, ticket, returnURL string, ttl time.Duration) error {
-	t, err := s.codec.Parse(event, ticket)
-	if err != nil {
-		return err
+// SetReturn keeps returnURL as the way back of the fan whose ticket has id
+// (Ticket.ID, of a ticket the caller parsed), for ttl: a later one
+// replaces it. A malformed id is ErrInvalidTicket, before any Redis call.
+func (s *Store) SetReturn(ctx context.Context, event, id, returnURL string, ttl time.Duration) error {
+	if !idPattern.MatchString(id) {
+		return line.ErrInvalidTicket
 	}
-	return rdb.Interpret("set return", s.c.Set(ctx, rdb.ReturnKey(event, t.ID()), returnURL, ttl).Err())
+	return rdb.Interpret("set return", s.c.Set(ctx, rdb.ReturnKey(event, id), returnURL, ttl).Err())
 }
 
 // Return is the way back kept for the ticket id (Status.ID), "" when none.

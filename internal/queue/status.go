@@ -9,17 +9,17 @@ import (
 	"github.com/waitroom/waitroom/internal/rdb"
 )
 
-// Status reports where ticket stands, and records that its fan is still there
-// (polling keeps a waiting ticket from being dropped as abandoned).
-func (s *Store) Status(ctx context.Context, event, ticket string, set line.Settings) (line.Status, error) {
-	t, err := s.codec.Parse(event, ticket)
-	if err != nil {
+// Status reports where the place of ticket t (parsed for event) stands, and
+// records that its fan is still there (polling keeps a waiting ticket from
+// being dropped as abandoned).
+func (s *Store) Status(ctx context.Context, event string, t line.Ticket, set line.Settings) (line.Status, error) {
+	if err := known(t); err != nil {
 		return line.Status{}, err
 	}
 	return s.statusOf(ctx, event, t, set)
 }
 
-// statusOf is Status of a decoded ticket, once more on a layout bounce.
+// statusOf is Status, once more on a layout bounce.
 func (s *Store) statusOf(ctx context.Context, event string, t line.Ticket, set line.Settings) (line.Status, error) {
 	st, err := s.status(ctx, event, t, set)
 	if again, ok := relayout(set, err); ok {

@@ -37,35 +37,19 @@ func newRandom() ([16]byte, error) {
 	return r, err
 }
 
-// sign is t signed for event, as the fan is handed it.
-func (s *Store) sign(event string, t line.Ticket) string { return s.codec.Sign(event, t).String() }
+// sign is t signed for event, as the fan is handed it. The store signs
+// the tickets of the places it makes (and rebuilds), and checks none: a
+// ticket is checked once, where it comes in (the gateway's Codec.Parse),
+// and the store's methods take the line.Ticket parsed. A zero Ticket is
+// ErrInvalidTicket (known), before any Redis call.
+func (s *Store) sign(event string, t line.Ticket) line.Ticket { return s.codec.Sign(event, t) }
 
-// CheckTicket reports whether ticket is a well-formed, authentic ticket of
-// event (ErrInvalidTicket if not). It never touches Redis: the gateway calls
-// it to answer 400 invalid_ticket before any Redis work.
-func (s *Store) CheckTicket(event, ticket string) error {
-	_, err := s.codec.Parse(event, ticket)
-	return err
-}
-
-// TicketID returns the id (the access JWT's sub) of an authentic ticket of
-// event, without touching Redis.
-func (s *Store) TicketID(event, ticket string) (string, error) {
-	t, err := s.codec.Parse(event, ticket)
-	if err != nil {
-		return "", err
+// known is ErrInvalidTicket for the zero Ticket (none parsed), else nil.
+func known(t line.Ticket) error {
+	if t.IsZero() {
+		return line.ErrInvalidTicket
 	}
-	return t.ID(), nil
+	return nil
 }
 
 func msToTime(ms int64) time.Time { return time.UnixMilli(ms) }
-
-// TicketAccount returns the account an authentic ticket of event belongs
-// to ("" = none), without touching Redis.
-func (s *Store) TicketAccount(event, ticket string) (string, error) {
-	t, err := s.codec.Parse(event, ticket)
-	if err != nil {
-		return "", err
-	}
-	return t.Account(), nil
-}

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/pass"
 	"github.com/waitroom/waitroom/internal/testsupport/apicheck"
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
@@ -29,8 +30,21 @@ import (
 )
 
 // TicketSecret is the stack's auth.ticket_secret: a test may read its
-// tickets (queue.Store.TicketID) as the gateway does.
+// tickets (ParseTicket, TicketID) as the gateway does.
 const TicketSecret = "stack-ticket-secret-0123456789abcdef"
+
+// ParseTicket checks and reads ticket, a ticket of event as a fan holds
+// it, as the stack's gateway does (line.Codec.Parse with TicketSecret).
+func ParseTicket(event, ticket string) (line.Ticket, error) {
+	return line.NewCodec([]byte(TicketSecret)).Parse(event, ticket)
+}
+
+// TicketID is the id (the Redis member, the pass's sub) of ticket, a
+// ticket of event (ParseTicket).
+func TicketID(event, ticket string) (string, error) {
+	t, err := ParseTicket(event, ticket)
+	return t.ID(), err
+}
 
 // DrawSecret is the stack's auth.draw_secret: a test may derive a draw's
 // seed from its nonce as the admitter does, or check a published one.

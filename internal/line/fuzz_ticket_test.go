@@ -1,8 +1,8 @@
-package queue_test
+package line_test
 
-// The ticket's fuzz target, on the exported API only (Store.CheckTicket,
-// TicketID, TicketAccount): one file to adapt when the ticket's package or
-// format moves.
+// The ticket's fuzz target, on the exported API only (Codec.Parse, and the
+// parsed Ticket's ID and Account): one file to adapt when the ticket's
+// package or format moves.
 
 import (
 	"crypto/hmac"
@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/waitroom/waitroom/internal/line"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // fuzzSecret is the ticket secret of the fuzz target.
@@ -53,13 +52,13 @@ func ticketPayload(seq, joinedAt, eta uint64, account string) []byte {
 // ticketIDPattern is a ticket id (the access JWT's sub, the Redis member).
 var ticketIDPattern = regexp.MustCompile(`^[0-9a-z]{1,13}\.[A-Za-z0-9_-]{22}$`)
 
-// FuzzTicket: a ticket is the fan's word (cookie, header, URL). Whatever the
-// string, CheckTicket, TicketID and TicketAccount never panic, agree, and
-// refuse anything but an authentic ticket of that event with
-// ErrInvalidTicket; an accepted ticket names a well-formed id and an account
-// of at most 64 bytes, and stops being accepted once any character of it
-// changes or it is shown for another event. The fuzzer's payloads are also signed, so that the
-// parser behind the tag is fuzzed too.
+// FuzzTicket: a ticket is the fan's word (cookie, header, URL), parsed once
+// where it comes in (the gateway). Whatever the string, Parse never panics,
+// and refuses (ErrInvalidTicket, and no Ticket) anything but an authentic
+// ticket of that event with a well-formed id and an account of at most 64
+// bytes, which stops being accepted once any character of it changes or it
+// is shown for another event. The fuzzer's payloads are also signed, so
+// that the parser behind the tag is fuzzed too.
 func FuzzTicket(f *testing.F) {
 	examples := []struct {
 		event   string
@@ -71,10 +70,10 @@ func FuzzTicket(f *testing.F) {
 		{"live", ticketPayload(7, 0, 0, "user@example.com")},
 		{"x", ticketPayload(1<<62, 1<<62, 1<<62, "")},
 	}
-	s := queue.NewStore(nil, []byte(fuzzSecret)) // CheckTicket never touches Redis
+	codec := line.NewCodec([]byte(fuzzSecret))
 	for _, e := range examples {
 		// The harness reaches acceptance: each example is a good ticket.
-		if err := s.CheckTicket(e.event, signTicket(e.event, e.payload)); err != nil {
+		if _, err := codec.Parse(e.event, signTicket(e.event, e.payload)); err != nil {
 			f.Fatalf("example ticket of %q: %v", e.event, err)
 		}
 		f.Add(e.event, signTicket(e.event, e.payload), e.payload)
@@ -83,34 +82,32 @@ func FuzzTicket(f *testing.F) {
 	f.Add("premiere", signTicket("live", ticketPayload(1, 1, 0, "")), ticketPayload(1, 1, 0, "a"))
 	f.Fuzz(func(t *testing.T, event, raw string, payload []byte) {
 		for _, tk := range []string{raw, signTicket(event, payload)} {
-			checkErr := s.CheckTicket(event, tk)
-			id, idErr := s.TicketID(event, tk)
-			acct, acctErr := s.TicketAccount(event, tk)
-			if (checkErr == nil) != (idErr == nil) || (checkErr == nil) != (acctErr == nil) {
-				t.Fatalf("ticket %q of %q: CheckTicket %v, TicketID %v, TicketAccount %v; want them to agree", tk, event, checkErr, idErr, acctErr)
-			}
-			if checkErr != nil {
-				if !errors.Is(checkErr, line.ErrInvalidTicket) || !errors.Is(idErr, line.ErrInvalidTicket) || !errors.Is(acctErr, line.ErrInvalidTicket) {
-					t.Fatalf("ticket %q refused with %v / %v / %v; want ErrInvalidTicket", tk, checkErr, idErr, acctErr)
+			got, err := codec.Parse(event, tk)
+			if err != nil {
+				if !errors.Is(err, line.ErrInvalidTicket) || !got.IsZero() {
+					t.Fatalf("ticket %q refused with %v and ticket %q; want ErrInvalidTicket and none", tk, err, got.ID())
 				}
 				continue
 			}
-			if !ticketIDPattern.MatchString(id) {
+			if got.IsZero() || got.String() != tk {
+				t.Fatalf("ticket %q accepted as %q (zero %v); want itself", tk, got.String(), got.IsZero())
+			}
+			if id := got.ID(); !ticketIDPattern.MatchString(id) {
 				t.Fatalf("ticket %q accepted with id %q; want base36(seq) \".\" base64url(16 bytes)", tk, id)
 			}
 			// The account is the signer's word: any 1..64 bytes (the gateway
 			// signs only ids account.ValidID accepts; the fuzzer, holding
 			// the secret, signs others, and they pass, corpus c75382e8…).
-			if len(acct) > 64 {
+			if acct := got.Account(); len(acct) > 64 {
 				t.Fatalf("ticket %q accepted with an account of %d bytes", tk, len(acct))
 			}
-			if s.CheckTicket(event+"x", tk) == nil {
+			if _, err := codec.Parse(event+"x", tk); err == nil {
 				t.Fatalf("ticket %q of %q accepted for %q too", tk, event, event+"x")
 			}
 			for i := 0; i < len(tk); i++ {
 				c := []byte(tk)
 				c[i] ^= 0x01
-				if s.CheckTicket(event, string(c)) == nil {
+				if _, err := codec.Parse(event, string(c)); err == nil {
 					t.Fatalf("ticket %q accepted with character %d changed: %q", tk, i, c)
 				}
 			}
