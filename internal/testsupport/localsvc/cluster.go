@@ -27,6 +27,21 @@ type ClusterOptions struct {
 	Replicas int
 }
 
+// A cluster without replicas has nothing to fail over to: its
+// cluster-node-timeout only decides when the other nodes call a node that
+// has not answered their pings failing, and the whole cluster down
+// (CLUSTERDOWN to every command) until it is heard again and the failure
+// forgotten, seconds later. On a loaded machine a node running a long
+// script (a tick letting 10,000 fans in took 3 s with load average 25 on
+// two cores) goes unheard that long without anything being wrong: so such
+// a cluster calls a node failing only after a minute. (A test that kills
+// a node still finds its cluster not lent again: the pool pings every
+// node.)
+const (
+	nodeTimeout            = 2 * time.Second
+	nodeTimeoutNoFailovers = time.Minute
+)
+
 // Cluster is a running private Redis Cluster, every slot assigned and every
 // node agreeing that the cluster is ok.
 type Cluster struct {
@@ -58,6 +73,10 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	// The nodes start together: a master only calls the cluster ok 2 s
 	// after it started (Redis's CLUSTER_WRITABLE_DELAY), and those seconds
 	// pass for all of them at once.
+	timeout := nodeTimeout
+	if opts.Replicas == 0 {
+		timeout = nodeTimeoutNoFailovers
+	}
 	c := &Cluster{Nodes: make([]*Redis, opts.Masters*(1+opts.Replicas))}
 	errs := make([]error, len(c.Nodes))
 	var started sync.WaitGroup
@@ -65,7 +84,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		started.Add(1)
 		go func() {
 			defer started.Done()
-			c.Nodes[i], errs[i] = StartRedis(ctx, RedisOptions{Dir: filepath.Join(opts.Dir, fmt.Sprintf("node%d", i+1)), Cluster: true})
+			c.Nodes[i], errs[i] = StartRedis(ctx, RedisOptions{Dir: filepath.Join(opts.Dir, fmt.Sprintf("node%d", i+1)), Cluster: true, NodeTimeout: timeout})
 		}()
 	}
 	started.Wait()

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,11 +26,20 @@ func ClusterWith(t testing.TB, replicas int) (*localsvc.Cluster, *redis.ClusterC
 
 // ClusterOf gives this test a private Redis Cluster shaped by opts (Dir is
 // the pool's: pool.go).
+//
+// Its client waits for a reply up to clusterReadTimeout, not go-redis's
+// 5 s: a script of the tests that lets 10,000 fans in, and the commands
+// queued behind it, can take longer on a loaded machine, and a test waits
+// for the answer (one that wants a timeout sets it on its context).
 func ClusterOf(t testing.TB, opts localsvc.ClusterOptions) (*localsvc.Cluster, *redis.ClusterClient) {
 	t.Helper()
 	opts.Dir = ""
 	c := leaseCluster(t, opts)
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), PoolSize: 64})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), PoolSize: 64,
+		ReadTimeout: clusterReadTimeout, WriteTimeout: clusterReadTimeout})
 	t.Cleanup(func() { rdb.Close() })
 	return c, rdb
 }
+
+// clusterReadTimeout is how long a test's cluster client waits for a reply.
+const clusterReadTimeout = time.Minute
