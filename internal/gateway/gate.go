@@ -134,7 +134,7 @@ func (s *gate) admitted(c *fiber.Ctx, path string) (claims pass.Claims, token st
 		if err != nil {
 			continue
 		}
-		if validEnough {
+		if validEnough || len(candidates) == 1 && s.coreChecks(c, path, claims.Event) {
 			return claims, tok, time.Time{}, nil
 		}
 		active, _, again, err := s.sessions.usePass(ctx, claims)
@@ -146,6 +146,36 @@ func (s *gate) admitted(c *fiber.Ctx, path string) (claims pass.Claims, token st
 		}
 	}
 	return pass.Claims{}, "", time.Time{}, errAdmissionRequired
+}
+
+// coreChecks reports whether the booking core checks the place of a
+// pass of event in the very call that answers the request, so that the
+// gate, having verified the pass, need not ask the line first: a hold
+// (POST …/showtimes/{id}/holds), whose reservation of its places is the
+// core's check of the place (queue's reserve: nothing is reserved for a
+// place that is not active, and the core answers 401 admission_required
+// before any statement runs). The fan gets the answer the gate would have
+// given, and the hold asks Redis once at the core and once at the gate
+// (extendForHold), not twice at the gate. Not for an event of sliding
+// sessions: the gate's check renews the place (session.go). Only for a
+// request with one pass: of several cookies, the gate finds the one whose
+// place is active.
+func (s *gate) coreChecks(c *fiber.Ctx, path, event string) bool {
+	if c.Method() != fiber.MethodPost || !isHoldRoute(path) {
+		return false
+	}
+	_, sliding := s.sessions.sliding(event)
+	return !sliding
+}
+
+// isHoldRoute reports whether path is /api/v1/booking/showtimes/{id}/holds.
+func isHoldRoute(path string) bool {
+	id, ok := strings.CutPrefix(path, bookingPrefix+"/showtimes/")
+	if !ok {
+		return false
+	}
+	id, ok = strings.CutSuffix(id, "/holds")
+	return ok && id != "" && !strings.Contains(id, "/")
 }
 
 // activeNow reports whether the ticket of a pass that verified is active:

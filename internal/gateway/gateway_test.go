@@ -40,7 +40,7 @@ import (
 
 const cfgYAML = `
 auth: {ticket_secret: "gateway-test-secret-0123456789abcdef", draw_secret: "gateway-draw-secret-0123456789abcdef"}
-gateway: {booking_url: "%s", joins_per_ip_per_minute: %d, proxy_timeout: "300ms"%s}
+gateway: {booking_url: "%s", joins_per_ip_per_minute: %d%s}
 booking: {%s}
 events:
   - id: "premiere"
@@ -80,6 +80,12 @@ type upstream struct {
 	delay    atomic.Int64
 	holdFor  atomic.Int64 // how long a hold it grants lasts (default 20m)
 	holdBody atomic.Value // a hold's body instead of its JSON (a string), if set
+	// placeActive is the booking core's own check of a hold's place (in
+	// the core, its reserve: nothing is reserved for a place that is not
+	// active), a func(event, ticketID string) bool: a hold whose pass's
+	// place is not active is answered 401 admission_required, as the core
+	// answers it.
+	placeActive atomic.Value
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -93,6 +99,13 @@ func newUpstream(t testing.TB) *upstream {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/holds") {
+			if active, ok := u.placeActive.Load().(func(event, ticket string) bool); ok {
+				if c, ok := bearerClaims(r); !ok || !active(c.Event, c.Subject) {
+					w.WriteHeader(http.StatusUnauthorized)
+					fmt.Fprint(w, `{"error":"admission_required","message":"the booking core: no active place"}`)
+					return
+				}
+			}
 			d := 20 * time.Minute
 			if f := u.holdFor.Load(); f > 0 {
 				d = time.Duration(f)
@@ -111,6 +124,21 @@ func newUpstream(t testing.TB) *upstream {
 	}))
 	t.Cleanup(u.Close)
 	return u
+}
+
+// bearerClaims reads the claims of r's Bearer pass without checking it
+// (the gate checked its signature before passing it on).
+func bearerClaims(r *http.Request) (c struct {
+	Subject string `json:"sub"`
+	Event   string `json:"evt"`
+}, ok bool) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	parts := strings.Split(tok, ".")
+	if !ok || len(parts) != 3 {
+		return c, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	return c, err == nil && json.Unmarshal(payload, &c) == nil
 }
 
 func setup(t testing.TB, joinsPerIP int) *env { t.Helper(); return setupWith(t, joinsPerIP, "", "") }
@@ -132,12 +160,31 @@ func setupOn(t testing.TB, rs *localsvc.Redis, rc *redis.Client, joinsPerIP int,
 	if bookingKeys == "" {
 		bookingKeys = `payment: {secret: "gateway-test-payment-secret-0123456789"}`
 	}
+	if !strings.Contains(gatewayKeys, "proxy_timeout") {
+		// Long enough for the stand-in core's own call to the line on a
+		// busy machine; a test of a slow core sets its own.
+		gatewayKeys += `, proxy_timeout: "5s"`
+	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(cfgYAML, up.URL, joinsPerIP, gatewayKeys, bookingKeys)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	priv := testenv.Ed25519Key(t)
 	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret))
+	// The stand-in core asks the line over connections of its own, as the
+	// booking core does, made before the test starts (a test's proxy
+	// timeout is short); while Redis does not answer it lets the fan go
+	// on, as the core's gatekeeper does (degraded).
+	coreRC := redis.NewClient(&redis.Options{Addr: rs.Addr, PoolSize: 64, MinIdleConns: 32, DialTimeout: 200 * time.Millisecond, DialerRetries: 1, MaxRetries: -1})
+	t.Cleanup(func() { coreRC.Close() })
+	coreLine := queue.NewStore(coreRC, []byte(cfg.Auth.TicketSecret))
+	if _, err := coreLine.Active(context.Background(), "premiere", "warm-up"); err != nil {
+		t.Fatal(err)
+	}
+	up.placeActive.Store(func(event, ticket string) bool {
+		ok, err := coreLine.Active(context.Background(), event, ticket)
+		return err != nil || ok
+	})
 	ops := operators.New(rdb.New(rc))
 	o := gateway.Options{Config: cfg, Line: line, Operators: ops, Webhooks: webhook.NewStore(rdb.New(rc)), Signer: pass.NewSigner(priv)}
 	for _, f := range opts {
@@ -518,9 +565,11 @@ func TestGate(t *testing.T) {
 		}
 	})
 	t.Run("booking core slow → 504, down → 503 with Retry-After", func(t *testing.T) {
-		e.upstream.delay.Store(int64(time.Second))
-		r := e.do(http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, "Authorization", "Bearer "+token)
-		e.upstream.delay.Store(0)
+		slow := setupWith(t, 0, `, proxy_timeout: "300ms"`, "")
+		_, token := slow.admit("premiere")
+		slow.upstream.delay.Store(int64(time.Second))
+		r := slow.do(http.MethodGet, "/api/v1/booking/showtimes/42/seats", nil, "Authorization", "Bearer "+token)
+		slow.upstream.delay.Store(0)
 		if r.code != http.StatusGatewayTimeout {
 			t.Errorf("slow upstream: %d %s; want 504", r.code, r.raw)
 		}
@@ -544,8 +593,11 @@ func TestGate(t *testing.T) {
 				t.Errorf("%s after completion: %d; want 401", r.name, got.code)
 			}
 		}
-		if n := e.upstream.hits.Load(); n != hits {
-			t.Errorf("refused requests reached the booking core %d times", n-hits)
+		// A hold is passed on: the core checks its place in the call that
+		// reserves its places (TestAHoldAsksTheLineOnceAtTheGate), and
+		// answers 401 as the gate would.
+		if n := e.upstream.hits.Load(); n != hits+1 {
+			t.Errorf("refused requests reached the booking core %d times; want once (the hold)", n-hits)
 		}
 		// What the booking core decides for a valid pass: the fan's own
 		// booking and wallet, and the replay of a checkout by its key (the
