@@ -47,7 +47,7 @@ func TestHoldStretchedByTheCoresHeader(t *testing.T) {
 func TestAHoldAsksTheLineOnceAtTheGate(t *testing.T) {
 	e := setup(t, 0)
 	ticket, token := e.admit("premiere")
-	id, _ := e.line.TicketID("premiere", ticket)
+	id := e.idOf("premiere", ticket)
 	calls := func() (stop func() int) {
 		return testenv.Monitor(t, e.redis.Addr, e.rdb, func(l string) bool {
 			return strings.Contains(strings.ToUpper(l), `"FCALL"`) && strings.Contains(l, `"`+id+`"`)
