@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/booking/postgres"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/payment"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
@@ -134,11 +136,16 @@ func redisZ(member string) redis.Z {
 // relay, and every booking it had to publish, for ever (TestNetworkFaults:
 // CONFIRMED bookings missing from the stream after a black hole between the
 // booking core and PostgreSQL). Now the pass ends at its bound and the next
-// one, on a new connection, publishes.
+// one, on a new connection, publishes. And a connection black-holed in the
+// middle of a pass, its transaction holding the relay's lock on the server,
+// does not keep that lock from the passes after it: the server ends the
+// transaction once it sat idle the pass's whole bound (it kept it until the
+// client's close reached it, 15 s after the pass's bound, and 20 s after the
+// black hole was too soon under load).
 func TestRelayOutlivesABlackHoledConnection(t *testing.T) {
 	e := setup(t)
 	_, rdb := testenv.Redis(t)
-	qs := queue.NewStore(rdb, []byte(testTicketSecret))
+	ln := &pausingLine{Store: queue.NewStore(rdb, []byte(testTicketSecret)), paused: make(chan struct{}), resume: make(chan struct{})}
 	// Two connections: the one the black hole took is closed in the
 	// background, the next pass dials.
 	pool, px := e.poolThroughProxy(2)
@@ -146,9 +153,16 @@ func TestRelayOutlivesABlackHoledConnection(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&booking.Relay{Store: postgres.New(pool), Line: qs, Batch: 10, Every: 50 * time.Millisecond, Log: e.log}).Run(ctx)
+		(&booking.Relay{Store: postgres.New(pool), Line: ln, Batch: 10, Every: 50 * time.Millisecond, Log: e.log}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+
+	// The longest the relay takes to come back from a black hole, by its own
+	// bounds: the pass on the black-holed connection runs out its bound,
+	// each other connection of the pool's black-holed may cost one more, and
+	// a transaction left on the server ends after it sat idle one bound.
+	// Three times that: a loaded machine is slow, a stuck relay never comes.
+	within := 3 * (2*booking.PassBudget + booking.PassBudget)
 
 	confirm := func(seat string) string {
 		t.Helper()
@@ -159,7 +173,7 @@ func TestRelayOutlivesABlackHoledConnection(t *testing.T) {
 		}
 		return c.BookingID
 	}
-	published := func(id string, within time.Duration) bool {
+	published := func(id string) bool {
 		deadline := time.Now().Add(within)
 		for time.Now().Before(deadline) {
 			msgs, _ := rdb.XRange(e.ctx(), queue.BookingStream, "-", "+").Result()
@@ -172,13 +186,52 @@ func TestRelayOutlivesABlackHoledConnection(t *testing.T) {
 		}
 		return false
 	}
-	if id := confirm("A1"); !published(id, 5*time.Second) {
+	if id := confirm("A1"); !published(id) {
 		t.Fatalf("booking %s not published through the proxy", id)
 	}
 	if n := px.BlackHole(); n == 0 {
 		t.Fatal("no connection of the relay's to black-hole")
 	}
-	if id := confirm("A2"); !published(id, 20*time.Second) {
-		t.Fatalf("booking %s confirmed after the black hole not published 20 s later: the relay is stuck on its connection", id)
+	began := time.Now()
+	if id := confirm("A2"); !published(id) {
+		t.Fatalf("booking %s confirmed after the black hole not published %v later: the relay is stuck on its connection", id, within)
 	}
+	t.Logf("published %v after the black hole between passes", time.Since(began).Round(time.Millisecond))
+
+	// Black-hole the relay's connection in the middle of a pass: the pass
+	// holds the lock, its publish is held until the black hole took it.
+	ln.pause.Store(true)
+	confirm("A3")
+	select {
+	case <-ln.paused:
+	case <-time.After(within):
+		t.Fatalf("no pass of the relay's published A3 within %v", within)
+	}
+	n := px.BlackHole()
+	close(ln.resume)
+	if n == 0 {
+		t.Fatal("no connection of the relay's to black-hole in its pass")
+	}
+	began = time.Now()
+	if id := confirm("A4"); !published(id) {
+		t.Fatalf("booking %s confirmed after a black hole in a pass not published %v later: the relay's lock is held by the black-holed transaction", id, within)
+	}
+	t.Logf("published %v after the black hole in a pass", time.Since(began).Round(time.Millisecond))
+}
+
+// pausingLine holds the first publish after pause is set until resume is
+// closed, and says so on paused: the relay is then in its transaction,
+// holding its lock.
+type pausingLine struct {
+	*queue.Store
+	pause          atomic.Bool
+	paused, resume chan struct{}
+}
+
+func (l *pausingLine) PublishBookings(ctx context.Context, events []line.BookingEvent) error {
+	if l.pause.CompareAndSwap(true, false) {
+		l.paused <- struct{}{}
+		<-l.resume
+	}
+	return l.Store.PublishBookings(ctx, events)
 }

@@ -378,7 +378,10 @@ SELECT payment_id, created_at FROM refunds
 	// One relay at a time publishes, so the stream keeps the outbox's order.
 	// A row's booking gives its customer (the account's, for a place of an
 	// account: the waiting room notes the account's invitation used).
-	sqlRelayLock   = `SELECT pg_try_advisory_xact_lock(hashtext('booking-outbox-relay'))`
+	// $1 how long (ms, 0: the server's default) the transaction may sit idle
+	// before PostgreSQL ends it, and its lock with it (RelayOutbox).
+	sqlRelayLock = `SELECT pg_try_advisory_xact_lock(hashtext('booking-outbox-relay'))
+  FROM (SELECT set_config('idle_in_transaction_session_timeout', $1, true)) bound`
 	sqlOutboxBatch = `
 SELECT o.id, o.booking_id, o.event_type, o.payload, o.event_id, o.customer_id, coalesce(b.customer_id, ''), o.created_at
   FROM outbox o

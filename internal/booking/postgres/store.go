@@ -687,8 +687,25 @@ func (s *Store) RelayOutbox(ctx context.Context, limit int, publish func(context
 		return 0, fmt.Errorf("outbox: %w", err)
 	}
 	defer tx.Rollback(context.Background())
+	// The lock is the transaction's, on the server: a connection black-holed
+	// while it is held (nothing comes back, nothing is closed) left its
+	// backend idle in the transaction, holding the lock, until the close of
+	// the client reached it (pgx gives a connection it gives up on up to 15 s
+	// more to say goodbye; a middlebox that forgot the connection never
+	// passes it on, and the server's TCP keepalive takes hours), and every
+	// pass meanwhile, on a new connection, found the lock taken and
+	// published nothing (TestRelayOutlivesABlackHoledConnection: 25 s to
+	// publish after a black hole in a pass, over its 20 s at load average
+	// 20-27, where a pass is in its transaction much of the time). The
+	// server now ends such a transaction once it sat idle as long as the
+	// pass's whole deadline: no pass that still runs waits that long between
+	// two statements.
+	idle := "0"
+	if d, ok := ctx.Deadline(); ok {
+		idle = strconv.FormatInt(max(time.Until(d), time.Millisecond).Milliseconds(), 10)
+	}
 	var mine bool
-	if err := tx.QueryRow(ctx, sqlRelayLock).Scan(&mine); err != nil {
+	if err := tx.QueryRow(ctx, sqlRelayLock, idle).Scan(&mine); err != nil {
 		return 0, fmt.Errorf("outbox: %w", err)
 	}
 	if !mine {
