@@ -114,19 +114,25 @@ func (d *drill) checkInvariants(ctx context.Context) figures {
 		t.Fatalf("confirmed bookings: %v", err)
 	}
 
-	// Every CONFIRMED booking reaches the stream (the relay runs every 250 ms).
+	// Every CONFIRMED booking reaches the stream (the relay runs every 250 ms,
+	// a pass on a connection a fault left dead ends at its 10 s bound, and a
+	// loaded machine is slow: TestNetworkFaults found 191 of 476 still
+	// missing after 10 s at load average 20-27, and all of them there
+	// 10.16 s in). Waited for, up to a minute: a relay that is stuck never
+	// gets there.
+	const streamWithin = time.Minute
 	began := time.Now()
 	var missing []string
 	for {
 		missing = d.missingFromStream(ctx, confirmed)
-		if len(missing) == 0 || time.Since(began) > 10*time.Second {
+		if len(missing) == 0 || time.Since(began) > streamWithin {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	f.streamLag = time.Since(began)
 	if len(missing) > 0 {
-		t.Errorf("%d of %d CONFIRMED bookings not in stream booking-events after 10s (e.g. %s)", len(missing), len(confirmed), missing[0])
+		t.Errorf("%d of %d CONFIRMED bookings not in stream booking-events after %v (e.g. %s)", len(missing), len(confirmed), f.streamLag.Round(time.Millisecond), missing[0])
 	}
 	return f
 }
