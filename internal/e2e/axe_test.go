@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -79,6 +81,17 @@ func checkA11yAll(t *testing.T, ctx context.Context, what string, skip ...string
 // critical violation, or on any when all.
 func axeCheck(t *testing.T, ctx context.Context, what string, all bool, skip ...string) {
 	t.Helper()
+	out, err := axeRun(t, ctx, skip...)
+	if err != nil {
+		t.Fatalf("axe on %s: %v", what, err)
+	}
+	axeReport(t, what, all, out)
+}
+
+// axeRun runs axe-core on the tab's page and returns its violations as
+// JSON.
+func axeRun(t *testing.T, ctx context.Context, skip ...string) (string, error) {
+	t.Helper()
 	src := axeSource(t)
 	rules := map[string]map[string]bool{}
 	for _, r := range skip {
@@ -86,7 +99,9 @@ func axeCheck(t *testing.T, ctx context.Context, what string, all bool, skip ...
 	}
 	opts, _ := json.Marshal(map[string]any{"resultTypes": []string{"violations"}, "rules": rules})
 	var out string
-	run(t, ctx, 30*time.Second, "axe on "+what,
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := chromedp.Run(c,
 		chromedp.ActionFunc(func(ctx context.Context) error {
 			var loaded bool
 			if err := chromedp.Evaluate(`typeof axe !== 'undefined'`, &loaded).Do(ctx); err != nil || loaded {
@@ -98,6 +113,25 @@ func axeCheck(t *testing.T, ctx context.Context, what string, all bool, skip ...
 			id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 5).map((n) => n.target.join(' ')),
 		}))))`, &out, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }),
 	)
+	return out, err
+}
+
+// navigatedUnder reports whether err is DevTools saying the page went away
+// under a call (it navigated: the call's document, or its JavaScript
+// context, is gone).
+func navigatedUnder(err error) bool {
+	var e *cdproto.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	m := strings.ToLower(e.Message)
+	return strings.Contains(m, "navigated or closed") || strings.Contains(m, "context was destroyed") || strings.Contains(m, "cannot find context")
+}
+
+// axeReport fails on axe's serious and critical violations (all: on every
+// one) in out, axeRun's answer, and logs the others.
+func axeReport(t *testing.T, what string, all bool, out string) {
+	t.Helper()
 	var vs []axeViolation
 	if err := json.Unmarshal([]byte(out), &vs); err != nil {
 		t.Fatalf("axe on %s: %v (%s)", what, err, out)
