@@ -439,10 +439,23 @@ func TestRevocationStopsTheFanAtOnce(t *testing.T) {
 			return
 		}
 		sentLate := 0
+		// do sends a request; one sent after the revocation is sent again
+		// while it is answered 503 (Redis slower than the gate's second on
+		// a loaded machine: the fan retries, as the contract says), until
+		// it gets the answer the test is about.
+		do := func(late bool, path string, body any, hdr map[string]string) (int, map[string]any, error) {
+			for deadline := time.Now().Add(2 * time.Minute); ; {
+				code, out, _, err := e.do(p, http.MethodPost, path, body, hdr)
+				if !late || err != nil || code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+					return code, out, err
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
 		for n := 0; n < perWorker && sentLate < late; n++ {
 			seat := seats[w*perWorker+n]
 			isLate := revoked.Load()
-			code, out, _, err := e.do(p, http.MethodPost, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": []string{seat}}, nil)
+			code, out, err := do(isLate, "/api/v1/booking/showtimes/42/holds", map[string]any{"seats": []string{seat}}, nil)
 			record(sent{what: seat, late: isLate, code: code, err: fmt.Sprint(out["error"]), transport: err})
 			if isLate {
 				sentLate++
@@ -456,7 +469,7 @@ func TestRevocationStopsTheFanAtOnce(t *testing.T) {
 				body = map[string]any{"method": "points"}
 			}
 			isLate = revoked.Load()
-			code, out, _, err = e.do(p, http.MethodPost, "/api/v1/booking/holds/"+out["holdId"].(string)+"/checkout", body, idempotencyKey(key))
+			code, out, err = do(isLate, "/api/v1/booking/holds/"+out["holdId"].(string)+"/checkout", body, idempotencyKey(key))
 			record(sent{what: key, late: isLate, code: code, err: fmt.Sprint(out["error"]), transport: err})
 			if isLate {
 				sentLate++
@@ -466,13 +479,13 @@ func TestRevocationStopsTheFanAtOnce(t *testing.T) {
 	if revokeErr != nil {
 		t.Fatalf("revoke: %v", revokeErr)
 	}
-	before, after := map[string]bool{}, 0
+	before, after := map[string]int{}, 0 // the answers to the requests sent before
 	for _, s := range log {
 		switch {
 		case s.transport != nil:
 			t.Fatalf("%s: %v", s.what, s.transport)
 		case !s.late:
-			before[s.what] = s.code == http.StatusCreated
+			before[s.what] = s.code
 			continue
 		case s.code != http.StatusUnauthorized || s.err != "admission_required":
 			t.Errorf("%s, sent after the revocation returned: %d %s; want 401 admission_required", s.what, s.code, s.err)
@@ -482,8 +495,11 @@ func TestRevocationStopsTheFanAtOnce(t *testing.T) {
 	if after < workers || held.Load() < workers {
 		t.Fatalf("%d holds taken before the revocation, %d requests sent after it: the race did not happen", held.Load(), after)
 	}
-	// PostgreSQL: every hold and every booking is of a request sent, and
-	// answered 201, before the revocation returned.
+	// PostgreSQL: every hold and every booking is of a request sent before
+	// the revocation returned, none of one sent after it; every request
+	// answered 201 has its own. One answered 503 may have one too: on a
+	// loaded machine a hold can outrun the request's budget once written,
+	// and lapses by itself (the booking core's written()).
 	rows, err := e.pool.Query(e.ctx(), `SELECT seats[1] FROM holds UNION ALL SELECT idempotency_key FROM bookings`)
 	if err != nil {
 		t.Fatal(err)
@@ -492,21 +508,23 @@ func TestRevocationStopsTheFanAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	created := 0
-	for _, ok := range before {
-		if ok {
-			created++
-		}
-	}
+	in := map[string]bool{}
 	for _, m := range made {
-		if !before[m] {
-			t.Errorf("PostgreSQL has a hold or booking %q of a request sent after the revocation (or never answered 201)", m)
+		in[m] = true
+		if code, ok := before[m]; !ok || (code != http.StatusCreated && code != http.StatusServiceUnavailable) {
+			t.Errorf("PostgreSQL has a hold or booking %q of a request sent after the revocation (or answered %d)", m, code)
 		}
 	}
-	if len(made) != created {
-		t.Errorf("PostgreSQL has %d holds and bookings; the fan was answered 201 for %d before the revocation", len(made), created)
+	created := 0
+	for what, code := range before {
+		if code == http.StatusCreated {
+			created++
+			if !in[what] {
+				t.Errorf("%q was answered 201; PostgreSQL has no hold or booking of it", what)
+			}
+		}
 	}
-	t.Logf("%d holds and checkouts answered 201 before the revocation returned, %d requests sent after it", created, after)
+	t.Logf("%d holds and checkouts answered 201 before the revocation returned, %d made in all, %d requests sent after it", created, len(made), after)
 }
 
 // A checkout replayed after it completed gets its answer (DESIGN.md, "Fair
