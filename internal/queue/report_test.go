@@ -27,29 +27,53 @@ func testReportOfAScriptedSale(t *testing.T, e env) {
 	set.AdmitPerSecond, set.MaxActive, set.AbandonAfter = 5, 1000, time.Second
 	const n, leavers, silent = 30, 4, 3
 	fans := make([]line.JoinResult, n)
-	joined := make([]time.Time, n)
+	// A fan's wait as the report has it (Redis's clock) lies between what
+	// the test can see of it: from the end of its join to the last poll
+	// that found it waiting, and from the start of its join to the poll
+	// that found it let in. (A loaded machine widens the two, however
+	// late its polls come: the report is checked against both.)
+	joinedFrom, joinedTo := make([]time.Time, n), make([]time.Time, n)
 	for i := range fans {
-		joined[i] = time.Now()
+		joinedFrom[i] = time.Now()
 		fans[i] = join(t, e.store, set)
+		joinedTo[i] = time.Now()
 	}
 	for _, f := range fans[:leavers] {
 		must(t, e.store.Leave(ctx, event, f.Ticket))
 	}
 	admitters := []*queue.Store{e.store, queue.NewStore(e.rdb, secret).WithDrawSecret(drawSecret)}
-	waits := map[int]float64{}
+	waits, waitsAtLeast := map[int]float64{}, map[int]float64{}
+	waiting := map[int]time.Time{} // when a poll last found the fan waiting
+	// stalled is the time, past what the bucket holds (2 s of its rate),
+	// between a tick and the next: tokens the line may have lost while a
+	// loaded machine kept the test from ticking.
+	var stalled time.Duration
+	var lastTick time.Time
 	start := time.Now()
 	for step := 0; len(e.line(t)) > 0 || len(waits) < n-leavers-silent; step++ {
+		began := time.Now()
 		tick(t, admitters[step%2], set)
+		if !lastTick.IsZero() {
+			stalled += max(0, time.Now().Sub(lastTick)-2*time.Second)
+		}
+		lastTick = began
 		for i := leavers; i < n-silent; i++ {
 			if _, ok := waits[i]; ok {
 				continue
 			}
+			polled := time.Now()
 			st := status(t, e.store, fans[i].Ticket, set)
 			if st.State == line.Admitted {
-				waits[i] = time.Since(joined[i]).Seconds()
+				waits[i] = time.Since(joinedFrom[i]).Seconds()
+				waitsAtLeast[i] = 0 // let in by the first tick
+				if !waiting[i].IsZero() {
+					waitsAtLeast[i] = waiting[i].Sub(joinedTo[i]).Seconds()
+				}
+			} else {
+				waiting[i] = polled
 			}
 		}
-		if time.Since(start) > 30*time.Second {
+		if time.Since(start) > 2*time.Minute {
 			t.Fatal("the sale does not end")
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -78,22 +102,33 @@ func testReportOfAScriptedSale(t *testing.T, e env) {
 	if math.Abs(r.ConfiguredPerSecond-5) > 1e-9 {
 		t.Errorf("configured rate %.2f; want 5", r.ConfiguredPerSecond)
 	}
-	// 23 let in over the ~4.6 s the line took: 5/s, within a tick's slack.
-	if r.MeanPerSecond < 4 || r.MeanPerSecond > 6.5 {
-		t.Errorf("mean rate %.2f/s over a sale of %.1f s; want about 5", r.MeanPerSecond, elapsed)
+	// 23 let in over the ~4.6 s the line took: 5/s, within a tick's slack;
+	// never more. Less only by what the bucket could not hold over ticks
+	// the test was kept from sending for more than its 2 s (a loaded
+	// machine): those seconds' tokens are lost, and the rate with them.
+	lost := 0.0
+	if r.Busy > 0 {
+		lost = 5 * stalled.Seconds() / r.Busy.Seconds()
 	}
-	var ws []float64
-	for _, w := range waits {
-		ws = append(ws, w)
+	if r.MeanPerSecond < 4-lost || r.MeanPerSecond > 6.5 {
+		t.Errorf("mean rate %.2f/s over a sale of %.1f s (ticks stalled %v past the bucket's 2 s); want about 5", r.MeanPerSecond, elapsed, stalled)
 	}
-	sort.Float64s(ws)
-	quant := func(q float64) float64 { return ws[int(math.Ceil(q*float64(len(ws))))-1] }
+	quant := func(waits map[int]float64, q float64) float64 {
+		var ws []float64
+		for _, w := range waits {
+			ws = append(ws, w)
+		}
+		sort.Float64s(ws)
+		return ws[int(math.Ceil(q*float64(len(ws))))-1]
+	}
 	for _, c := range []struct {
-		name      string
-		got, want float64
-	}{{"wait p50", r.Wait.P50, quant(0.5)}, {"wait p95", r.Wait.P95, quant(0.95)}} {
-		if math.Abs(c.got-c.want) > 0.05*c.want+0.25 {
-			t.Errorf("%s %.2f s; the test measured %.2f s", c.name, c.got, c.want)
+		name string
+		got  float64
+		q    float64
+	}{{"wait p50", r.Wait.P50, 0.5}, {"wait p95", r.Wait.P95, 0.95}} {
+		lo, hi := quant(waitsAtLeast, c.q), quant(waits, c.q)
+		if c.got < lo-0.05*lo-0.25 || c.got > hi+0.05*hi+0.25 {
+			t.Errorf("%s %.2f s; the test measured %.2f to %.2f s", c.name, c.got, lo, hi)
 		}
 	}
 	if r.Wait.Count != int64(len(waits)) || r.ETAError.Count != int64(len(waits)) {
