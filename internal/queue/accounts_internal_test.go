@@ -54,32 +54,3 @@ func TestLateShardStepMakesNoSecondPlace(t *testing.T) {
 		t.Errorf("joined %d; want 1 (the late step counts nothing)", st.Joined)
 	}
 }
-
-// A place of no account is made however late its second step reaches its
-// shard: nothing else can stand for it, so a slow step (a loaded machine)
-// is no reason to answer the fan 503 (TestConcurrentJoins/cluster/3-shards
-// got "the place reached its shard too late" with load average 25).
-func TestLateShardStepOfNoAccountIsMade(t *testing.T) {
-	ctx := context.Background()
-	_, rc := testenv.Redis(t)
-	s := NewStore(rc, []byte("a ticket secret of thirty-two bytes!"))
-	set := line.Settings{Mode: "queue", AdmitPerSecond: 5, MaxActive: 10, AccessTTL: time.Minute, AbandonAfter: time.Minute, Shards: 3}
-	const event = "late"
-
-	first, err := s.joinBegin(ctx, event, set, line.JoinOptions{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(accountGrace + 100*time.Millisecond) // past lateShardMs too
-	r, err := s.joinEnd(ctx, event, set, first)
-	if err != nil {
-		t.Fatalf("the late second step of no account: %v; want its place made", err)
-	}
-	var places []string
-	for _, sk := range rdb.ShardKeysFor(event, 3) {
-		places = append(places, rc.ZRange(ctx, sk.Wait, 0, -1).Val()...)
-	}
-	if len(places) != 1 || places[0] != r.ID || r.State != line.Waiting {
-		t.Errorf("the places in line: %v, the join %+v; want only %s, waiting", places, r, first.t.ID())
-	}
-}

@@ -231,13 +231,7 @@ func (s *Store) placeOnShard(ctx context.Context, event string, set line.Setting
 	shards := rdb.ShardKeysFor(event, n)
 	own := int(t.Seq() % int64(n))
 	sk := shards[own]
-	// Only a place of an account can be late (joinShardScript): one of no
-	// account has nothing to stand for it, and a loaded machine must not
-	// turn it into a 503.
-	made := ""
-	if t.Account() != "" {
-		made = itoa(t.JoinedAtMs())
-	}
+	made := itoa(t.JoinedAtMs()) // a place too late is never made (joinShardScript)
 	place := s.c.Start(ctx, rdb.Call{Script: joinShardScript, Keys: []string{sk.Wait, sk.Seen, sk.Stats, sk.Info},
 		Args:  []any{rate, set.AbandonAfter.Milliseconds(), n, t.ID(), score, "#" + itoa(t.Seq()/int64(n)), untilOpen, boolArg(drawn), made},
 		Merge: true, Told: true, Header: 3})

@@ -318,7 +318,15 @@ func testConcurrentJoins(t *testing.T, e env) {
 	results, errs := make([]line.JoinResult, n), make([]error, n)
 	sent := e.cmds.n.Load()
 	testenv.Race(n, func(i int) {
-		results[i], errs[i] = e.store.Join(context.Background(), event, set)
+		for {
+			results[i], errs[i] = e.store.Join(context.Background(), event, set)
+			// A sharded place whose second step reached its shard too late
+			// (a starved machine) is never made: its fan is answered 503
+			// and joins again (docs/QUEUE.md, "No overtaking, many shards").
+			if errs[i] == nil || !strings.Contains(errs[i].Error(), "reached its shard too late") {
+				return
+			}
+		}
 	})
 	if cmds := e.cmds.n.Load() - sent; e.shards == 1 && cmds >= n {
 		t.Errorf("%d joins took %d commands; want concurrent joins to share script calls", n, cmds)

@@ -179,20 +179,21 @@ return out
 //
 // A pre-queue place that arrives once the draw has begun on this shard
 // (lottery.go: the draw marks every shard first) is refused with "redraw":
-// its score must be its draw's, which the caller then knows. A place
-// of an account that arrives more than lateShardMs after its first phase
-// is refused with "late" and never made: until accountGraceMs after the
-// first phase a join of the same account takes the place for one on its
-// way and makes none, and after it may replace it; so such a place must be
-// on its shard, or never be, by then (the margin is for the clocks of a
-// cluster's masters, which this compares). A place of no account may be as
-// late as it comes: nothing else can stand for it.
+// its score must be its draw's, which the caller then knows. A place that
+// arrives more than lateShardMs after its first phase is refused with
+// "late" and never made (its fan is answered 503 and joins again): until
+// accountGraceMs after the first phase a join of the same account takes
+// the place for one on its way and makes none, and after it may replace
+// it; and the tick lifts an auto line's mark only once every place sent
+// before it is on its shard or never will be (docs/QUEUE.md, "No
+// overtaking, many shards"). So every place must be on its shard, or never
+// be, by then (the margin is for the clocks of a cluster's masters, which
+// this compares).
 //
 // KEYS: 1 wait, 2 seen, 3 stats, 4 info
 // ARGV: 1 rate, 2 abandon_after ms, 3 shards; then per place: its ticket
 // id, score, seen slot, ms until opening, 1 if the score is the ticket's
-// draw (else 0), the first phase's time (ms) for a place of an account,
-// else ""
+// draw (else 0), the first phase's time (ms)
 // Returns per place rank × 65536 + pollAfter ms (rank on this shard) |
 // "redraw" | "late".
 var joinShardScript = lua.Script("join_shard", `
