@@ -209,9 +209,11 @@ func isOutage(err error) bool {
 	var re redis.Error
 	if errors.As(err, &re) {
 		// Errors Redis itself answers while it cannot serve: loading its
-		// data, a cluster without a master for the slot, a replica.
+		// data, a cluster without a master for the slot, a replica, a
+		// script running past busy-reply-threshold (BUSY, until it ends or
+		// is killed; not BUSYKEY, a RESTORE's own refusal).
 		msg := re.Error()
-		for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY"} {
+		for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY "} {
 			if strings.HasPrefix(msg, p) {
 				return true
 			}
