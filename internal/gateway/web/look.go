@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"text/template/parse"
 
@@ -31,6 +32,11 @@ const (
 // LookPages are the pages a look draws, each from a Model: the waiting
 // room and a presale's register page.
 var LookPages = []string{RoomPage, RegisterPage}
+
+// builtinPage is the built-in template of every page of LookPages: one
+// document, drawn over each page's own blocks (templates/blocks-<page>.html,
+// with the head block they share, templates/blocks.html).
+const builtinPage = "templates/page.html"
 
 // Look is the fans' pages of an event: the built-in look (BuiltinLook),
 // or a site's own from its page folder (LoadLook: events[].page.dir), its
@@ -52,8 +58,8 @@ type Look struct {
 // look).
 func (l *Look) Dir() string { return l.dir }
 
-// File is the file page's template was read from ("templates/room.html"
-// for the built-in one).
+// File is the file page's template was read from (builtinPage for the
+// built-in one).
 func (l *Look) File(page string) string { return l.files[page] }
 
 // Locale is the look's words in lang: the built-in catalog with the
@@ -81,18 +87,17 @@ func (l *Look) Render(w io.Writer, page string, m *Model) error {
 	return t.Execute(w, m)
 }
 
-// BuiltinLook is the room's own look: templates/room.html and
-// templates/register.html over the blocks, in the built-in words.
+// BuiltinLook is the room's own look: builtinPage over each page's
+// blocks, in the built-in words.
 func BuiltinLook() (*Look, error) {
 	l := &Look{pages: map[string]map[string]*template.Template{}, files: map[string]string{}}
 	l.locales = locales(nil)
+	src, err := fs.ReadFile(templateFiles, builtinPage)
+	if err != nil {
+		return nil, err
+	}
 	for _, page := range LookPages {
-		file := "templates/" + page + ".html"
-		src, err := fs.ReadFile(templateFiles, file)
-		if err != nil {
-			return nil, err
-		}
-		if err := l.addPage(page, file, string(src)); err != nil {
+		if err := l.addPage(page, builtinPage, string(src)); err != nil {
 			return nil, err
 		}
 	}
@@ -127,7 +132,7 @@ func LoadLook(dir string) (*Look, error) {
 		file := filepath.Join(dir, page+".html")
 		b, err := os.ReadFile(file)
 		if errors.Is(err, fs.ErrNotExist) {
-			file = "templates/" + page + ".html"
+			file = builtinPage
 			b, err = fs.ReadFile(templateFiles, file)
 		} else if err == nil {
 			err = checkSource(file, string(b))
@@ -145,7 +150,7 @@ func LoadLook(dir string) (*Look, error) {
 // addPage parses page's template (from file, src) over the page's blocks,
 // checks it, and keeps a copy per language.
 func (l *Look) addPage(page, file, src string) error {
-	blocks, err := template.New("blocks-"+page+".html").Funcs(helpers(nil, "")).ParseFS(templateFiles, "templates/blocks-"+page+".html")
+	blocks, err := template.New("blocks-"+page+".html").Funcs(helpers(nil, "")).ParseFS(templateFiles, "templates/blocks.html", "templates/blocks-"+page+".html")
 	if err != nil {
 		return err
 	}
@@ -359,10 +364,13 @@ func checkSource(file, src string) error {
 }
 
 // BuiltinTemplate is the built-in template of page (RoomPage or
-// RegisterPage): what a site's page folder starts from (README, "The
-// site's own look").
+// RegisterPage, both builtinPage): what a site's page folder starts from
+// (README, "The site's own look").
 func BuiltinTemplate(page string) ([]byte, error) {
-	return fs.ReadFile(templateFiles, "templates/"+page+".html")
+	if !slices.Contains(LookPages, page) {
+		return nil, fmt.Errorf("web: no page %q", page)
+	}
+	return fs.ReadFile(templateFiles, builtinPage)
 }
 
 // renderString is Render into a string (tests and checks).

@@ -16,8 +16,8 @@
 //
 // The waiting room and a presale's register page are drawn from one
 // documented Model (model.go, docs/PAGES.md) by a Look (look.go): the
-// built-in one (templates/room.html and register.html around the room's
-// blocks, templates/blocks-*.html), or a site's own from its page folder,
+// built-in one (templates/page.html around each page's blocks,
+// templates/blocks-*.html), or a site's own from its page folder,
 // its templates around the same blocks, its words over the catalog and its
 // files served beside the pages.
 //

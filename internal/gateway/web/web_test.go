@@ -54,7 +54,7 @@ const (
 func TestFilesExist(t *testing.T) {
 	files := readAll(t)
 	for _, name := range []string{
-		indexTmpl, roomTmpl, bookTmpl, moveTmpl, "templates/base.html", "templates/room.html", "templates/register.html", "templates/blocks-register.html", "templates/leave.html", "templates/notfound.html",
+		indexTmpl, roomTmpl, bookTmpl, moveTmpl, "templates/base.html", "templates/page.html", "templates/blocks.html", "templates/blocks-register.html", "templates/leave.html", "templates/notfound.html",
 		"i18n/en.json", "i18n/ja.json", "i18n/ko.json", "i18n.js", "eta.js",
 		"app.css", "api.js", "ui.js", "index.js", "room.js", "book.js", "favicon.svg",
 		"places.js", "pass.js", "seatmap.js", "checkout.js", "roomview.js", "sdk/waitroom.js", "sdk/waitroom.d.ts",

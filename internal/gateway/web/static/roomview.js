@@ -1,4 +1,4 @@
-// roomview.js: the waiting room's page (templates/room.html) drawn from the
+// roomview.js: the waiting room's page (blocks-room.html) drawn from the
 // line's snapshots (the SDK's Waitroom, /sdk/waitroom.js): the figures and
 // words (the wait smoothed by eta.js), the live region, the notification at
 // the fan's turn, the share link and its QR code, and the leave dialog. It
