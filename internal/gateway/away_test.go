@@ -74,7 +74,7 @@ func TestStepAwayRoute(t *testing.T) {
 	if cc := got.hdr.Get("Cache-Control"); cc != "no-store" {
 		t.Errorf("Cache-Control %q; want no-store", cc)
 	}
-	note, _ := e.rdb.HGet(context.Background(), rdb.KeysOf("premiere").Away, strings.Split(ticketID(t, e, ticket), " ")[0]).Result()
+	note, _ := e.rdb.HGet(context.Background(), rdb.KeysOf("premiere").Away, strings.Split(e.mustID("premiere", ticket), " ")[0]).Result()
 	if !strings.HasPrefix(note, "ko alice@example.test ") || strings.Contains(note, ticket) {
 		t.Errorf("away note %q; want it in Korean, for alice@example.test, without the ticket", note)
 	}
@@ -85,14 +85,4 @@ func TestStepAwayRoute(t *testing.T) {
 	if got := plain.do(http.MethodPost, "/api/v1/events/premiere/tickets/"+r.body["ticket"].(string)+"/away", nil, "X-Waitroom-Account", theirs); got.code != http.StatusNotFound {
 		t.Errorf("without notify.smtp_url: %d %s; want 404", got.code, got.raw)
 	}
-}
-
-func ticketID(t *testing.T, e *accountEnv, ticket string) string {
-	t.Helper()
-	tk, err := e.parse("premiere", ticket)
-	id := tk.ID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
 }

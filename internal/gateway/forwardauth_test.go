@@ -676,18 +676,9 @@ func TestWayBackChangesOnlyWithConsent(t *testing.T) {
 	g := setupGuarded(t)
 	ctx := context.Background()
 	old, nw := "https://"+shopHost+"/tour-tokyo/old", "https://"+shopHost+"/tour-tokyo/new?x=1"
-	idOf := func(ticket string) string {
-		t.Helper()
-		tk, err := g.parse("premiere", ticket)
-		id := tk.ID()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
 	kept := func(ticket string) string {
 		t.Helper()
-		r, err := g.line.Return(ctx, "premiere", idOf(ticket))
+		r, err := g.line.Return(ctx, "premiere", g.mustID("premiere", ticket))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -706,14 +697,7 @@ func TestWayBackChangesOnlyWithConsent(t *testing.T) {
 	link := "/e/premiere?return=" + url.QueryEscape(nw)
 
 	for _, fan := range []struct{ name, ticket string }{{"admitted", admitted}, {"waiting", waiting}} {
-		for _, tt := range []struct {
-			name string
-			hdr  []string
-		}{
-			{"Sec-Fetch-Site cross-site", []string{"Sec-Fetch-Site", "cross-site"}},
-			{"Origin of another host", []string{"Origin", "https://evil.example"}},
-			{"Referer of another host", []string{"Referer", "https://evil.example/free-tickets"}},
-		} {
+		for _, tt := range fromAnotherSite {
 			r := g.do(http.MethodGet, link, nil, append([]string{"Cookie", "wr_t_premiere=" + fan.ticket}, tt.hdr...)...)
 			body := string(r.raw)
 			if r.code != http.StatusOK || r.hdr.Get("Location") != "" || !strings.Contains(body, "When your turn comes, go back to this page instead?") {

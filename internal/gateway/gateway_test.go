@@ -263,6 +263,16 @@ func (e *env) idOf(event, ticket string) string {
 	return t.ID()
 }
 
+// mustID is idOf failing the test on a bad ticket.
+func (e *env) mustID(event, ticket string) string {
+	e.t.Helper()
+	id := e.idOf(event, ticket)
+	if id == "" {
+		e.t.Fatalf("ticket %q is not one of %s", ticket, event)
+	}
+	return id
+}
+
 func (e *env) admit(event string) (ticket, token string) {
 	e.t.Helper()
 	r := e.join(event, "X-Forwarded-For", "")

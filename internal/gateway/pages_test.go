@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,6 +206,23 @@ func TestTicketsAreNeverStored(t *testing.T) {
 	}
 }
 
+// fromAnotherSite are the headers of a link followed from another site's
+// page: fetch metadata saying so, or, from a browser without it, an Origin
+// or a Referer of another host. The pages that change a fan's place ask
+// first then.
+var fromAnotherSite = []siteHeaders{
+	{"Sec-Fetch-Site cross-site", []string{"Sec-Fetch-Site", "cross-site"}},
+	{"Origin of another host", []string{"Origin", "https://evil.example"}},
+	{"Referer of another host", []string{"Referer", "https://evil.example/free-tickets"}},
+}
+
+// siteHeaders are a request's headers (name, value, …) that say where it
+// comes from.
+type siteHeaders struct {
+	name string
+	hdr  []string
+}
+
 // A place moves only with its fan's consent: /e/{event}?t=<ticket> from
 // another site, while the browser holds a live ticket of the event,
 // replaces nothing and asks, in the fan's language, whether to replace
@@ -228,17 +246,11 @@ func TestPlaceMovesOnlyWithConsent(t *testing.T) {
 	cookie := "wr_t_premiere=" + mine
 
 	t.Run("from another site, the fan is asked", func(t *testing.T) {
-		for _, tt := range []struct {
-			name string
-			hdr  []string
-		}{
-			{"Sec-Fetch-Site cross-site", []string{"Sec-Fetch-Site", "cross-site"}},
-			{"Sec-Fetch-Site same-site (a sibling host)", []string{"Sec-Fetch-Site", "same-site"}},
-			{"Origin of another host", []string{"Origin", "https://evil.example"}},
-			{"Referer of another host", []string{"Referer", "https://evil.example/free-tickets"}},
-			{"Referer of another host, fetch metadata says none", []string{"Sec-Fetch-Site", "none", "Referer", "http://evil.example/"}},
-			{"cross-site, Referer ours", []string{"Sec-Fetch-Site", "cross-site", "Referer", "http://example.com/e/premiere"}},
-		} {
+		for _, tt := range append(slices.Clone(fromAnotherSite),
+			siteHeaders{"Sec-Fetch-Site same-site (a sibling host)", []string{"Sec-Fetch-Site", "same-site"}},
+			siteHeaders{"Referer of another host, fetch metadata says none", []string{"Sec-Fetch-Site", "none", "Referer", "http://evil.example/"}},
+			siteHeaders{"cross-site, Referer ours", []string{"Sec-Fetch-Site", "cross-site", "Referer", "http://example.com/e/premiere"}},
+		) {
 			t.Run(tt.name, func(t *testing.T) {
 				r := e.do(http.MethodGet, link, nil, append([]string{"Cookie", cookie}, tt.hdr...)...)
 				body := string(r.raw)

@@ -77,13 +77,30 @@ func (g guarded) admitOther() sessionFan {
 // ("" = none).
 type passUse func(g guarded, pass string) (code int, reissued string)
 
-var passUses = []struct {
+// passWay is a way a fan's pass is used: the use, and which of the fan's
+// passes it takes.
+type passWay struct {
 	name string
 	use  passUse
 	pass func(sessionFan) string
-}{
+}
+
+var passUses = []passWay{
 	{"forward auth", useSite, func(f sessionFan) string { return f.site }},
 	{"gate", useGate, func(f sessionFan) string { return f.gate }},
+}
+
+// eachPassWay runs f in a parallel subtest per way of passUses, each on a
+// sliding session of ttl of its own with a fan admitted: f gets the way,
+// the session and the fan.
+func eachPassWay(t *testing.T, ttl time.Duration, f func(t *testing.T, u passWay, g guarded, fan sessionFan)) {
+	for _, u := range passUses {
+		t.Run(u.name, func(t *testing.T) {
+			t.Parallel()
+			g := setupSession(t, config.SessionSliding, ttl)
+			f(t, u, g, g.admitOther())
+		})
+	}
 }
 
 // useSite is the site's proxy asking about a page of /flash the fan with
@@ -301,39 +318,34 @@ func TestSlidingUnusedPassEnds(t *testing.T) {
 // outlasts in Redis; a use with more left issues none.
 func TestSlidingPassIssuedAgain(t *testing.T) {
 	const ttl = 4 * time.Second
-	for _, u := range passUses {
-		t.Run(u.name, func(t *testing.T) {
-			t.Parallel()
-			g := setupSession(t, config.SessionSliding, ttl)
-			f := g.admitOther()
-			pass := u.pass(f)
-			if code, again := u.use(g, pass); code != http.StatusOK || again != "" {
-				t.Fatalf("a use with the whole pass left: %d, a new pass %v; want 200 and none", code, again != "")
-			}
-			_, exp := passClaims(t, pass)
-			g.waitRedisPast(exp.Add(-ttl/2 + 100*time.Millisecond))
-			counted := testutil.ToFloat64(reissuedMetric(u.name))
-			before := g.redisNow()
-			code, again := u.use(g, pass)
-			after := g.redisNow()
-			if code != http.StatusOK || again == "" {
-				t.Fatalf("a use with less than half left: %d, a new pass %v; want 200 and one", code, again != "")
-			}
-			if n := testutil.ToFloat64(reissuedMetric(u.name)) - counted; n != 1 {
-				t.Errorf("waitroom_passes_reissued_total went up by %v; want 1", n)
-			}
-			sub, newExp := passClaims(t, again)
-			if sub != f.id || newExp.Before(before.Add(ttl-time.Second)) || newExp.After(after.Add(ttl+time.Second)) {
-				t.Errorf("new pass: sub %s, ends %v; want %s, access_ttl (%v) after the use at %v", sub, newExp, f.id, ttl, before)
-			}
-			if until, ok := g.activeUntil(f.id); !ok || until.Before(newExp) {
-				t.Errorf("the place ends %v (active %v), before its new pass (%v)", until, ok, newExp)
-			}
-			if code, again := u.use(g, again); code != http.StatusOK || again != "" {
-				t.Errorf("the new pass: %d, issued again %v; want 200, not again", code, again != "")
-			}
-		})
-	}
+	eachPassWay(t, ttl, func(t *testing.T, u passWay, g guarded, f sessionFan) {
+		pass := u.pass(f)
+		if code, again := u.use(g, pass); code != http.StatusOK || again != "" {
+			t.Fatalf("a use with the whole pass left: %d, a new pass %v; want 200 and none", code, again != "")
+		}
+		_, exp := passClaims(t, pass)
+		g.waitRedisPast(exp.Add(-ttl/2 + 100*time.Millisecond))
+		counted := testutil.ToFloat64(reissuedMetric(u.name))
+		before := g.redisNow()
+		code, again := u.use(g, pass)
+		after := g.redisNow()
+		if code != http.StatusOK || again == "" {
+			t.Fatalf("a use with less than half left: %d, a new pass %v; want 200 and one", code, again != "")
+		}
+		if n := testutil.ToFloat64(reissuedMetric(u.name)) - counted; n != 1 {
+			t.Errorf("waitroom_passes_reissued_total went up by %v; want 1", n)
+		}
+		sub, newExp := passClaims(t, again)
+		if sub != f.id || newExp.Before(before.Add(ttl-time.Second)) || newExp.After(after.Add(ttl+time.Second)) {
+			t.Errorf("new pass: sub %s, ends %v; want %s, access_ttl (%v) after the use at %v", sub, newExp, f.id, ttl, before)
+		}
+		if until, ok := g.activeUntil(f.id); !ok || until.Before(newExp) {
+			t.Errorf("the place ends %v (active %v), before its new pass (%v)", until, ok, newExp)
+		}
+		if code, again := u.use(g, again); code != http.StatusOK || again != "" {
+			t.Errorf("the new pass: %d, issued again %v; want 200, not again", code, again != "")
+		}
+	})
 }
 
 // A place that ends (revoked, left) while its passes are being used and
@@ -414,47 +426,42 @@ func TestSlidingRenewalNeverRevives(t *testing.T) {
 func TestSlidingPassPastHalfRenewsOnce(t *testing.T) {
 	const ttl = 10 * time.Second
 	every := ttl / 10
-	for _, u := range passUses {
-		t.Run(u.name, func(t *testing.T) {
-			t.Parallel()
-			g := setupSession(t, config.SessionSliding, ttl)
-			f := g.admitOther()
-			pass := u.pass(f)
-			_, exp := passClaims(t, pass)
-			g.waitRedisPast(exp.Add(-ttl/2 + 100*time.Millisecond))
-			stop := g.monitorZADDs(f.id)
-			start := time.Now()
-			var (
-				mu     sync.Mutex
-				issued []string
-				bad    []int
-			)
-			// 8 clients at once, 5 uses each, all with the one pass.
-			testenv.Race(8, func(int) {
-				for range 5 {
-					code, again := u.use(g, pass)
-					mu.Lock()
-					if code != http.StatusOK || again == "" {
-						bad = append(bad, code)
-					} else {
-						issued = append(issued, again)
-					}
-					mu.Unlock()
+	eachPassWay(t, ttl, func(t *testing.T, u passWay, g guarded, f sessionFan) {
+		pass := u.pass(f)
+		_, exp := passClaims(t, pass)
+		g.waitRedisPast(exp.Add(-ttl/2 + 100*time.Millisecond))
+		stop := g.monitorZADDs(f.id)
+		start := time.Now()
+		var (
+			mu     sync.Mutex
+			issued []string
+			bad    []int
+		)
+		// 8 clients at once, 5 uses each, all with the one pass.
+		testenv.Race(8, func(int) {
+			for range 5 {
+				code, again := u.use(g, pass)
+				mu.Lock()
+				if code != http.StatusOK || again == "" {
+					bad = append(bad, code)
+				} else {
+					issued = append(issued, again)
 				}
-			})
-			if len(bad) > 0 {
-				t.Fatalf("%d uses of a pass past its half refused or given no new pass (%v); want 200 and one each", len(bad), bad[:min(len(bad), 5)])
-			}
-			until, ok := g.activeUntil(f.id)
-			for _, p := range issued {
-				if _, newExp := passClaims(t, p); !ok || newExp.After(until) {
-					t.Fatalf("a pass issued again ending %v, after its place (%v, active %v)", newExp, until, ok)
-				}
-			}
-			elapsed := time.Since(start)
-			if n, most := stop(), 1+int(elapsed/every); n < 1 || n > most {
-				t.Errorf("40 uses of one pass past its half in %v wrote the place's expiry %d times; want 1 (at most %d, one per %v)", elapsed, n, most, every)
+				mu.Unlock()
 			}
 		})
-	}
+		if len(bad) > 0 {
+			t.Fatalf("%d uses of a pass past its half refused or given no new pass (%v); want 200 and one each", len(bad), bad[:min(len(bad), 5)])
+		}
+		until, ok := g.activeUntil(f.id)
+		for _, p := range issued {
+			if _, newExp := passClaims(t, p); !ok || newExp.After(until) {
+				t.Fatalf("a pass issued again ending %v, after its place (%v, active %v)", newExp, until, ok)
+			}
+		}
+		elapsed := time.Since(start)
+		if n, most := stop(), 1+int(elapsed/every); n < 1 || n > most {
+			t.Errorf("40 uses of one pass past its half in %v wrote the place's expiry %d times; want 1 (at most %d, one per %v)", elapsed, n, most, every)
+		}
+	})
 }
