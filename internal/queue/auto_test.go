@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -261,18 +259,7 @@ func TestAutoGatewaysRace(t *testing.T) {
 // fresh is e on a clean Redis: every key of the test's line dropped.
 func (e env) fresh(t *testing.T) env {
 	t.Helper()
-	ctx := context.Background()
-	flush := func(ctx context.Context, c *redis.Client) error { return c.FlushAll(ctx).Err() }
-	var err error
-	switch c := e.rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, flush)
-	case *redis.Client:
-		err = flush(ctx, c)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.eachMaster(t, func(ctx context.Context, c *redis.Client) error { return c.FlushAll(ctx).Err() })
 	return e
 }
 
@@ -379,17 +366,6 @@ func testAutoGatewaysRace(t *testing.T, e env, rate float64, capped int) {
 		t.Errorf("join %d let straight through after join %d waited", lastThrough, firstWaited)
 	}
 	t.Logf("%d straight through, %d let in by ticks, %d active (cap %d, %g/s)", through.Load(), ticked.Load(), active, capped, rate)
-}
-
-// seqOf is the sequence number in front of a ticket id.
-func seqOf(t testing.TB, id string) int64 {
-	t.Helper()
-	head, _, _ := strings.Cut(id, ".")
-	n, err := strconv.ParseInt(head, 36, 64)
-	if err != nil {
-		t.Fatalf("ticket id %q: %v", id, err)
-	}
-	return n
 }
 
 // bucketBound holds the admissions between two readings of an auto line's

@@ -22,11 +22,7 @@ const kept = 4294967295
 // layout: its seen key and its u32 slot ("#" and its index).
 func (e env) seenOf(t testing.TB, id string) (key, slot string) {
 	t.Helper()
-	seq, _, _ := strings.Cut(id, ".")
-	n, err := strconv.ParseInt(seq, 36, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := seqOf(t, id)
 	if e.shards > 1 {
 		return rdb.ShardKeysFor(event, e.shards)[n%int64(e.shards)].Seen, "#" + strconv.FormatInt(n/int64(e.shards), 10)
 	}

@@ -447,28 +447,17 @@ func testDrawBoundHoldsTheLine(t *testing.T, e env) {
 // Redis, its AOF or a backup would find them.
 func everything(t *testing.T, e env) []atrest.Item {
 	t.Helper()
-	ctx := context.Background()
 	var (
 		mu  sync.Mutex
 		out []atrest.Item
 	)
-	read := func(ctx context.Context, c *redis.Client) error {
+	e.eachMaster(t, func(ctx context.Context, c *redis.Client) error {
 		items, err := atrest.Dump(ctx, c)
 		mu.Lock()
 		out = append(out, items...)
 		mu.Unlock()
 		return err
-	}
-	var err error
-	switch c := e.rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, read)
-	case *redis.Client:
-		err = read(ctx, c)
-	default:
-		t.Fatalf("a Redis client of type %T", e.rdb)
-	}
-	must(t, err)
+	})
 	return out
 }
 

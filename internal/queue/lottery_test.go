@@ -192,7 +192,7 @@ func testLotteryDrawIsReproducible(t *testing.T, e env) {
 			want = append(want, id)
 		}
 	}
-	sort.Slice(late, func(a, b int) bool { return seqOfID(t, late[a].ID) < seqOfID(t, late[b].ID) })
+	sort.Slice(late, func(a, b int) bool { return seqOf(t, late[a].ID) < seqOf(t, late[b].ID) })
 	for _, f := range late {
 		want = append(want, f.ID)
 		tickets[f.ID] = f.Ticket
@@ -243,7 +243,7 @@ func testShardedJoinOvertakenByTheDraw(t *testing.T, e env) {
 	}
 	for range 6 {
 		r := join(t, e.store, set)
-		rank := int64(8 - seqOfID(t, r.ID))
+		rank := int64(8 - seqOf(t, r.ID))
 		want := float64(draw.Score(rank))
 		got, found := l.Place(r.ID)
 		if !found || got != want {

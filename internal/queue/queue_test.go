@@ -114,6 +114,25 @@ func (e env) state(t testing.TB) queuetest.Line {
 	return queuetest.Of(t, e.rdb, event).Spread(e.shards)
 }
 
+// eachMaster runs f on every node of e's Redis that holds keys: each
+// master of a cluster (at once), or the one server.
+func (e env) eachMaster(t testing.TB, f func(ctx context.Context, c *redis.Client) error) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	switch c := e.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, f)
+	case *redis.Client:
+		err = f(ctx, c)
+	default:
+		t.Fatalf("a Redis client of type %T", e.rdb)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // line is the event's whole line, front first, read from every wait ZSET.
 func (e env) line(t testing.TB) []string {
 	t.Helper()
@@ -223,6 +242,28 @@ func checkBooks(t testing.TB, e env) line.Stats {
 	return st
 }
 
+// sendsNothing runs f and fails t if f sent Redis a command: what the edge
+// refuses (a bad ticket, a malformed id) never reaches Redis.
+func (e env) sendsNothing(t testing.TB, what string, f func()) {
+	t.Helper()
+	before := e.cmds.n.Load()
+	f()
+	if n := e.cmds.n.Load() - before; n != 0 {
+		t.Errorf("%s sent %d Redis commands; want 0", what, n)
+	}
+}
+
+// seqOf is the sequence number in front of a ticket id (base 36).
+func seqOf(t testing.TB, id string) int64 {
+	t.Helper()
+	head, _, _ := strings.Cut(id, ".")
+	n, err := strconv.ParseInt(head, 36, 64)
+	if err != nil {
+		t.Fatalf("ticket id %q: %v", id, err)
+	}
+	return n
+}
+
 func TestBadTicketsNeverReachRedis(t *testing.T) { onEach(t, testBadTicketsNeverReachRedis) }
 
 // testBadTicketsNeverReachRedis: a ticket is checked where it comes in
@@ -263,26 +304,24 @@ func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			before := e.cmds.n.Load()
-			tk, err := codec.Parse(event, c.ticket)
-			if !errors.Is(err, line.ErrInvalidTicket) || !tk.IsZero() {
-				t.Errorf("Parse = %v, %v; want no ticket, ErrInvalidTicket", tk.ID(), err)
-			}
-			if _, err := e.store.Status(ctx, event, tk, open()); !errors.Is(err, line.ErrInvalidTicket) {
-				t.Errorf("Status = %v; want ErrInvalidTicket", err)
-			}
-			if err := e.store.Leave(ctx, event, tk); !errors.Is(err, line.ErrInvalidTicket) {
-				t.Errorf("Leave = %v; want ErrInvalidTicket", err)
-			}
-			if _, err := e.store.TicketDraw(ctx, event, tk); !errors.Is(err, line.ErrInvalidTicket) {
-				t.Errorf("TicketDraw = %v; want ErrInvalidTicket", err)
-			}
-			if err := e.store.StepAway(ctx, line.AwayRequest{Event: event, Settings: open(), Ticket: tk, Account: "a", Email: "a@example.test", Lang: "en"}); !errors.Is(err, line.ErrInvalidTicket) {
-				t.Errorf("StepAway = %v; want ErrInvalidTicket", err)
-			}
-			if n := e.cmds.n.Load() - before; n != 0 {
-				t.Errorf("%d Redis commands issued for a bad ticket; want 0", n)
-			}
+			e.sendsNothing(t, "a bad ticket", func() {
+				tk, err := codec.Parse(event, c.ticket)
+				if !errors.Is(err, line.ErrInvalidTicket) || !tk.IsZero() {
+					t.Errorf("Parse = %v, %v; want no ticket, ErrInvalidTicket", tk.ID(), err)
+				}
+				if _, err := e.store.Status(ctx, event, tk, open()); !errors.Is(err, line.ErrInvalidTicket) {
+					t.Errorf("Status = %v; want ErrInvalidTicket", err)
+				}
+				if err := e.store.Leave(ctx, event, tk); !errors.Is(err, line.ErrInvalidTicket) {
+					t.Errorf("Leave = %v; want ErrInvalidTicket", err)
+				}
+				if _, err := e.store.TicketDraw(ctx, event, tk); !errors.Is(err, line.ErrInvalidTicket) {
+					t.Errorf("TicketDraw = %v; want ErrInvalidTicket", err)
+				}
+				if err := e.store.StepAway(ctx, line.AwayRequest{Event: event, Settings: open(), Ticket: tk, Account: "a", Email: "a@example.test", Lang: "en"}); !errors.Is(err, line.ErrInvalidTicket) {
+					t.Errorf("StepAway = %v; want ErrInvalidTicket", err)
+				}
+			})
 		})
 	}
 	t.Run("good ticket passes", func(t *testing.T) {
@@ -295,18 +334,16 @@ func testBadTicketsNeverReachRedis(t *testing.T, e env) {
 		}
 	})
 	t.Run("bad ids are never active", func(t *testing.T) {
-		before := e.cmds.n.Load()
-		for _, id := range []string{"", "x", good, "1.short", "1." + strings.Repeat("A", 23)} {
-			if ok, err := e.store.Active(ctx, event, id); ok || err != nil {
-				t.Errorf("Active(%q) = %v, %v; want false, nil", id, ok, err)
+		e.sendsNothing(t, "bad ids", func() {
+			for _, id := range []string{"", "x", good, "1.short", "1." + strings.Repeat("A", 23)} {
+				if ok, err := e.store.Active(ctx, event, id); ok || err != nil {
+					t.Errorf("Active(%q) = %v, %v; want false, nil", id, ok, err)
+				}
+				if err := e.store.SetReturn(ctx, event, id, "https://shop.example/", time.Minute); !errors.Is(err, line.ErrInvalidTicket) {
+					t.Errorf("SetReturn(%q) = %v; want ErrInvalidTicket", id, err)
+				}
 			}
-			if err := e.store.SetReturn(ctx, event, id, "https://shop.example/", time.Minute); !errors.Is(err, line.ErrInvalidTicket) {
-				t.Errorf("SetReturn(%q) = %v; want ErrInvalidTicket", id, err)
-			}
-		}
-		if n := e.cmds.n.Load() - before; n != 0 {
-			t.Errorf("%d Redis commands issued for bad ids; want 0", n)
-		}
+		})
 	})
 }
 
@@ -661,12 +698,7 @@ func testConcurrentPolls(t *testing.T, e env) {
 // being the id's base-36 prefix.
 func seenSlot(t testing.TB, id string) string {
 	t.Helper()
-	seq, _, _ := strings.Cut(id, ".")
-	n, err := strconv.ParseInt(seq, 36, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "#" + strconv.FormatInt(n, 10)
+	return "#" + strconv.FormatInt(seqOf(t, id), 10)
 }
 
 // pollAllocs is what a lone waiting fan's poll may allocate in the store,

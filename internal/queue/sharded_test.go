@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -162,26 +161,15 @@ func TestShardedPositionsStayExact(t *testing.T) {
 			}
 		}
 		if len(line) > 0 {
-			first := seqOfID(t, line[0])
+			first := seqOf(t, line[0])
 			for _, id := range admitted {
-				if seqOfID(t, id) > first {
+				if seqOf(t, id) > first {
 					t.Fatalf("round %d: %s admitted before %s, who joined first", round, id, line[0])
 				}
 			}
 		}
 	}
 	checkBooks(t, e)
-}
-
-// seqOfID is the sequence number in front of a ticket id (base 36).
-func seqOfID(t *testing.T, id string) int64 {
-	t.Helper()
-	p, _, _ := strings.Cut(id, ".")
-	seq, err := strconv.ParseInt(p, 36, 64)
-	if err != nil {
-		t.Fatalf("ticket id %q: %v", id, err)
-	}
-	return seq
 }
 
 // A tick that dies halfway loses nobody and admits nobody twice: killed
