@@ -17,6 +17,12 @@ import (
 // joinMany joins n fans with a few workers and returns their results.
 func joinMany(t testing.TB, s *queue.Store, set line.Settings, n int) []line.JoinResult {
 	t.Helper()
+	return joinManyOf(t, s, event, set, n)
+}
+
+// joinManyOf is joinMany for event ev.
+func joinManyOf(t testing.TB, s *queue.Store, ev string, set line.Settings, n int) []line.JoinResult {
+	t.Helper()
 	out := make([]line.JoinResult, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -26,7 +32,7 @@ func joinMany(t testing.TB, s *queue.Store, set line.Settings, n int) []line.Joi
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				r, err := s.Join(context.Background(), event, set)
+				r, err := s.Join(context.Background(), ev, set)
 				if err != nil {
 					errs <- err
 					return

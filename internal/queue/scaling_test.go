@@ -109,28 +109,6 @@ func nodeCPU(b *testing.B, addr string) float64 {
 	return mainThreadCPU(b, n)
 }
 
-// joinManyOf is joinMany for event ev.
-func joinManyOf(b *testing.B, s *queue.Store, ev string, set line.Settings, n int) []line.JoinResult {
-	out := make([]line.JoinResult, n)
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 32)
-	for i := range out {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			r, err := s.Join(context.Background(), ev, set)
-			out[i] = r
-			errs <- err
-		}()
-	}
-	for range n {
-		if err := <-errs; err != nil {
-			b.Fatal(err)
-		}
-	}
-	return out
-}
-
 // BenchmarkDurableJoin prices redis.wait_replicas: joins (and polls) of one
 // event on a three-master cluster with a replica each, with the writes a
 // fan is told of answered at once (wait=0) and only once a replica has
