@@ -251,11 +251,26 @@ func TestShardedModes(t *testing.T) {
 	set.AdmitPerSecond = 1e6
 	set.AbandonAfter = time.Second
 	gone := join(t, e.store, set)
+	joined, err := e.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
 	stays := join(t, e.store, set)
-	// gone last polled at join: its deadline is pollAfter (< 1.5 s) +
-	// abandon_after (1 s), rounded up to the second, from then.
-	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+	// gone last polled at its join, no later than joined: its deadline is
+	// the second its pollAfter and abandon_after (1 s) end in, rounded up
+	// (lua.go, deadline), and a tick drops it once Redis's clock is in a
+	// later second. Until then stays keeps polling.
+	dl := joined.Add(gone.PollAfter + set.AbandonAfter + time.Second - time.Millisecond).Unix()
+	for {
 		status(t, e.store, stays.Ticket, set)
+		now, err := e.rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.Unix() > dl {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	set.MaxActive = 1
 	tickUntilStill(t, e.store, set)
