@@ -6,16 +6,22 @@ BIN     := bin
 PKGS    := ./...
 # -trimpath: what is compiled does not depend on the checkout's folder, so a
 # fresh clone finds in the build cache what another checkout compiled.
-TESTFLAGS ?= -race -trimpath -count=1 -timeout 45m
-# go test starts the packages' test binaries in the order it is given them,
-# two at a time (one a core): the longest first, so that the others run
-# beside it rather than after it.
+# -p 3: go test starts the packages' test binaries in the order it is
+# given them, three at a time: the longest first, so that the others run
+# beside it rather than after it. Three on two cores, because most of the
+# tests' time is waiting (for a sale to open, a lease to lapse, a browser,
+# a process killed and started again): on a quiet machine the load stays
+# near 1 with two.
+TESTFLAGS ?= -race -trimpath -count=1 -timeout 45m -p 3
 TESTPKGS := ./internal/e2e ./internal/queue ./internal/booking $(PKGS)
-# The Dockerfile's build (static, trimmed, stripped): make build, go vet,
-# the allocation budgets, the e2e stack (stack.Binaries) and
+# The Dockerfile's build (static, trimmed, stripped): make build, the
+# allocation budgets, the e2e stack (stack.Binaries) and
 # TestDockerfileBuildsTheBinaries all compile this one way, so the
-# dependencies are compiled once for them all (the race detector's build,
-# which needs cgo, is the only other one).
+# dependencies are compiled once for them all. The race detector's build,
+# which needs cgo, is the only other one: go vet checks with its flags
+# (-race -trimpath), so that what vet compiles (every dependency, the
+# test-only ones too: the browser driver, the OpenAPI libraries) is what
+# the tests then run with, compiled once, not twice.
 RELEASE    := CGO_ENABLED=0
 BUILDFLAGS := -trimpath -ldflags="-s -w"
 
@@ -59,7 +65,7 @@ test:
 		if "$$@"; then :; else rc=$$?; echo "make test: $$name FAILED after $$(( $$(date +%s) - t0 ))s"; exit $$rc; fi; \
 		t=$$(( $$(date +%s) - t0 )); echo "make test: $$name took $${t}s"; took="$$took $$name $${t}s,"; }; \
 	phase build $(MAKE) --no-print-directory build; \
-	phase vet env $(RELEASE) $(GO) vet -trimpath $(PKGS); \
+	phase vet $(GO) vet -race -trimpath $(PKGS); \
 	fuzzbin=$$(mktemp -d); \
 	chrt --idle 0 setsid -w $(MAKE) --no-print-directory fuzz-build FUZZBIN="$$fuzzbin/bin" >"$$fuzzbin/log" 2>&1 & fuzzbuild=$$!; \
 	trap 'rc=$$?; kill -- -$$fuzzbuild 2>/dev/null || :; rm -rf "$$fuzzbin"; exit $$rc' EXIT; \
