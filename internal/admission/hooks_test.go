@@ -4,12 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +17,7 @@ import (
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 	"github.com/waitroom/waitroom/internal/webhook"
+	"github.com/waitroom/waitroom/internal/webhook/webhooktest"
 )
 
 // hooksYAML is a config of events with one webhook, to url.
@@ -28,53 +25,38 @@ func hooksYAML(url, events string) string {
 	return yamlConfig(events) + fmt.Sprintf("webhooks:\n  - {url: %q, secret: \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"}\n", url)
 }
 
-// collector is a real receiver on loopback: every body it gets, 200.
-type collector struct {
-	*httptest.Server
-	mu   sync.Mutex
-	got  []map[string]any
-	byID map[string]int
-}
-
-func newCollector(t *testing.T) *collector {
-	c := &collector{byID: map[string]int{}}
-	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var m map[string]any
-		b, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(b, &m)
-		c.mu.Lock()
-		c.got = append(c.got, m)
-		c.byID[r.Header.Get("webhook-id")]++
-		c.mu.Unlock()
-	}))
-	t.Cleanup(c.Close)
-	return c
-}
-
-// of lists the types received for event, in order.
-func (c *collector) of(event string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// sent lists the types r took for event, in order.
+func sent(r *webhooktest.Receiver, event string) []string {
 	var out []string
-	for _, m := range c.got {
-		if m["event"] == event {
-			out = append(out, m["type"].(string))
+	for _, d := range r.Delivered("") {
+		if d.Payload.Event == event {
+			out = append(out, d.Payload.Type)
 		}
 	}
 	return out
 }
 
-// hooked is a test's admitters with webhooks to a collector, and a sender.
+// data is d's data, read as JSON.
+func data(t *testing.T, d webhooktest.Delivery) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(d.Payload.Data, &m); err != nil {
+		t.Fatalf("%s's data %s: %v", d.Payload.Type, d.Payload.Data, err)
+	}
+	return m
+}
+
+// hooked is a test's admitters with webhooks to a receiver, and a sender.
 type hooked struct {
 	*env
 	hooks  *webhook.Store
-	recv   *collector
+	recv   *webhooktest.Receiver
 	sender *webhook.Sender
 }
 
 func setupHooks(t *testing.T, events string) *hooked {
 	t.Helper()
-	recv := newCollector(t)
+	recv := webhooktest.New(t, nil)
 	var hooks *webhook.Store
 	e := setupOn(t, backends[0], hooksYAML(recv.URL, events), func(e *env, o *admission.Options) {
 		hooks = webhook.NewStore(rdb.New(e.rdb))
@@ -129,10 +111,12 @@ func TestOneSoldOutWhileTwoAdmittersRace(t *testing.T) {
 	if got := h.types(t, "premiere"); !slices.Equal(got, []string{webhook.SaleOpened, webhook.SaleSoldOut}) {
 		t.Fatalf("moments %v; want one sale.opened, one sale.soldout", got)
 	}
-	waitFor(t, "the deliveries", func() bool { h.sender.Round(ctx); return len(h.recv.of("premiere")) == 2 })
-	h.recv.mu.Lock()
-	defer h.recv.mu.Unlock()
-	for id, n := range h.recv.byID {
+	waitFor(t, "the deliveries", func() bool { h.sender.Round(ctx); return len(sent(h.recv, "premiere")) == 2 })
+	byID := map[string]int{}
+	for _, d := range h.recv.Delivered("") {
+		byID[d.Headers["webhook-id"]]++
+	}
+	for id, n := range byID {
 		if n != 1 {
 			t.Errorf("delivery %s received %d times; want once", id, n)
 		}
@@ -172,15 +156,13 @@ func TestTheSalesMoments(t *testing.T) {
 	if got := h.types(t, "premiere"); len(got) != 5 {
 		t.Fatalf("moments after more ticks: %v; want the five, once each", got)
 	}
-	waitFor(t, "the deliveries", func() bool { h.sender.Round(ctx); return len(h.recv.of("premiere")) == 5 })
-	h.recv.mu.Lock()
+	waitFor(t, "the deliveries", func() bool { h.sender.Round(ctx); return len(sent(h.recv, "premiere")) == 5 })
 	var changed map[string]any
-	for _, m := range h.recv.got {
-		if m["type"] == webhook.SettingsChanged {
-			changed = m["data"].(map[string]any)
+	for _, d := range h.recv.Delivered("") {
+		if d.Payload.Type == webhook.SettingsChanged {
+			changed = data(t, d)
 		}
 	}
-	h.recv.mu.Unlock()
 	mode, _ := changed["changes"].(map[string]any)["mode"].(map[string]any)
 	if changed["by"] != config.ByConfig || mode["from"] != "queue" || mode["to"] != "closed" || len(changed["changes"].(map[string]any)) != 1 {
 		t.Errorf("settings.changed data = %v; want mode queue -> closed alone, by config", changed)
@@ -216,12 +198,10 @@ func TestLotteryDrawnAnnounced(t *testing.T) {
 		t.Fatalf("moments %v; want sale.opened and lottery.drawn once", got)
 	}
 	ctx := context.Background()
-	waitFor(t, "the deliveries", func() bool { h.sender.Round(ctx); return len(h.recv.of("premiere")) == 2 })
-	h.recv.mu.Lock()
-	defer h.recv.mu.Unlock()
-	for _, m := range h.recv.got {
-		if m["type"] == webhook.LotteryDrawn {
-			d := m["data"].(map[string]any)
+	waitFor(t, "the deliveries", func() bool { h.sender.Round(ctx); return len(sent(h.recv, "premiere")) == 2 })
+	for _, m := range h.recv.Delivered("") {
+		if m.Payload.Type == webhook.LotteryDrawn {
+			d := data(t, m)
 			if d["commitment"] == "" || d["seed"] == "" || d["entriesPath"] != "/api/v1/events/premiere/lottery/entries" {
 				t.Errorf("lottery.drawn data = %v; want the commitment, the seed, where the entries are", d)
 			}
@@ -255,5 +235,5 @@ func TestLineFormedAndClearedWhileTwoAdmittersRace(t *testing.T) {
 	if got := h.types(t, "premiere"); len(got) != 3 {
 		t.Fatalf("moments after more ticks: %v; want the three, once each", got)
 	}
-	waitFor(t, "the deliveries", func() bool { h.sender.Round(ctx); return len(h.recv.of("premiere")) == 3 })
+	waitFor(t, "the deliveries", func() bool { h.sender.Round(ctx); return len(sent(h.recv, "premiere")) == 3 })
 }

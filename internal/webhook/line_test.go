@@ -116,18 +116,18 @@ func testLineFormedAndCleared(t *testing.T, shards int) {
 
 	// The receiver gets them in order, with their states.
 	s := e.sender(webhook.SenderOptions{})
-	e.until(s, "the five deliveries", func() bool { return len(e.recv.delivered("/line")) == 5 })
+	e.until(s, "the five deliveries", func() bool { return len(e.recv.Delivered("/line")) == 5 })
 	var got []string
-	for _, r := range e.recv.delivered("/line") {
+	for _, r := range e.recv.Delivered("/line") {
 		var data struct{ State, Previous *string }
-		if err := json.Unmarshal(r.payload.Data, &data); err != nil || data.State == nil {
-			t.Fatalf("%s's data %s: %v", r.payload.Type, r.payload.Data, err)
+		if err := json.Unmarshal(r.Payload.Data, &data); err != nil || data.State == nil {
+			t.Fatalf("%s's data %s: %v", r.Payload.Type, r.Payload.Data, err)
 		}
 		prev := "null"
 		if data.Previous != nil {
 			prev = *data.Previous
 		}
-		got = append(got, r.payload.Type+" "+*data.State+"←"+prev)
+		got = append(got, r.Payload.Type+" "+*data.State+"←"+prev)
 	}
 	want := []string{"sale.opened open←null", "line.formed formed←cleared", "line.cleared cleared←formed", "line.formed formed←cleared", "line.cleared cleared←formed"}
 	if !slices.Equal(got, want) {

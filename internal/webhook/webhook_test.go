@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,77 +22,8 @@ import (
 	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 	"github.com/waitroom/waitroom/internal/webhook"
+	"github.com/waitroom/waitroom/internal/webhook/webhooktest"
 )
-
-// received is one request a receiver got.
-type received struct {
-	Path    string            `json:"-"`
-	Headers map[string]string `json:"headers"`
-	Body    string            `json:"body"`
-	Secret  string            `json:"secret"`
-	payload struct {
-		Type  string          `json:"type"`
-		Event string          `json:"event"`
-		At    string          `json:"at"`
-		Data  json.RawMessage `json:"data"`
-	}
-}
-
-// receiver is a real HTTP server on loopback that keeps what it gets and
-// answers what answer says for the path and the how-manieth request to it
-// (1 = the first).
-type receiver struct {
-	*httptest.Server
-	mu     sync.Mutex
-	got    []received
-	answer func(path string, n int) int
-	count  map[string]int
-}
-
-func newReceiver(t *testing.T, answer func(path string, n int) int) *receiver {
-	r := &receiver{answer: answer, count: map[string]int{}}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		got := received{Path: req.URL.Path, Body: string(b), Headers: map[string]string{}}
-		for _, h := range []string{"webhook-id", "webhook-timestamp", "webhook-signature", "content-type"} {
-			got.Headers[h] = req.Header.Get(h)
-		}
-		_ = json.Unmarshal(b, &got.payload)
-		r.mu.Lock()
-		r.count[req.URL.Path]++
-		n := r.count[req.URL.Path]
-		code := http.StatusOK
-		if r.answer != nil {
-			code = r.answer(req.URL.Path, n)
-		}
-		if code >= 200 && code < 300 {
-			r.got = append(r.got, got)
-		}
-		r.mu.Unlock()
-		w.WriteHeader(code)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-// delivered is what path received and answered 2xx to, in order.
-func (r *receiver) delivered(path string) []received {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []received
-	for _, g := range r.got {
-		if g.Path == path {
-			out = append(out, g)
-		}
-	}
-	return out
-}
-
-func (r *receiver) requests(path string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.count[path]
-}
 
 // A secret as the config gives it, and its key.
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -112,7 +41,7 @@ type env struct {
 	rc    redis.UniversalClient
 	store *webhook.Store
 	line  *queue.Store
-	recv  *receiver
+	recv  *webhooktest.Receiver
 	hooks []webhook.Endpoint
 	event []string
 }
@@ -121,7 +50,7 @@ func setup(t *testing.T, answer func(path string, n int) int, paths ...string) *
 	t.Helper()
 	_, rc := testenv.Redis(t)
 	e := &env{t: t, rc: rc, store: webhook.NewStore(rdb.New(rc)), line: queue.NewStore(rc, []byte("webhook-test-ticket-secret-0123456789")),
-		recv: newReceiver(t, answer), event: []string{"premiere", "matinee"}}
+		recv: webhooktest.New(t, answer), event: []string{"premiere", "matinee"}}
 	for _, p := range paths {
 		e.hooks = append(e.hooks, webhook.Endpoint{URL: e.recv.URL + p, Key: key(t, secret)})
 	}
@@ -205,7 +134,7 @@ process.stdin.on('end', () => {
 
 // verify checks each request's signature with the standardwebhooks
 // library under Node, and returns its verdict per request ("" = valid).
-func verify(t *testing.T, secret string, got []received) []string {
+func verify(t *testing.T, secret string, got []webhooktest.Delivery) []string {
 	t.Helper()
 	dir, err := localsvc.NPMPackage("standardwebhooks", swhVersion)
 	if err != nil {
@@ -219,10 +148,15 @@ func verify(t *testing.T, secret string, got []received) []string {
 	if err := os.WriteFile(js, []byte(verifyJS), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i := range got {
-		got[i].Secret = secret
+	type signed struct {
+		webhooktest.Delivery
+		Secret string `json:"secret"`
 	}
-	in, _ := json.Marshal(got)
+	msgs := make([]signed, len(got))
+	for i, g := range got {
+		msgs[i] = signed{g, secret}
+	}
+	in, _ := json.Marshal(msgs)
 	cmd := exec.Command(node, js, filepath.Join(dir, "node_modules", "standardwebhooks"))
 	cmd.Stdin = strings.NewReader(string(in))
 	out, err := cmd.Output()
@@ -251,29 +185,29 @@ func TestDeliveriesVerifyWithTheStandardWebhooksLibrary(t *testing.T) {
 		t.Fatalf("Observe a sold-out sale = %v, %v; want sale.soldout", made, err)
 	}
 	s := e.sender(webhook.SenderOptions{})
-	e.until(s, "two deliveries", func() bool { return len(e.recv.delivered("/hook")) == 2 })
-	got := e.recv.delivered("/hook")
+	e.until(s, "two deliveries", func() bool { return len(e.recv.Delivered("/hook")) == 2 })
+	got := e.recv.Delivered("/hook")
 	for i, v := range verify(t, secret, got) {
 		if v != "" {
 			t.Errorf("delivery %d (%s) does not verify: %s", i, got[i].Body, v)
 		}
 	}
-	byType := map[string]received{}
+	byType := map[string]webhooktest.Delivery{}
 	for _, g := range got {
-		byType[g.payload.Type] = g
-		if _, err := time.Parse(time.RFC3339, g.payload.At); err != nil || g.Headers["content-type"] != "application/json" || !strings.HasPrefix(g.Headers["webhook-id"], "msg_") {
-			t.Errorf("delivery %s: at %q (%v), content-type %q, id %q", g.Body, g.payload.At, err, g.Headers["content-type"], g.Headers["webhook-id"])
+		byType[g.Payload.Type] = g
+		if _, err := time.Parse(time.RFC3339, g.Payload.At); err != nil || g.Headers["content-type"] != "application/json" || !strings.HasPrefix(g.Headers["webhook-id"], "msg_") {
+			t.Errorf("delivery %s: at %q (%v), content-type %q, id %q", g.Body, g.Payload.At, err, g.Headers["content-type"], g.Headers["webhook-id"])
 		}
 	}
 	var settings webhook.SettingsData
-	if g := byType[webhook.SettingsChanged]; g.payload.Event != "premiere" || json.Unmarshal(g.payload.Data, &settings) != nil || settings.By != "ops-bot" || settings.Changes["maxActive"].To != float64(7) {
+	if g := byType[webhook.SettingsChanged]; g.Payload.Event != "premiere" || json.Unmarshal(g.Payload.Data, &settings) != nil || settings.By != "ops-bot" || settings.Changes["maxActive"].To != float64(7) {
 		t.Errorf("settings.changed = %s; want premiere's maxActive to 7 by ops-bot", g.Body)
 	}
-	if g := byType[webhook.SaleSoldOut]; g.payload.Event != "matinee" || !strings.Contains(string(g.payload.Data), `"state":"soldout"`) {
+	if g := byType[webhook.SaleSoldOut]; g.Payload.Event != "matinee" || !strings.Contains(string(g.Payload.Data), `"state":"soldout"`) {
 		t.Errorf("sale.soldout = %s; want matinee's, state soldout", g.Body)
 	}
 	// The verifier is real: a changed body or another secret fails.
-	bad := []received{got[0], got[1]}
+	bad := []webhooktest.Delivery{got[0], got[1]}
 	bad[0].Body = strings.Replace(bad[0].Body, `"type"`, ` "type"`, 1)
 	if v := verify(t, secret, bad[:1]); v[0] == "" {
 		t.Error("a body changed by a space verified")
@@ -300,16 +234,16 @@ func TestRetriedAfter500(t *testing.T) {
 	}, "/flaky")
 	e.enqueue(e.changed("premiere", "admin", 9))
 	s := e.sender(webhook.SenderOptions{})
-	e.until(s, "delivered after two 500s", func() bool { return len(e.recv.delivered("/flaky")) == 1 })
-	if n := e.recv.requests("/flaky"); n != 3 {
+	e.until(s, "delivered after two 500s", func() bool { return len(e.recv.Delivered("/flaky")) == 1 })
+	if n := e.recv.Requests("/flaky"); n != 3 {
 		t.Errorf("%d requests; want 3 (two 500s, then 204)", n)
 	}
 	d := e.log(10)
 	if len(d) != 1 || d[0].Status != webhook.StatusDelivered || d[0].Attempts != 3 || d[0].Type != webhook.SettingsChanged {
 		t.Errorf("log = %+v; want one settings.changed delivered at the third attempt", d)
 	}
-	if d[0].ID != e.recv.delivered("/flaky")[0].Headers["webhook-id"] {
-		t.Errorf("webhook-id %q; want the log's id %q", e.recv.delivered("/flaky")[0].Headers["webhook-id"], d[0].ID)
+	if d[0].ID != e.recv.Delivered("/flaky")[0].Headers["webhook-id"] {
+		t.Errorf("webhook-id %q; want the log's id %q", e.recv.Delivered("/flaky")[0].Headers["webhook-id"], d[0].ID)
 	}
 }
 
@@ -337,10 +271,10 @@ func TestGoneAfter410(t *testing.T) {
 	}, "/gone", "/fine")
 	s := e.sender(webhook.SenderOptions{})
 	e.enqueue(e.changed("premiere", "a", 1))
-	e.until(s, "410 answered", func() bool { return e.recv.requests("/gone") == 1 && len(e.recv.delivered("/fine")) == 1 })
+	e.until(s, "410 answered", func() bool { return e.recv.Requests("/gone") == 1 && len(e.recv.Delivered("/fine")) == 1 })
 	e.enqueue(e.changed("premiere", "a", 2))
 	e.enqueue(e.changed("matinee", "a", 3))
-	e.until(s, "the others delivered", func() bool { return len(e.recv.delivered("/fine")) == 3 })
+	e.until(s, "the others delivered", func() bool { return len(e.recv.Delivered("/fine")) == 3 })
 	e.until(s, "the others to /gone settled", func() bool {
 		n := 0
 		for _, d := range e.log(10) {
@@ -350,36 +284,30 @@ func TestGoneAfter410(t *testing.T) {
 		}
 		return n == 3
 	})
-	if n := e.recv.requests("/gone"); n != 1 {
+	if n := e.recv.Requests("/gone"); n != 1 {
 		t.Fatalf("/gone got %d requests; want the one it answered 410 to", n)
 	}
 	// The config names it again (a reload that removed and re-added it).
 	if err := e.store.Forget(context.Background(), []string{e.hooks[0].Identity()}); err != nil {
 		t.Fatal(err)
 	}
-	e.recv.mu.Lock()
-	e.recv.answer = nil
-	e.recv.mu.Unlock()
+	e.recv.Answer(nil)
 	e.enqueue(e.changed("premiere", "a", 4))
-	e.until(s, "named again, it receives", func() bool { return len(e.recv.delivered("/gone")) == 1 })
+	e.until(s, "named again, it receives", func() bool { return len(e.recv.Delivered("/gone")) == 1 })
 
 	// Gone again, then named with another secret: a new identity.
-	e.recv.mu.Lock()
-	e.recv.answer = func(path string, _ int) int {
+	e.recv.Answer(func(path string, _ int) int {
 		if path == "/gone" {
 			return http.StatusGone
 		}
 		return http.StatusOK
-	}
-	e.recv.mu.Unlock()
+	})
 	e.enqueue(e.changed("premiere", "a", 5))
-	e.until(s, "gone again", func() bool { return e.recv.requests("/gone") == 3 })
+	e.until(s, "gone again", func() bool { return e.recv.Requests("/gone") == 3 })
 	e.hooks[0].Key = key(t, "whsec_"+base64.StdEncoding.EncodeToString([]byte("a-new-secret-of-24-bytes")))
-	e.recv.mu.Lock()
-	e.recv.answer = nil
-	e.recv.mu.Unlock()
+	e.recv.Answer(nil)
 	e.enqueue(e.changed("premiere", "a", 6))
-	e.until(s, "a new secret, it receives", func() bool { return len(e.recv.delivered("/gone")) == 2 })
+	e.until(s, "a new secret, it receives", func() bool { return len(e.recv.Delivered("/gone")) == 2 })
 }
 
 // Deliveries of one event reach a receiver in the order their moments
@@ -407,20 +335,20 @@ func TestInOrderPerEvent(t *testing.T) {
 	})
 	s := e.sender(webhook.SenderOptions{})
 	e.until(s, "matinee's delivered while premiere's first fails", func() bool {
-		d := e.recv.delivered("/ordered")
-		return len(d) == 1 && d[0].payload.Event == "matinee"
+		d := e.recv.Delivered("/ordered")
+		return len(d) == 1 && d[0].Payload.Event == "matinee"
 	})
 	for i := 0; i < 5; i++ {
 		s.Round(context.Background())
 	}
-	if d := e.recv.delivered("/ordered"); len(d) != 1 {
+	if d := e.recv.Delivered("/ordered"); len(d) != 1 {
 		t.Fatalf("premiere's later moments overtook its first: %d delivered", len(d))
 	}
 	mu.Lock()
 	failing = false
 	mu.Unlock()
-	e.until(s, "premiere's four", func() bool { return len(e.recv.delivered("/ordered")) == 5 })
-	for i, d := range e.recv.delivered("/ordered")[1:] {
+	e.until(s, "premiere's four", func() bool { return len(e.recv.Delivered("/ordered")) == 5 })
+	for i, d := range e.recv.Delivered("/ordered")[1:] {
 		if id := d.Headers["webhook-id"]; id != ms[i].ID() {
 			t.Errorf("premiere's delivery %d is %s; want %s (in the order made)", i, id, ms[i].ID())
 		}
@@ -480,7 +408,7 @@ func TestTwoSendersNeverTheSameAtOnce(t *testing.T) {
 	}
 	a, b := e.sender(webhook.SenderOptions{}), e.sender(webhook.SenderOptions{})
 	deadline := time.Now().Add(20 * time.Second)
-	for len(e.recv.delivered("/slow")) < 6 && time.Now().Before(deadline) {
+	for len(e.recv.Delivered("/slow")) < 6 && time.Now().Before(deadline) {
 		testenv.Race(4, func(i int) {
 			if i%2 == 0 {
 				a.Round(context.Background())
@@ -490,11 +418,11 @@ func TestTwoSendersNeverTheSameAtOnce(t *testing.T) {
 		})
 	}
 	seen := map[string]int{}
-	for _, d := range e.recv.delivered("/slow") {
+	for _, d := range e.recv.Delivered("/slow") {
 		seen[d.Headers["webhook-id"]]++
 	}
-	if len(seen) != 6 || e.recv.requests("/slow") != 6 {
-		t.Fatalf("%d distinct deliveries in %d requests (%v); want 6 in 6", len(seen), e.recv.requests("/slow"), seen)
+	if len(seen) != 6 || e.recv.Requests("/slow") != 6 {
+		t.Fatalf("%d distinct deliveries in %d requests (%v); want 6 in 6", len(seen), e.recv.Requests("/slow"), seen)
 	}
 }
 
@@ -508,7 +436,7 @@ func TestTheLogIsLatestFirstAndBounded(t *testing.T) {
 		m := e.changed("premiere", "a", i)
 		ms = append(ms, m)
 		e.enqueue(m)
-		e.until(s, "delivered", func() bool { return len(e.recv.delivered("/log")) == i })
+		e.until(s, "delivered", func() bool { return len(e.recv.Delivered("/log")) == i })
 	}
 	e.enqueue(e.changed("premiere", "a", 6)) // trims past the bound
 	d := e.log(100)
