@@ -3,10 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,35 +12,25 @@ import (
 	"github.com/waitroom/waitroom/internal/policy"
 	"github.com/waitroom/waitroom/internal/rdb"
 	"github.com/waitroom/waitroom/internal/webhook"
+	"github.com/waitroom/waitroom/internal/webhook/webhooktest"
 )
 
-// hookRecv is a real receiver on loopback that keeps the bodies it gets.
-type hookRecv struct {
-	*httptest.Server
-	mu  sync.Mutex
-	got []map[string]any
-}
-
-func (r *hookRecv) bodies() []map[string]any {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]map[string]any(nil), r.got...)
-}
-
-// setupHooks is setupTokens with one webhook to a hookRecv, and a sender
-// of the outbox.
-func setupHooks(t *testing.T) (*env, *hookRecv, *webhook.Sender) {
-	t.Helper()
-	recv := &hookRecv{}
-	recv.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// bodies are the notifications recv took, in order, each read as JSON.
+func bodies(recv *webhooktest.Receiver) []map[string]any {
+	var out []map[string]any
+	for _, d := range recv.Delivered("") {
 		var m map[string]any
-		b, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(b, &m)
-		recv.mu.Lock()
-		recv.got = append(recv.got, m)
-		recv.mu.Unlock()
-	}))
-	t.Cleanup(recv.Close)
+		_ = json.Unmarshal([]byte(d.Body), &m)
+		out = append(out, m)
+	}
+	return out
+}
+
+// setupHooks is setupTokens with one webhook to a real receiver on
+// loopback, and a sender of the outbox.
+func setupHooks(t *testing.T) (*env, *webhooktest.Receiver, *webhook.Sender) {
+	t.Helper()
+	recv := webhooktest.New(t, nil)
 	e := setupWith(t, 0, "", "", func(o *gateway.Options) {
 		o.Config.Auth.AdminToken = adminToken
 		o.Config.Auth.Tokens = scopeTokens()
@@ -64,10 +51,10 @@ func TestSettingsChangedByANamedToken(t *testing.T) {
 		t.Fatalf("PATCH: %d %s", got.code, got.raw)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(recv.bodies()) == 0 && time.Now().Before(deadline) {
+	for len(bodies(recv)) == 0 && time.Now().Before(deadline) {
 		s.Round(context.Background())
 	}
-	b := recv.bodies()
+	b := bodies(recv)
 	if len(b) != 1 || b[0]["type"] != webhook.SettingsChanged || b[0]["event"] != "premiere" {
 		t.Fatalf("received %v; want premiere's settings.changed", b)
 	}
@@ -88,7 +75,7 @@ func TestTheDeliveryLog(t *testing.T) {
 			t.Fatalf("PATCH %s: %d %s", ev, got.code, got.raw)
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(recv.bodies()) < 2 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); len(bodies(recv)) < 2 && time.Now().Before(deadline); {
 		s.Round(context.Background())
 	}
 	got := e.admin(http.MethodGet, "/api/v1/admin/webhooks/deliveries", "", bearer(tokenOf("webhooks-read"))...)
