@@ -20,7 +20,6 @@ import (
 	"github.com/waitroom/waitroom/internal/platform/service"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/rdb"
-	"github.com/waitroom/waitroom/internal/testsupport/localsvc"
 	"github.com/waitroom/waitroom/internal/testsupport/mailsink"
 	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
@@ -29,7 +28,7 @@ import (
 // publishes and admits, then stops it gracefully.
 func TestRun(t *testing.T) {
 	srv, rdb := testenv.Redis(t)
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	path := filepath.Join(t.TempDir(), "waitroom.yaml")
 	yaml := fmt.Sprintf(`redis: {url: %q}
 auth: {ticket_secret: "test-ticket-secret-0123456789abcdef"}
@@ -117,7 +116,7 @@ func TestNotificationSeriesFromTheStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sink.Close() })
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	path := filepath.Join(t.TempDir(), "waitroom.yaml")
 	yaml := func(events ...string) string {
 		y := fmt.Sprintf(`redis: {url: %q}
@@ -200,7 +199,7 @@ func TestAdmitterMailVerifiesTheServer(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			addr := freeAddr(t)
+			addr := testenv.FreeAddr(t)
 			path := filepath.Join(dir, "waitroom.yaml")
 			yaml := fmt.Sprintf(`redis: {url: %q}
 auth: {ticket_secret: "test-ticket-secret-0123456789abcdef"}
@@ -270,16 +269,6 @@ func start(t *testing.T, path string) (cancel context.CancelFunc, done <-chan er
 		}
 	})
 	return cancel, result
-}
-
-// freeAddr is a free loopback address for the admitter's server.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	port, err := localsvc.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 func failedAttempts(t *testing.T) float64 {

@@ -1,7 +1,6 @@
 package admission_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -40,31 +39,13 @@ func eventYAML(id string, rate string) string {
 	return fmt.Sprintf("  - id: %q\n    admission: {admit_per_second: %s, max_active: 5}\n", id, rate)
 }
 
-// syncBuffer is a log sink tests read while the admitter writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type env struct {
 	dir, path string
 	store     *queue.Store
 	ops       *operators.Store
 	rdb       redis.UniversalClient
 	adm       *admission.Admitter
-	logs      *syncBuffer
+	logs      *testenv.LogBuffer
 	hup       chan os.Signal
 }
 
@@ -96,7 +77,7 @@ func setup(t *testing.T, yaml string) *env { return setupOn(t, backends[0], yaml
 // admitter's options.
 func setupOn(t *testing.T, b backend, yaml string, opts ...func(*env, *admission.Options)) *env {
 	t.Helper()
-	e := &env{dir: t.TempDir(), logs: &syncBuffer{}, hup: make(chan os.Signal, 1)}
+	e := &env{dir: t.TempDir(), logs: &testenv.LogBuffer{}, hup: make(chan os.Signal, 1)}
 	e.path = filepath.Join(e.dir, "waitroom.yaml")
 	if err := os.WriteFile(e.path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -250,7 +231,7 @@ func TestReloadConfigMapSwap(t *testing.T) {
 	}
 	_, rc := testenv.Redis(t)
 	store := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret))
-	adm := admission.New(admission.Options{Line: store, Operators: operators.New(rdb.New(rc)), Config: cfg, ConfigPath: path, Log: slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))})
+	adm := admission.New(admission.Options{Line: store, Operators: operators.New(rdb.New(rc)), Config: cfg, ConfigPath: path, Log: slog.New(slog.NewJSONHandler(&testenv.LogBuffer{}, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); adm.Watch(ctx, nil) }()

@@ -78,7 +78,7 @@ events:
 		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 		defer client.Close()
 		adm := admission.New(admission.Options{Line: queue.NewStore(client, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret)),
-			Operators: operators.New(rdb.New(client)), Config: cfg, Log: slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))})
+			Operators: operators.New(rdb.New(client)), Config: cfg, Log: slog.New(slog.NewJSONHandler(&testenv.LogBuffer{}, nil))})
 		wg.Add(1)
 		go func() { defer wg.Done(); adm.Run(runCtx) }()
 	}

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -97,30 +95,12 @@ const (
 `
 )
 
-// logBuffer keeps what the gateway logged.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type lookEnv struct {
 	*accountEnv
-	path string     // the config file
-	tour string     // the presale's page folder
-	logs *logBuffer // the gateway's log
-	src  string     // the config as written
+	path string             // the config file
+	tour string             // the presale's page folder
+	logs *testenv.LogBuffer // the gateway's log
+	src  string             // the config as written
 }
 
 // shopDir is the demo's page folder (configs/pages/shop).
@@ -174,7 +154,7 @@ func startLook(t *testing.T, files map[string]string) (*lookEnv, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	priv := testenv.Ed25519Key(t)
 	line := queue.NewStore(rc, []byte(cfg.Auth.TicketSecret)).WithDrawSecret([]byte(cfg.Auth.DrawSecret))
 	ops := operators.New(rdb.New(rc))

@@ -13,25 +13,16 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/platform/service"
+	"github.com/waitroom/waitroom/internal/testsupport/testenv"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // A process serves until its context ends; then a request in flight
 // finishes, the servers stop, and only then the jobs stop and are waited
 // for.
 func TestRunStopsServersThenJobs(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	inFlight := make(chan struct{})
 	var order []string
 	var mu sync.Mutex
