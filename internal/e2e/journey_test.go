@@ -142,6 +142,22 @@ func run(t *testing.T, ctx context.Context, timeout time.Duration, what string, 
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
 	var s string
+	// The page's script may put a new node in the old one's place between
+	// chromedp's finding it and reading it ("No node with given id found",
+	// TestBrowserAwayFanComesBackByEmail in a make test of 2026-12-04): it
+	// is read again, and only the last try's failure fails the test.
+	for try := 0; try < 4; try++ {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := chromedp.Run(c, chromedp.Text(sel, &s, chromedp.ByQuery))
+		cancel()
+		if err == nil {
+			return strings.TrimSpace(s)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	run(t, ctx, 5*time.Second, "read "+sel, chromedp.Text(sel, &s, chromedp.ByQuery))
 	return strings.TrimSpace(s)
 }
