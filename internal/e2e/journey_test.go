@@ -106,16 +106,7 @@ type shooter struct {
 func (s *shooter) shot(ctx context.Context, name string) {
 	s.t.Helper()
 	var png []byte
-	var err error
-	for try := 0; try < 3; try++ {
-		c, cancel := context.WithTimeout(ctx, 15*time.Second)
-		err = chromedp.Run(c, chromedp.FullScreenshot(&png, 100))
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-	}
-	if err != nil {
+	if err := again(ctx, 3, 15*time.Second, chromedp.FullScreenshot(&png, 100)); err != nil {
 		s.t.Logf("screenshot %s not taken: %v", name, err)
 		return
 	}
@@ -132,9 +123,9 @@ func run(t *testing.T, ctx context.Context, timeout time.Duration, what string, 
 	defer cancel()
 	if err := chromedp.Run(c, actions...); err != nil {
 		var body string
-		c, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		_ = chromedp.Run(c, chromedp.Evaluate(`document.querySelector('main') ? document.querySelector('main').innerText : document.body.innerText`, &body))
+		bc, bcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer bcancel()
+		_ = chromedp.Run(bc, chromedp.Evaluate(`document.querySelector('main') ? document.querySelector('main').innerText : document.body.innerText`, &body))
 		t.Fatalf("%s: %v\npage says: %s", what, err, body)
 	}
 }
@@ -146,20 +137,30 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	// chromedp's finding it and reading it ("No node with given id found",
 	// TestBrowserAwayFanComesBackByEmail in a make test of 2026-12-04): it
 	// is read again, and only the last try's failure fails the test.
-	for try := 0; try < 4; try++ {
-		c, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := chromedp.Run(c, chromedp.Text(sel, &s, chromedp.ByQuery))
-		cancel()
-		if err == nil {
-			return strings.TrimSpace(s)
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	if again(ctx, 4, 2*time.Second, chromedp.Text(sel, &s, chromedp.ByQuery)) == nil {
+		return strings.TrimSpace(s)
 	}
 	run(t, ctx, 5*time.Second, "read "+sel, chromedp.Text(sel, &s, chromedp.ByQuery))
 	return strings.TrimSpace(s)
+}
+
+// again runs actions in the tab up to n times, each try within per, until
+// one succeeds or ctx ends, and returns the last try's error: for a step a
+// page changing under it can fail now and then.
+func again(ctx context.Context, n int, per time.Duration, actions ...chromedp.Action) error {
+	var err error
+	for try := 0; try < n; try++ {
+		if try > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		c, cancel := context.WithTimeout(ctx, per)
+		err = chromedp.Run(c, actions...)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // journeyBooking is the demo's payment simulator: two seconds from the
