@@ -76,6 +76,10 @@ type tally struct {
 	okAfter map[string]time.Time
 	// lastOK: the last 2xx of each step.
 	lastOK map[string]time.Time
+	// slowest is the longest a drill's request waited for its answer (or
+	// its error), and which step it was.
+	slowest     time.Duration
+	slowestStep string
 }
 
 func newTally() *tally {
@@ -117,6 +121,15 @@ func (t *tally) add(step string, code int, hdr http.Header, body []byte, err err
 		if _, ok := t.okAfter[step]; !ok {
 			t.okAfter[step] = now
 		}
+	}
+}
+
+// took notes how long a request of step waited for its answer.
+func (t *tally) took(step string, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d > t.slowest {
+		t.slowest, t.slowestStep = d, step
 	}
 }
 
@@ -254,7 +267,9 @@ func startDrill(t *testing.T, o stack.Options, rate, maxActive int) *drill {
 
 // call makes one request to the gateway and records its answer under step.
 func (d *drill) call(ctx context.Context, step, method, path, token string, hdr map[string]string, body any) (int, http.Header, []byte) {
+	began := time.Now()
 	code, rh, b, err := sendJSON(ctx, d.hc, d.s.Gateway, method, path, token, hdr, body)
+	d.tally.took(step, time.Since(began))
 	if err != nil {
 		if ctx.Err() == nil {
 			d.tally.add(step, 0, nil, nil, err)

@@ -93,6 +93,11 @@ func netPairs() []*netPair {
 	}
 }
 
+// recoverWithin is how long a pair may take to work again after a fault
+// before the drill calls it broken: the recoveries take up to a few
+// seconds (docs/RELIABILITY.md's table), a loaded machine many times that.
+const recoverWithin = 2 * time.Minute
+
 // netRow is one pair × fault of RELIABILITY.md's table.
 type netRow struct {
 	pair, fault string
@@ -141,8 +146,12 @@ func TestNetworkFaults(t *testing.T) {
 		},
 	}, rate, maxActive)
 	d.hist, d.churn, d.anySeat = newHistory(), true, 0.25
-	// A fan waits longer than the gateway's proxy (10 s), as a browser does.
-	d.hc.Timeout = 15 * time.Second
+	// A fan waits for its answer as a browser does, well past the
+	// gateway's own bounds (its proxy's 10 s, the line's 3 s): what the
+	// test asks is that every request is answered, and a loaded machine
+	// may take a while to deliver an answer the gateway gave in time. A
+	// request still unanswered after a minute is one left hanging.
+	d.hc.Timeout = time.Minute
 	// Fans arrive a little faster than they are let in, all through the
 	// faults (however long a loaded machine takes over them: the arrivals
 	// are planned for ten times the faults' own length, and the sale ends
@@ -150,7 +159,7 @@ func TestNetworkFaults(t *testing.T) {
 	// polling and booking.
 	plan := 10 * time.Duration(len(pairs)*len(netFaults)) * 4 * time.Second
 	r := d.sale(int(plan.Seconds())*rate*5/4, plan, plan+60*time.Second)
-	mustWait(t, "something through every proxy", time.Minute, func() bool {
+	mustWait(t, "something through every proxy", 3*time.Minute, func() bool {
 		return !slices.ContainsFunc(pairs, func(p *netPair) bool { return p.proxy.Open() == 0 })
 	})
 
@@ -168,9 +177,12 @@ func TestNetworkFaults(t *testing.T) {
 			time.Sleep(f.lasts)
 			p.proxy.Heal()
 			end := faultEnd{at: time.Now()}
-			rec, ok := waitFor(30*time.Second, func() bool { return p.healthy(d, end) })
+			// Recovery is measured, not bounded: the pair must work again,
+			// however long a loaded machine takes to get there (a pair
+			// that never recovers still fails, after recoverWithin).
+			rec, ok := waitFor(recoverWithin, func() bool { return p.healthy(d, end) })
 			if !ok {
-				t.Errorf("%s, %s: not working 30 s after the fault ended", p.name, f.name)
+				t.Errorf("%s, %s: not working %v after the fault ended", p.name, f.name, recoverWithin)
 			}
 			// Invariants after each fault, in the stores.
 			d.checkSales(ctx, db)
@@ -206,8 +218,11 @@ func TestNetworkFaults(t *testing.T) {
 	case counter != "":
 		t.Errorf("the seat operations of the sale are not linearizable; the smallest counter-example:\n%s", counter)
 	}
-	t.Logf("SUMMARY network faults: %d seat operations checked for linearizability in %s: %v; outcomes %v; %s",
-		checked, time.Since(began).Round(time.Millisecond), counter == "" && err == nil, out, f)
+	d.tally.mu.Lock()
+	slowest, slowestStep := d.tally.slowest, d.tally.slowestStep
+	d.tally.mu.Unlock()
+	t.Logf("SUMMARY network faults: %d seat operations checked for linearizability in %s: %v; outcomes %v; %s; the slowest answer %s (%s)",
+		checked, time.Since(began).Round(time.Millisecond), counter == "" && err == nil, out, f, slowest.Round(10*time.Millisecond), slowestStep)
 }
 
 // degraded is waitroom_gate_degraded_total of the gateway and of the
