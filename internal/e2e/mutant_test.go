@@ -21,7 +21,9 @@ const mutantEnv = "WAITROOM_MUTANT"
 
 // The hold without its WHERE on status: the two conditions that let a hold
 // lock and take only seats that are AVAILABLE or whose hold lapsed
-// (internal/booking/postgres/sql.go, sqlHold's locked and taken).
+// (internal/booking/postgres/sql.go, the locked and taken of sqlHold and of
+// sqlHoldSeats, its twin for holds of seats alone: each cut is made in
+// both).
 var holdWithoutWhere = []string{
 	"\n       AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= statement_timestamp()))\n       AND NOT EXISTS",
 	"\n       AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= statement_timestamp()))\n    RETURNING s.seat_code",
@@ -71,9 +73,9 @@ func TestCheckerCatchesADoubleSale(t *testing.T) {
 }
 
 // mutantBinaries builds the gateway, admitter and booking from a copy of
-// this tree in which file has each of cut taken out, and returns their
-// folder. It fails the test if a cut is not found (the mutant no longer
-// matches the code).
+// this tree in which file has each of cut taken out (wherever it occurs),
+// and returns their folder. It fails the test if a cut is not found (the
+// mutant no longer matches the code).
 func mutantBinaries(t *testing.T, file string, cut []string) string {
 	t.Helper()
 	root := testenv.Repo(t)
@@ -94,7 +96,7 @@ func mutantBinaries(t *testing.T, file string, cut []string) string {
 			t.Fatalf("the mutant's cut is not in %s any more:\n%s", file, c)
 		}
 		keep := c[strings.LastIndex(c, "\n"):]
-		src = strings.Replace(src, c, keep, 1)
+		src = strings.ReplaceAll(src, c, keep)
 	}
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)

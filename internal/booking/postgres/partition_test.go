@@ -275,6 +275,8 @@ func TestHoldPrunes(t *testing.T) {
 			{"lock blocks", sqlLockBlocks, fmt.Sprintf(`%d, '{FLOOR}'`, st), []string{"ga_blocks"}},
 			{"hold", sqlHold, fmt.Sprintf(`'live', 'zed', %d, '{A2,C3}', '%s', '{"FLOOR": 1}', 3, 300, 600000000, '{FLOOR}', '{1}', 5, 8, 600000000, 20, 'zed-ticket'`, st, hold),
 				[]string{"seats", "ga_blocks", "ga_places"}},
+			{"hold of seats", sqlHoldSeats, fmt.Sprintf(`'live', 'zed', %d, '{A2,C3}', '%s', 'null', 2, 200, 600000000, 5, 8, 600000000, 20, 'zed-ticket'`, st, hold),
+				[]string{"seats"}},
 			{"seat map", sqlSeatMap, fmt.Sprint(st), []string{"seats"}},
 			{"block map", sqlBlockMap, fmt.Sprint(st), []string{"ga_blocks", "ga_places"}},
 			{"lock seats", sqlLockSeats, fmt.Sprintf(`%d, '{A2,C3}'`, st), []string{"seats"}},

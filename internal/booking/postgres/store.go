@@ -150,12 +150,13 @@ func boundByServer(ctx context.Context, b *pgx.Batch) {
 
 // Hold takes r's seats and GA places together, all or nothing, in one round
 // trip: a pipeline of sqlLockCustomer, sqlLockBlocks (with GA places) and
-// sqlHold, which PostgreSQL runs as one implicit transaction (no BEGIN, one
-// Sync: an error anywhere rolls it all back). Locks come in the one order:
-// customer, blocks (code order), seats (code order). Each statement starts
-// once the previous one finished, so sqlHold's snapshot and "now" come after
-// the customer and block locks. sqlHold decides; Go only names the refusal
-// from what that same statement read.
+// sqlHold (sqlHoldSeats for seats alone), which PostgreSQL runs as one
+// implicit transaction (no BEGIN, one Sync: an error anywhere rolls it all
+// back). Locks come in the one order: customer, blocks (code order), seats
+// (code order). Each statement starts once the previous one finished, so
+// sqlHold's snapshot and "now" come after the customer and block locks.
+// sqlHold decides; Go only names the refusal from what that same statement
+// read.
 func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (_ booking.Hold, err error) {
 	defer translate(&err)
 	codes := booking.GACodes(r.GA)
@@ -187,9 +188,19 @@ func (s *Store) Hold(ctx context.Context, r booking.HoldRequest) (_ booking.Hold
 	if len(codes) > 0 {
 		b.Queue(sqlLockBlocks, r.ShowtimeID, codes)
 	}
-	b.Queue(sqlHold, r.Event, r.Customer, r.ShowtimeID, seats, r.HoldID, ga, r.Places(), r.AmountCents,
-		r.TTL.Microseconds(), codes, counts, r.HoldsPerMinute, r.MaxPlaces, r.Cooldown.Microseconds(),
-		r.AttemptsPerMinute, r.Ticket).QueryRow(func(row pgx.Row) error {
+	// A hold of seats alone names no block: its statement then locks no
+	// partition of the blocks' tables (sqlHoldSeats).
+	var q *pgx.QueuedQuery
+	if len(codes) > 0 {
+		q = b.Queue(sqlHold, r.Event, r.Customer, r.ShowtimeID, seats, r.HoldID, ga, r.Places(), r.AmountCents,
+			r.TTL.Microseconds(), codes, counts, r.HoldsPerMinute, r.MaxPlaces, r.Cooldown.Microseconds(),
+			r.AttemptsPerMinute, r.Ticket)
+	} else {
+		q = b.Queue(sqlHoldSeats, r.Event, r.Customer, r.ShowtimeID, seats, r.HoldID, ga, r.Places(), r.AmountCents,
+			r.TTL.Microseconds(), r.HoldsPerMinute, r.MaxPlaces, r.Cooldown.Microseconds(),
+			r.AttemptsPerMinute, r.Ticket)
+	}
+	q.QueryRow(func(row pgx.Row) error {
 		return row.Scan(&now, &recent, &oldest, &held, &refused, &oldestRefusal, &takeable, &blocks, &full, &expiresAt)
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
