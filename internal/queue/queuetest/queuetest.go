@@ -299,15 +299,23 @@ func RateError(a, b Admissions, rate, lost float64) error {
 	return nil
 }
 
-// TickWatch follows when a line's ticks run (its bucket's ts), from a
-// goroutine of its own, to know what the bucket may have lost.
+// TickWatch follows when a line's ticks run (its bucket's ts) and what the
+// bucket held after each, from a goroutine of its own, to know what the
+// bucket may have lost.
 type TickWatch struct {
 	mu   sync.Mutex
-	gaps [][2]int64 // (ms, ms): consecutive ticks seen more than 1 s apart
+	gaps []tickGap // consecutive ticks seen more than 1 s apart
 	stop func()
 }
 
-// WatchTicks reads the bucket's ts every 10 ms until Stop.
+// tickGap is two consecutive ticks seen more than a second apart: the ts
+// (ms) of each, and the tokens the bucket held when last seen at the first.
+type tickGap struct {
+	from, to int64
+	tokens   float64
+}
+
+// WatchTicks reads the bucket's ts and tokens every 10 ms until Stop.
 func (l Line) WatchTicks() *TickWatch {
 	w := &TickWatch{}
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -315,22 +323,31 @@ func (l Line) WatchTicks() *TickWatch {
 	go func() {
 		defer close(done)
 		var last int64
+		var tokens float64
 		for {
 			select {
 			case <-quit:
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			ts, err := l.c.HGet(context.Background(), key, "ts").Int64()
+			v, err := l.c.HMGet(context.Background(), key, "tokens", "ts").Result()
+			if err != nil {
+				continue
+			}
+			ts, err := strconv.ParseInt(str(v[1]), 10, 64)
 			if err != nil {
 				continue
 			}
 			if last != 0 && ts-last > 1000 {
 				w.mu.Lock()
-				w.gaps = append(w.gaps, [2]int64{last, ts})
+				w.gaps = append(w.gaps, tickGap{from: last, to: ts, tokens: tokens})
 				w.mu.Unlock()
 			}
+			// Between two ticks the tokens only go down (a tick's admissions
+			// are taken off after it wrote them), so the last reading at a
+			// ts is the most the bucket held when the next tick came.
 			last = ts
+			tokens, _ = strconv.ParseFloat(str(v[0]), 64)
 		}
 	}()
 	w.stop = func() { close(quit); <-done }
@@ -342,20 +359,25 @@ func (w *TickWatch) Stop() { w.stop() }
 
 // Lost bounds the tokens of a bucket of rate per second the ticks between
 // the readings a and b may have lost. Ticks come every few tens of
-// milliseconds; one more than a second after the last (a stalled
-// admitter, whose one-second lease lapsed: another begins while its
-// handover still holds its budget) may find more than the bucket holds (a
-// second's or two's refill, and one token): the bound counts all the
-// refill of such a gap past its first second. A gap the watch saw may hold
-// ticks it missed (the watch stalled too): that can only overstate it.
+// milliseconds; one more than a second after the last may find more than
+// the bucket holds (a second's or two's refill, and one token). Two ways:
+// a stalled admitter, whose one-second lease lapsed, leaves its budget in
+// the bucket (a sharded line's tick takes its admissions off only at its
+// accept, which the next tick's newer epoch then fences), so the next
+// tick, the lease's second later, finds those tokens on top of a second's
+// refill; and a gap of more than two seconds refills past the bucket's
+// size. The bound counts, for each such gap, the tokens the bucket held
+// at its start but one, and all the refill past its first second. A gap
+// the watch saw may hold ticks it missed (the watch stalled too): that can
+// only overstate it.
 func (w *TickWatch) Lost(a, b Admissions, rate float64) float64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var lost float64
 	for _, g := range w.gaps {
 		// The tick that ends a gap is the one that may lose.
-		if g[1] > a.At.UnixMilli() && g[1] <= b.At.UnixMilli() {
-			lost += float64(g[1]-g[0]-1000) / 1000 * rate
+		if g.to > a.At.UnixMilli() && g.to <= b.At.UnixMilli() {
+			lost += max(0, g.tokens-1) + float64(g.to-g.from-1000)/1000*rate
 		}
 	}
 	return lost
