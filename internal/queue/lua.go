@@ -74,6 +74,22 @@ local function deadline(now, poll, abandon)
   return d
 end
 
+-- deadline as the decimal string BITFIELD takes. The strings are kept
+-- across calls (Redis runs one function at a time; at most 512, then
+-- forgotten): the polls and joins of a few seconds share a few dozen
+-- deadlines, and turning a number into a string was a poll's costliest
+-- step of Lua (docs/EDGE.md, "The house's fourth step").
+local DLS, DLS_n = {}, 0
+local function deadline_s(now, poll, abandon)
+  local d = deadline(now, poll, abandon)
+  local s = DLS[d]
+  if s then return s end
+  if DLS_n >= 512 then DLS, DLS_n = {}, 0 end
+  s = int(d)
+  DLS[d], DLS_n = s, DLS_n + 1
+  return s
+end
+
 -- KEPT is the abandon deadline of a place kept while its fan is away
 -- (away.go): the largest u32, never reached (the year 2106).
 local KEPT = 4294967295
@@ -329,8 +345,13 @@ end
 // it; any other (a pre-queue place, a line whose tail is not below: never
 // seen, checked, not assumed) takes a ZRANK.
 const placeLua = `
+-- PSETS: the BITFIELD arguments of the call running, its first p.ns; one
+-- table kept across calls (Redis runs one function at a time), not one
+-- grown at each call
+local PSETS = {}
+
 local function placer(wait, seen, k, q, abandon, now)
-  return {wait = wait, seen = seen, k = k, q = q, abandon = abandon, now = now, sets = {}, n = 0,
+  return {wait = wait, seen = seen, k = k, q = q, abandon = abandon, now = now, ns = 0, n = 0,
     top = false, count = false}
 end
 
@@ -351,14 +372,15 @@ local function place(p, id, score, seq, slot, until_open, score_s)
   p.count = p.count + 1
   p.n = p.n + 1
   local poll = poll_after_per(rank * p.k, p.q, until_open, jitter(seq, p.now))
-  local j = #p.sets
-  p.sets[j + 1], p.sets[j + 2], p.sets[j + 3], p.sets[j + 4] = 'SET', 'u32', slot, int(deadline(p.now, poll, p.abandon))
+  local j = p.ns
+  PSETS[j + 1], PSETS[j + 2], PSETS[j + 3], PSETS[j + 4] = 'SET', 'u32', slot, deadline_s(p.now, poll, p.abandon)
+  p.ns = j + 4
   return rank * 65536 + poll
 end
 
 -- the places' deadlines in one write, and the count
 local function placed(p, stats)
-  if #p.sets > 0 then redis.call('BITFIELD', p.seen, unpack(p.sets)) end
+  if p.ns > 0 then redis.call('BITFIELD', p.seen, unpack(PSETS, 1, p.ns)) end
   if p.n > 0 then redis.call('HINCRBY', stats, 'joined', int(p.n)) end
 end
 `
@@ -366,15 +388,19 @@ end
 // pollLua: a waiting fan's poll on its shard: a new abandon deadline (all
 // of a call's in one write) and its answer.
 const pollLua = `
+-- QSETS: the polls' BITFIELD arguments, as PSETS the places'
+local QSETS = {}
+
 local function poller(seen, k, q, abandon, until_open, now)
-  return {seen = seen, k = k, q = q, abandon = abandon, until_open = until_open, now = now, sets = {}}
+  return {seen = seen, k = k, q = q, abandon = abandon, until_open = until_open, now = now, ns = 0}
 end
 
 -- rank × 65536 + pollAfter ms
 local function poll(p, rank, slot)
   local pa = poll_after_per(rank * p.k, p.q, p.until_open, jitter(rank, p.now))
-  local j = #p.sets
-  p.sets[j + 1], p.sets[j + 2], p.sets[j + 3], p.sets[j + 4] = 'SET', 'u32', slot, int(deadline(p.now, pa, p.abandon))
+  local j = p.ns
+  QSETS[j + 1], QSETS[j + 2], QSETS[j + 3], QSETS[j + 4] = 'SET', 'u32', slot, deadline_s(p.now, pa, p.abandon)
+  p.ns = j + 4
   return rank * 65536 + pa
 end
 
@@ -382,14 +408,14 @@ end
 -- whatever page of its fan still polls (the write answers the old values,
 -- so this costs a second write only when there is one)
 local function polled(p)
-  if #p.sets == 0 then return end
-  local old = redis.call('BITFIELD', p.seen, unpack(p.sets))
+  if p.ns == 0 then return end
+  local old = redis.call('BITFIELD', p.seen, unpack(QSETS, 1, p.ns))
   local back
   for i = 1, #old do
     if old[i] == KEPT then
       back = back or {}
       local j = #back
-      back[j + 1], back[j + 2], back[j + 3], back[j + 4] = 'SET', 'u32', p.sets[4 * i - 1], int(KEPT)
+      back[j + 1], back[j + 2], back[j + 3], back[j + 4] = 'SET', 'u32', QSETS[4 * i - 1], int(KEPT)
     end
   end
   if back then redis.call('BITFIELD', p.seen, unpack(back)) end
