@@ -78,7 +78,7 @@ end
 -- across calls (Redis runs one function at a time; at most 512, then
 -- forgotten): the polls and joins of a few seconds share a few dozen
 -- deadlines, and turning a number into a string was a poll's costliest
--- step of Lua (docs/EDGE.md, "The house's fourth step").
+-- step of Lua (docs/EDGE.md, "Issue 41 measured again").
 local DLS, DLS_n = {}, 0
 local function deadline_s(now, poll, abandon)
   local d = deadline(now, poll, abandon)
