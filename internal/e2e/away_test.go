@@ -114,6 +114,7 @@ func link(t *testing.T, m mailsink.Message) string {
 // first look starts the access window, and the places never claimed lapse,
 // counted abandoned.
 func TestAwayEmailedOnceWhileAdmittersRaceAndOneDies(t *testing.T) {
+	t.Parallel() // its own stack; see doc.go, "Parallel scenarios"
 	r := startAwayRoom(t)
 	ctx := context.Background()
 	fans := []string{"a1", "a2", "a3", "a4", "a5"}

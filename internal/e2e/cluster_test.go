@@ -167,6 +167,7 @@ func (f *saleFan) follow(ctx context.Context, hc *http.Client, poll, leave strin
 // that saw it, the three admitters' counters add up to it, and every fan is
 // admitted or still waiting.
 func TestClusterSale(t *testing.T) {
+	t.Parallel() // its own stack; see doc.go, "Parallel scenarios"
 	s := stack.Start(t, stack.Options{
 		Events: clusterEvents, RedisCluster: true, Gateways: 3, Admitters: 3, Tick: "200ms",
 	})

@@ -35,6 +35,7 @@ var failoverEvents = shardedSale(failoverEvent, "Finale", failoverRate, failover
 // to the promotion), nobody who gave a place back is admitted again, the
 // cap held throughout, and the books balance in Redis.
 func TestRedisFailover(t *testing.T) {
+	t.Parallel() // its own stack; see doc.go, "Parallel scenarios"
 	s := stack.Start(t, stack.Options{
 		Events: failoverEvents, RedisCluster: true, ClusterReplicas: 1, RedisWaitReplicas: 1,
 		Gateways: 2, Admitters: 2, Tick: "200ms",

@@ -302,6 +302,7 @@ func pageText(t *testing.T, ctx context.Context, sel string) string {
 // fan's turn, a sale selling out, and the demo shop's own look (with
 // JavaScript and without); axe-core on every page in every language.
 func TestBrowserFanPages(t *testing.T) {
+	t.Parallel() // its own stack; see doc.go, "Parallel scenarios"
 	if err := localsvc.EnsureFonts([]string{"ja", "ko"}, "fonts-ipafont-gothic", "fonts-nanum"); err != nil {
 		t.Logf("screenshots may show boxes for Japanese and Korean: %v", err)
 	}

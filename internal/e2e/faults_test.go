@@ -28,6 +28,7 @@ import (
 // a fan got was one the contract allows (never a 500). docs/RELIABILITY.md
 // reports what each fault showed.
 func TestFaults(t *testing.T) {
+	t.Parallel() // its own stack; see doc.go, "Parallel scenarios"
 	t.Run("admitter killed, restarted, then two admitters", faultAdmitter)
 	t.Run("redis killed and restarted with AOF", faultRedis)
 	t.Run("postgres killed and restarted mid-sale", faultPostgres)

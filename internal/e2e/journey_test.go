@@ -229,6 +229,7 @@ func recordStatuses(t *testing.T, ctx context.Context) {
 // sale in a browser without workers, and without JavaScript: each is told
 // why it cannot join.
 func TestBrowserJourney(t *testing.T) {
+	t.Parallel() // its own stack; see doc.go, "Parallel scenarios"
 	s := stack.Start(t, stack.Options{Events: journeyEvents, Tick: "200ms", Booking: journeyBooking})
 	shots := &shooter{t: t, dir: screenshotDir(t)}
 	t.Logf("screenshots in %s", shots.dir)

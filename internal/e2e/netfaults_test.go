@@ -120,6 +120,7 @@ type netRow struct {
 // model (linearize_test.go). docs/RELIABILITY.md's table is this test's
 // SUMMARY lines.
 func TestNetworkFaults(t *testing.T) {
+	t.Parallel() // its own stack; see doc.go, "Parallel scenarios"
 	if testing.Short() {
 		t.Skip("a minute and a half of faults")
 	}
