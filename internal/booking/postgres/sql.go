@@ -21,8 +21,9 @@ const (
 	// $1 event, $2 customer. Takes the customer's lock until the end of the
 	// transaction: holds of one customer in one event run one at a time, so
 	// the limits are exact. A transaction-scoped advisory lock rather than a
-	// row: a refused hold then writes nothing at all (no WAL, no dead
-	// tuple), and a first hold inserts no customer row. Keyed in the two-int4
+	// row: the lock itself writes nothing (no WAL, no dead tuple; a
+	// refused hold writes only its attempt, in sqlHold), and a first hold
+	// inserts no customer row. Keyed in the two-int4
 	// space, which never meets the one-bigint keys of the migrator and the
 	// relay; two customers whose names hash alike merely wait for each other.
 	sqlLockCustomer = `
