@@ -21,9 +21,8 @@ const mutantEnv = "WAITROOM_MUTANT"
 
 // The hold without its WHERE on status: the two conditions that let a hold
 // lock and take only seats that are AVAILABLE or whose hold lapsed
-// (internal/booking/postgres/sql.go, the locked and taken of sqlHold and of
-// sqlHoldSeats, its twin for holds of seats alone: each cut is made in
-// both).
+// (internal/booking/postgres/sql.go, sqlHold's locked and taken; the
+// statement for holds of seats alone, sqlHoldSeats, is made from it).
 var holdWithoutWhere = []string{
 	"\n       AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= statement_timestamp()))\n       AND NOT EXISTS",
 	"\n       AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= statement_timestamp()))\n    RETURNING s.seat_code",

@@ -1,5 +1,12 @@
 package postgres
 
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
 // Every statement of the store, in one place. Conventions that make the rules
 // hold:
 //   - Seats are always locked in seat-code order (ORDER BY seat_code FOR
@@ -160,96 +167,6 @@ SELECT lim.now, lim.recent, lim.oldest, lim.held, lim.refused, lim.oldest_refusa
        coalesce((SELECT array_agg(seat_code ORDER BY seat_code) FROM locked), '{}'),
        (SELECT count(*) FROM avail),
        (SELECT min(code) FROM avail WHERE want > left_),
-       (SELECT expires_at FROM hold)
-  FROM lim`
-
-	// sqlHoldSeats is sqlHold for a hold of seats alone (no GA places), the
-	// common case: the same decisions, reads and writes, without the CTEs
-	// on blocks and places (avail, places). Why a statement of its own: a
-	// generic plan locks, when it starts, every partition of every
-	// partitioned table it names (PostgreSQL 15), so sqlHold locks the 16
-	// partitions of ga_blocks and the 16 of ga_places even for a hold that
-	// asks for none of their places: 78 locks held by its transaction,
-	// against 37 for the bare conditional UPDATE and 43 for this statement,
-	// most of them past the 16 a backend keeps in its fast path and so
-	// taken in the shared lock table (docs/BOOKING.md, "A hold of seats
-	// alone"). TestHoldSeatsIsHoldWithoutBlocks keeps the two alike.
-	//
-	// sqlHold's parameters less the blocks': $1 event, $2 customer, $3
-	// showtime, $4 sorted seat codes, $5 hold id, $6 GA as JSON (written as
-	// sqlHold writes it), $7 places asked, $8 amount, $9 TTL in
-	// microseconds, $10 holds per minute, $11 places a customer may hold,
-	// $12 the re-hold cool-down in microseconds, $13 hold attempts per
-	// minute, $14 the ticket taking it. The last SELECT is sqlHold's, with
-	// no block asked: 0 blocks found, none full.
-	sqlHoldSeats = `
-WITH mine AS (
-    SELECT seats, showtime_id, places, status, created_at, expires_at, ended_at
-      FROM holds
-     WHERE event_id = $1 AND customer_id = $2
-       AND expires_at > statement_timestamp() - greatest($12::bigint * interval '1 microsecond', interval '1 minute')
-), refusals AS (
-    SELECT t FROM hold_refusals r, unnest(r.at) AS t
-     WHERE r.event_id = $1 AND r.customer_id = $2 AND t > statement_timestamp() - interval '1 minute'
-), lim AS (
-    SELECT statement_timestamp() AS now,
-           count(*) FILTER (WHERE created_at > statement_timestamp() - interval '1 minute') AS recent,
-           min(created_at) FILTER (WHERE created_at > statement_timestamp() - interval '1 minute') AS oldest,
-           coalesce(sum(places) FILTER (WHERE status = 'HELD' AND expires_at > statement_timestamp()), 0) AS held,
-           (SELECT count(*) FROM refusals) AS refused,
-           (SELECT min(t) FROM refusals) AS oldest_refusal
-      FROM mine
-), cooling AS (
-    SELECT DISTINCT unnest(seats) AS seat_code
-      FROM mine
-     WHERE showtime_id = $3
-       AND CASE WHEN status = 'RELEASED'
-                THEN ended_at > statement_timestamp() - $12::bigint * interval '1 microsecond'
-                WHEN status IN ('HELD', 'EXPIRED')
-                THEN expires_at <= statement_timestamp()
-                 AND expires_at > statement_timestamp() - $12::bigint * interval '1 microsecond'
-                ELSE false END
-), ok AS (
-    SELECT rated, rated
-           AND lim.held + $7::int <= $11::int AS allowed
-      FROM lim,
-           LATERAL (SELECT NOT (lim.recent >= $10::int AND lim.oldest IS NOT NULL)
-                           AND lim.recent + lim.refused < $13::int AS rated) AS r
-), locked AS (
-    SELECT seat_code FROM seats
-     WHERE showtime_id = $3 AND seat_code = ANY($4::text[])
-       AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= statement_timestamp()))
-       AND NOT EXISTS (SELECT 1 FROM cooling c WHERE c.seat_code = seats.seat_code)
-       AND (SELECT allowed FROM ok)
-     ORDER BY seat_code
-       FOR UPDATE
-), taken AS (
-    UPDATE seats s
-       SET status = 'HELD', hold_id = $5, customer_id = $2,
-           hold_expires_at = statement_timestamp() + $9::bigint * interval '1 microsecond', booking_id = NULL
-      FROM locked
-     WHERE s.showtime_id = $3 AND s.seat_code = locked.seat_code
-       AND (SELECT count(*) FROM locked) = cardinality($4::text[])
-       AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= statement_timestamp()))
-    RETURNING s.seat_code
-), hold AS (
-    INSERT INTO holds (id, event_id, showtime_id, customer_id, seats, ga, places, amount_cents, created_at, expires_at, ticket_id)
-    SELECT $5, $1, $3, $2, $4::text[], $6::jsonb, $7::int, $8::bigint, statement_timestamp(),
-           statement_timestamp() + $9::bigint * interval '1 microsecond', $14::text
-     WHERE (SELECT allowed FROM ok)
-       AND (SELECT count(*) FROM taken) = cardinality($4::text[])
-    RETURNING expires_at
-), refused AS (
-    INSERT INTO hold_refusals AS r (event_id, customer_id, at)
-    SELECT $1, $2, ARRAY[statement_timestamp()]
-     WHERE (SELECT rated FROM ok) AND NOT EXISTS (SELECT 1 FROM hold)
-    ON CONFLICT (event_id, customer_id) DO UPDATE
-       SET at = ARRAY(SELECT t FROM unnest(r.at) AS t
-                       WHERE t > statement_timestamp() - interval '1 minute' ORDER BY t) || statement_timestamp()
-)
-SELECT lim.now, lim.recent, lim.oldest, lim.held, lim.refused, lim.oldest_refusal,
-       coalesce((SELECT array_agg(seat_code ORDER BY seat_code) FROM locked), '{}'),
-       0::bigint, NULL::text,
        (SELECT expires_at FROM hold)
   FROM lim`
 
@@ -581,3 +498,66 @@ SELECT showtime_id,
   FROM seats GROUP BY 1, 2`
 	sqlStatsPayments = `SELECT status, count(*) FROM payments GROUP BY 1`
 )
+
+// sqlHoldSeats is sqlHold for a hold of seats alone (no GA places), the
+// common case: the same decisions, reads and writes, without the CTEs
+// on blocks and places (avail, places). Why a statement of its own: a
+// generic plan locks, when it starts, every partition of every
+// partitioned table it names (PostgreSQL 15), so sqlHold locks the 16
+// partitions of ga_blocks and the 16 of ga_places even for a hold that
+// asks for none of their places: 78 locks held by its transaction,
+// against 37 for the bare conditional UPDATE and 43 for this statement,
+// most of them past the 16 a backend keeps in its fast path and so
+// taken in the shared lock table (docs/BOOKING.md, "A hold of seats
+// alone"). It is made from sqlHold's text (withoutBlocks), so that the
+// two cannot drift apart.
+//
+// sqlHold's parameters less the blocks': $1 event, $2 customer, $3
+// showtime, $4 sorted seat codes, $5 hold id, $6 GA as JSON (written as
+// sqlHold writes it), $7 places asked, $8 amount, $9 TTL in
+// microseconds, $10 holds per minute, $11 places a customer may hold,
+// $12 the re-hold cool-down in microseconds, $13 hold attempts per
+// minute, $14 the ticket taking it. The last SELECT is sqlHold's, with
+// no block asked: 0 blocks found, none full.
+var sqlHoldSeats = withoutBlocks(sqlHold)
+
+// withoutBlocks is the hold's statement q without what reads or writes GA
+// blocks: the avail and places CTEs cut, the conditions and answers that
+// read avail taken out (no block is asked: 0 found, none full), and the
+// blocks' parameters ($10, $11) taken out of the numbering. It panics when
+// a part it cuts is not in q: a change to sqlHold that it does not follow
+// stops the package at start, in every test.
+func withoutBlocks(q string) string {
+	cut := func(from, to string) {
+		i, j := strings.Index(q, from), strings.Index(q, to)
+		if i < 0 || j < i {
+			panic(fmt.Sprintf("withoutBlocks: the hold's statement has no %q before %q", from, to))
+		}
+		q = q[:i] + q[j:]
+	}
+	replace := func(old, new string) {
+		if n := strings.Count(q, old); n != 1 {
+			panic(fmt.Sprintf("withoutBlocks: the hold's statement has %d of %q, not 1", n, old))
+		}
+		q = strings.Replace(q, old, new, 1)
+	}
+	cut("), avail AS (", "), ok AS (")
+	cut("), places AS (", "), refused AS (")
+	replace("\n           AND (SELECT count(*) FROM avail) = cardinality($10::text[])", "")
+	replace("\n           AND NOT EXISTS (SELECT 1 FROM avail WHERE want > left_)", "")
+	replace("\n       (SELECT count(*) FROM avail),\n       (SELECT min(code) FROM avail WHERE want > left_),",
+		"\n       0::bigint, NULL::text,")
+	return param.ReplaceAllStringFunc(q, func(p string) string {
+		n, _ := strconv.Atoi(p[1:])
+		switch {
+		case n == 10 || n == 11:
+			panic("withoutBlocks: the hold's statement still reads the blocks' parameter " + p)
+		case n > 11:
+			n -= 2
+		}
+		return "$" + strconv.Itoa(n)
+	})
+}
+
+// param is a statement's parameter ($1, $2, ...).
+var param = regexp.MustCompile(`\$\d+`)
