@@ -8,10 +8,9 @@ PKGS    := ./...
 # fresh clone finds in the build cache what another checkout compiled.
 # go test starts the packages' test binaries in the order it is given them,
 # two at a time (one a core): the longest first, so that the others run
-# beside it rather than after it. (Three at a time, and the end-to-end
-# scenarios two at a time, were tried: 567 s instead of 913 s for the
-# end-to-end package, but scenarios bounded by a few seconds' window or by
-# a client's timeout failed beside each other on a loaded machine.)
+# beside it rather than after it. The end-to-end package runs its long
+# scenarios two at a time (internal/e2e/doc.go). (Three packages at a time
+# was tried, and failed load-bound checks on a loaded machine.)
 TESTFLAGS ?= -race -trimpath -count=1 -timeout 45m
 TESTPKGS := ./internal/e2e ./internal/queue ./internal/booking $(PKGS)
 # The Dockerfile's build (static, trimmed, stripped): make build, the
