@@ -85,3 +85,67 @@ func TestAnInvitationBuysOnce(t *testing.T) {
 		t.Fatalf("bob joins again after leaving without a booking: %+v, %v; want a new place", again, err)
 	}
 }
+
+// The sale itself notes the invitation used, not only its relay: the
+// confirmation frees the fan's place at once (the inventory's booked), so a
+// join of the account between the confirmation and the relay's completion
+// would otherwise find no place and no booking noted, and make a second
+// place: the invitation would buy twice. Here every join of that gap is
+// refused and changes nothing, and the relay, when it comes, changes
+// nothing either.
+func TestAnInvitationBuysOnceBeforeTheRelay(t *testing.T) {
+	e := setupInventory(t)
+	ctx := e.ctx()
+	closes := time.Now().Add(time.Second)
+	plan := presale.Plan{RegistrationOpensAt: time.Now().Add(-time.Minute), RegistrationClosesAt: closes,
+		Selected: 1, GroupSize: 1, Window: time.Hour, OpensAt: closes}
+	pre := presale.New(rdb.New(e.rdb), e.line, []byte(testTicketSecret), "admitter").WithDrawSecret([]byte("test-draw-secret-0123456789abcdef"))
+	if _, _, err := pre.Register(ctx, "premiere", plan, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(closes) + 5*time.Millisecond)
+	if err := pre.Step(ctx, "premiere", plan); err != nil {
+		t.Fatal(err)
+	}
+	set := line.Settings{Mode: line.ModePassthrough, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute,
+		OpensAt: &plan.OpensAt, Presale: true}
+	join := func() (line.JoinResult, error) {
+		return e.line.JoinWith(ctx, "premiere", set, line.JoinOptions{Account: "alice"})
+	}
+
+	r, err := join()
+	if err != nil || r.State != line.Admitted {
+		t.Fatalf("alice in her window: %+v, %v; want let in", r, err)
+	}
+	_, c := e.holdAndCheckout(booking.NewPass(r.ID, "alice", "premiere"), 42, booking.HoldInput{Seats: []string{"A1"}})
+	if out, err := e.svc.Settle(ctx, c.PaymentID, payment.Succeeded); err != nil || out.Outcome != booking.Confirmed {
+		t.Fatalf("settle: %+v, %v", out, err)
+	}
+	ql := queuetest.Of(t, e.rdb, "premiere")
+	if ql.IsActive(r.ID) {
+		t.Fatal("alice's place is still active after her booking's confirmation: the sale should free it at once")
+	}
+	before := ql.Dump()
+	for try := range 2 { // her phone, then her laptop, before the relay
+		if again, err := join(); !errors.Is(err, presale.ErrInvitationUsed) {
+			t.Fatalf("alice joins again after her booking's confirmation, before its relay (%d): %+v, %v; want ErrInvitationUsed", try, again, err)
+		}
+	}
+	if !maps.Equal(ql.Dump(), before) {
+		t.Fatal("a refused join changed the line's keys")
+	}
+	if states, err := e.line.PlaceStates(ctx, "premiere", []string{"alice"}); err != nil || states[0] != line.BookedPlace {
+		t.Fatalf("alice's place before the relay: %v, %v; want booked", states, err)
+	}
+
+	relay := &booking.Relay{Store: e.store, Line: e.line, Batch: 10, Log: e.log}
+	if err := relay.RelayOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(ql.Dump(), before) {
+		t.Fatal("the relay's completion changed the line's keys; the sale had done it all")
+	}
+	if again, err := join(); !errors.Is(err, presale.ErrInvitationUsed) {
+		t.Fatalf("alice joins again after the relay: %+v, %v; want ErrInvitationUsed", again, err)
+	}
+}
