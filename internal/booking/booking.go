@@ -296,6 +296,7 @@ type Settlement struct {
 	PaymentID string
 	Event     string
 	HoldID    string
+	BookedBy  string // the booking's customer (Pass.Customer: "acct:<id>" for an account's place)
 }
 
 // OutboxEvent is one row of the outbox, to publish.

@@ -22,7 +22,11 @@ type InventoryLine interface {
 	// check of its pass and its reservation are one round trip.
 	ReserveActive(ctx context.Context, event, holdID, ticket string, places int) (active, known bool, err error)
 	Release(ctx context.Context, event, holdID string) error
-	Booked(ctx context.Context, event, holdID string) error
+	// BookedFor tells a confirmed hold's sale: it frees the fan's place
+	// and, in the same step, notes account ("" = none) as bought (a
+	// presale's invitation buys once), so that no join of the account
+	// falls between the two.
+	BookedFor(ctx context.Context, event, holdID, account string) error
 	PaymentOpened(ctx context.Context, event, paymentID string) error
 	PaymentSettled(ctx context.Context, event, paymentID string) error
 	SyncMark(ctx context.Context) (int64, error)
@@ -143,10 +147,11 @@ func (i *Inventory) released(ctx context.Context, event, holdID string) {
 	}
 }
 
-// booked moves a confirmed hold's places to sold, and closes its payment
-// ("" for a hold paid with points, which had none).
-func (i *Inventory) booked(ctx context.Context, event, holdID, paymentID string) {
-	if err := i.redis.Do(ctx, func(ctx context.Context) error { return i.line.Booked(ctx, event, holdID) }); err != nil {
+// booked moves a confirmed hold's places to sold, frees its fan's place
+// noting account ("" for a ticket's booking) as bought, and closes its
+// payment ("" for a hold paid with points, which had none).
+func (i *Inventory) booked(ctx context.Context, event, holdID, paymentID, account string) {
+	if err := i.redis.Do(ctx, func(ctx context.Context) error { return i.line.BookedFor(ctx, event, holdID, account) }); err != nil {
 		i.failed("booked", event, err)
 	}
 	if paymentID != "" {

@@ -351,7 +351,7 @@ func (s *Service) CheckoutPoints(ctx context.Context, p Pass, holdID, key string
 		pointsCheckouts.Inc()
 		s.log.Info("paid with points", "bookingId", out.BookingID, "holdId", holdID, "account", p.Account, "balance", out.Balance)
 		if s.inv != nil {
-			s.inv.booked(ctx, out.Event, out.HoldID, "")
+			s.inv.booked(ctx, out.Event, out.HoldID, "", p.Account)
 		}
 	}
 	return out, nil
@@ -516,7 +516,7 @@ func (s *Service) Settle(ctx context.Context, paymentID string, st payment.Statu
 	if s.inv != nil {
 		switch out.Outcome {
 		case Confirmed:
-			s.inv.booked(ctx, out.Event, out.HoldID, paymentID)
+			s.inv.booked(ctx, out.Event, out.HoldID, paymentID, accountOf(out.BookedBy))
 		default: // failed, late (its places lapsed), or a repeat
 			s.inv.settled(ctx, out.Event, paymentID)
 		}

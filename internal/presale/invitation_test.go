@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/presale"
 	"github.com/waitroom/waitroom/internal/queue/queuetest"
@@ -23,7 +25,14 @@ import (
 // window open now, on a line of shards (passthrough: let in at once).
 func invitedSale(t *testing.T, shards int, accounts ...string) *sale {
 	t.Helper()
-	s := newSale(t, plan(time.Second, 0, time.Hour, len(accounts), len(accounts)))
+	_, c := testenv.Redis(t)
+	return invitedSaleOn(t, c, shards, accounts...)
+}
+
+// invitedSaleOn is invitedSale on the Redis (a server, or a Cluster) of c.
+func invitedSaleOn(t *testing.T, c redis.UniversalClient, shards int, accounts ...string) *sale {
+	t.Helper()
+	s := newSaleOn(t, c, plan(time.Second, 0, time.Hour, len(accounts), len(accounts)))
 	for _, a := range accounts {
 		s.register(a)
 	}
@@ -119,6 +128,89 @@ func TestAnInvitationBuysOnceRaced(t *testing.T) {
 			})
 			if n := queuetest.Of(t, s.rdb, s.event).Stat("seq"); n != 1 {
 				t.Fatalf("%d places made; want alice's one (resumed %d, refused %d)", n, resumed.Load(), refused.Load())
+			}
+			t.Logf("resumed %d, refused %d", resumed.Load(), refused.Load())
+		})
+	}
+}
+
+// The sale itself uses the invitation: the booking core tells the line a
+// confirmed hold (queue.Store.BookedFor), which frees the fan's place at
+// once, long before its relay's CompleteFor. Raced by the account's joins
+// from 32 devices, each join resumes the place (before) or is refused
+// (after); none makes a second place, a join after the sale and before the
+// relay is refused, and the relay's completion then changes nothing. On
+// one shard, on three, and on a Redis Cluster with the line over its
+// three masters (the sale's script touches the event's keys only).
+func TestAnInvitationBuysOnceAtTheSale(t *testing.T) {
+	_, cluster := testenv.Cluster(t)
+	for _, tc := range []struct {
+		name   string
+		c      redis.UniversalClient
+		shards int
+	}{{"shards=1", nil, 1}, {"shards=3", nil, 3}, {"cluster/shards=3", cluster, 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c
+			if c == nil {
+				_, c = testenv.Redis(t)
+			}
+			s := invitedSaleOn(t, c, tc.shards, "alice")
+			r, err := s.join("alice")
+			if err != nil || r.State != line.Admitted {
+				t.Fatalf("alice in her window: %+v, %v", r, err)
+			}
+			// The booking core publishes the event's places, and alice holds one.
+			mark, err := s.line.SyncMark(s.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.line.SyncInventory(s.ctx, s.event, mark, line.Snapshot{Free: 10}); err != nil {
+				t.Fatal(err)
+			}
+			if known, err := s.line.Reserve(s.ctx, s.event, "h1", r.ID, 1); err != nil || !known {
+				t.Fatalf("reserve: %v, %v", known, err)
+			}
+
+			var resumed, refused atomic.Int64
+			testenv.Race(33, func(i int) {
+				if i == 0 {
+					if err := s.line.BookedFor(s.ctx, s.event, "h1", "alice"); err != nil {
+						t.Errorf("booked: %v", err)
+					}
+					return
+				}
+				again, err := s.join("alice")
+				switch {
+				case err == nil && again.ID == r.ID:
+					resumed.Add(1)
+				case errors.Is(err, presale.ErrInvitationUsed):
+					refused.Add(1)
+				default:
+					t.Errorf("join %d: %+v, %v; want the same place or ErrInvitationUsed", i, again, err)
+				}
+			})
+			store := queuetest.Of(t, s.rdb, s.event)
+			if n := store.Stat("seq"); n != 1 {
+				t.Fatalf("%d places made; want alice's one (resumed %d, refused %d)", n, resumed.Load(), refused.Load())
+			}
+			if store.IsActive(r.ID) {
+				t.Fatal("alice's place is still active after the sale")
+			}
+			if again, err := s.join("alice"); !errors.Is(err, presale.ErrInvitationUsed) {
+				t.Fatalf("alice joins after the sale, before its relay: %+v, %v; want ErrInvitationUsed", again, err)
+			}
+			states, err := s.line.PlaceStates(s.ctx, s.event, []string{"alice"})
+			if err != nil || states[0] != line.BookedPlace {
+				t.Fatalf("alice's place before the relay: %v, %v; want booked", states, err)
+			}
+			before := store.Dump()
+			for try := range 2 { // the relay publishes each confirmation at least once
+				if err := s.line.CompleteFor(s.ctx, s.event, r.ID, "alice"); err != nil {
+					t.Fatalf("relay's completion (%d): %v", try, err)
+				}
+			}
+			if !maps.Equal(store.Dump(), before) {
+				t.Fatal("the relay's completion changed the line's keys; the sale had noted it all")
 			}
 			t.Logf("resumed %d, refused %d", resumed.Load(), refused.Load())
 		})

@@ -24,9 +24,10 @@ var lua = rdb.NewLibrary("presale", rdb.Prelude, rdb.Base36, draw.Lua, selection
 //
 // An invitation buys once: once a booking of a place of the account was
 // confirmed (the line notes it in bought as it frees the place: queue's
-// completeScript), the account makes no new place in its window. A place
-// that ended without a booking (left, abandoned, expired) leaves the
-// invitation unused, as the top-ups count it.
+// giveScript at the sale, completeScript at its relay), the account makes
+// no new place in its window. A place that ended without a booking (left,
+// abandoned, expired) leaves the invitation unused, as the top-ups count
+// it.
 const GateLua = `
 local function presale_gate(k, acct, now)
   if acct == '' then return 'account_required' end

@@ -73,18 +73,28 @@ func (s *Store) ReserveActive(ctx context.Context, event, holdID, ticket string,
 // refused, released, or lapsed (told after PostgreSQL committed it).
 // Releasing an unknown or already released hold changes nothing.
 func (s *Store) Release(ctx context.Context, event, holdID string) error {
-	return s.giveBack(ctx, "release", event, holdID, 0)
+	return s.giveBack(ctx, "release", event, holdID, 0, "")
 }
 
-// Booked moves a confirmed hold's places from held to sold (told after the
-// confirmation committed), and frees its fan's active place at once.
+// Booked is BookedFor a hold of no account.
 func (s *Store) Booked(ctx context.Context, event, holdID string) error {
-	return s.giveBack(ctx, "booked", event, holdID, 1)
+	return s.BookedFor(ctx, event, holdID, "")
 }
 
-func (s *Store) giveBack(ctx context.Context, op, event, holdID string, booked int) error {
+// BookedFor moves a confirmed hold's places from held to sold (told after
+// the confirmation committed), and frees its fan's active place at once,
+// noting in the same step that its place and account ("" = none) bought,
+// as CompleteFor does: a presale's invitation buys once, and a join of the
+// account must not find the place gone and the purchase not yet noted
+// (the booking core's relay calls CompleteFor only later). Safe to repeat.
+func (s *Store) BookedFor(ctx context.Context, event, holdID, account string) error {
+	return s.giveBack(ctx, "booked", event, holdID, 1, account)
+}
+
+func (s *Store) giveBack(ctx context.Context, op, event, holdID string, booked int, account string) error {
 	k := rdb.KeysOf(event)
-	n, err := s.c.Run(ctx, rdb.Call{Script: giveScript, Keys: []string{k.Inventory, k.Places, k.Holders, k.Active, k.Ended, k.Claims, k.Ends}, Args: []any{holdID, booked}}).Int()
+	n, err := s.c.Run(ctx, rdb.Call{Script: giveScript, Keys: []string{k.Inventory, k.Places, k.Holders, k.Active, k.Ended, k.Claims, k.Ends, k.Booked, k.Bought},
+		Args: []any{holdID, booked, account}}).Int()
 	if err != nil {
 		return rdb.Interpret(op, err)
 	}
@@ -257,20 +267,32 @@ return 1
 // in the line's ends, as leave_active notes it). The end is noted in ended
 // for the syncs that may read a snapshot taken before it.
 //
+// A sale notes, in the same step that frees the place, what
+// completeScript notes (which the booking core's relay runs later): the
+// place in booked and its account in bought, so that no join of the
+// account finds its place gone and its invitation unused. The account is
+// noted even for a hold not counted (its sale is confirmed all the same);
+// both are noted once, at the first telling (HSETNX), so a repeat, or the
+// relay's completion, changes nothing.
+//
 // KEYS: 1 inventory, 2 places, 3 holders, 4 active, 5 ended, 6 claims,
-// 7 ends
-// ARGV: 1 hold id, 2 booked 0|1
+// 7 ends, 8 booked, 9 bought
+// ARGV: 1 hold id, 2 booked 0|1, 3 the sale's account ("" = none)
 // Returns 1, 2 when the event is sold out now, or 0 when the hold was not
-// counted (nothing changes).
+// counted (nothing else changes).
 var giveScript = lua.Script("give", `
+local now = clock()
+if ARGV[2] == '1' and ARGV[3] ~= '' then redis.call('HSETNX', KEYS[9], ARGV[3], int(now)) end
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 if not v then return 0 end
-local now = clock()
 local ticket, places = string.match(v, '^(%S+) (%d+)')
 places = tonumber(places)
 redis.call('HDEL', KEYS[2], ARGV[1])
 local kind = 'r'
-if ARGV[2] == '1' then kind = 'b' end
+if ARGV[2] == '1' then
+  kind = 'b'
+  redis.call('HSETNX', KEYS[8], ticket, int(now))
+end
 redis.call('HSET', KEYS[5], ARGV[1], kind .. ' ' .. places .. ' ' .. now)
 if ARGV[2] == '0' then redis.call('HINCRBY', KEYS[1], 'available', places) end
 redis.call('HINCRBY', KEYS[1], 'held', -places)

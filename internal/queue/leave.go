@@ -122,7 +122,9 @@ func (s *Store) Complete(ctx context.Context, event, ticket string) error {
 // confirmed, at once, and notes in the same step that account ("" = none)
 // bought: a presale's invitation buys once, so the account makes no new
 // place in its window (presale.GateLua). Safe to repeat: the booking
-// core relays each confirmation at least once.
+// core relays each confirmation at least once, after its sale freed the
+// place and noted the same already (BookedFor), and a repeat changes
+// nothing.
 func (s *Store) CompleteFor(ctx context.Context, event, ticket, account string) error {
 	if !idPattern.MatchString(ticket) {
 		return nil

@@ -411,7 +411,9 @@ return leave_wait(KEYS[1], KEYS[2], ARGV[1])
 // or it left or was revoked on a line of many shards). A confirmed
 // booking is noted in the same step: the place in booked (the presale's
 // top-ups), its account in bought (an invitation buys once: the
-// presale's gate refuses the account a new place in its window).
+// presale's gate refuses the account a new place in its window). Each is
+// noted at its first telling (the sale's, giveScript, or this): a repeat
+// changes nothing.
 //
 // KEYS: 1 active, 2 inventory, 3 holders, 4 claims, 5 ends; with ARGV 2:
 // 6 booked, 7 bought
@@ -421,8 +423,8 @@ return leave_wait(KEYS[1], KEYS[2], ARGV[1])
 var completeScript = lua.Script("complete", `
 if ARGV[2] == '1' then
   local now = int(clock())
-  redis.call('HSET', KEYS[6], ARGV[1], now)
-  if ARGV[3] ~= '' then redis.call('HSET', KEYS[7], ARGV[3], now) end
+  redis.call('HSETNX', KEYS[6], ARGV[1], now)
+  if ARGV[3] ~= '' then redis.call('HSETNX', KEYS[7], ARGV[3], now) end
 end
 return leave_active(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1])
 `)

@@ -258,9 +258,10 @@ VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', $7, $8, $9, $10)`
 INSERT INTO payments (payment_id, booking_id, amount_cents, status) VALUES ($1, $2, $3, 'PENDING')`
 
 	// $1 payment id. Locks payment, booking and hold, in that order. The
-	// ticket is the one that took the hold (completed once confirmed).
+	// ticket is the one that took the hold (completed once confirmed); the
+	// booking's customer is its account's, whose invitation the sale uses.
 	sqlLockPayment = `
-SELECT p.status, b.id, b.status, b.hold_id, b.event_id, coalesce(h.ticket_id, b.customer_id), b.amount_cents,
+SELECT p.status, b.id, b.status, b.hold_id, b.event_id, coalesce(h.ticket_id, b.customer_id), b.customer_id, b.amount_cents,
        h.showtime_id, h.seats, h.ga
   FROM payments p
   JOIN bookings b ON b.id = p.booking_id

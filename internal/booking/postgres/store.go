@@ -489,7 +489,7 @@ func (s *Store) Settle(ctx context.Context, paymentID string, status payment.Sta
 		gaRaw                                     []byte
 	)
 	if err := tx.QueryRow(ctx, sqlLockPayment, paymentID).Scan(&pStatus, &out.BookingID, &bStatus, &holdID,
-		&event, &customer, &amount, &showtime, &seats, &gaRaw); err != nil {
+		&event, &customer, &out.BookedBy, &amount, &showtime, &seats, &gaRaw); err != nil {
 		return out, fmt.Errorf("settle %s: %w", paymentID, err) // an unknown payment: ErrNotFound
 	}
 	out.Event, out.HoldID = event, holdID
