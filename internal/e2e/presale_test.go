@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/account"
 	"github.com/waitroom/waitroom/internal/draw"
@@ -380,18 +381,36 @@ func TestPresaleSale(t *testing.T) {
 		}
 	}
 	boughtBy := time.Now()
-	// An invitation buys once: a buyer back in its window, once the booking
-	// core's relay has freed its place, is refused (until then its join
-	// resumes the place it bought with). Only inside the window: after it,
-	// the window's refusal comes first.
+	// An invitation buys once: a buyer back in its window, once its sale
+	// has freed its place, is refused (until then its join resumes the
+	// place it bought with), and still after the booking core's relay.
+	// Only inside the window: after it, the window's refusal comes first.
 	firstCloses := opens.Add(window)
-	// The relay's news first: every confirmed booking's outbox row
-	// published, which the relay marks once it has completed the places
-	// and noted the accounts' purchases. (Not the place leaving the active
-	// set: the booking core's inventory frees it as the hold is sold, a
-	// moment before the relay notes the purchase; a join in between makes
-	// a new place, a race of the product this check does not probe.)
+	// At the sale: the booking core's inventory frees a buyer's place as
+	// its hold is sold, and notes the account's purchase in the same step
+	// (queue's giveScript), before the relay's news. So once the place has
+	// left the active set, the very first join is refused: a 201 would be
+	// a second place for an invitation that bought.
+	buyerID, err := stack.TicketID("presale", buyers[0].ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, "the sale freeing a buyer's place", time.Until(firstCloses), func() bool {
+		return s.RDB.ZScore(context.Background(), rdb.KeysOf("presale").Active, buyerID).Err() == redis.Nil
+	})
 	db := s.DB(context.Background())
+	var unrelayed int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&unrelayed); err != nil {
+		t.Fatal(err)
+	}
+	if code, r := call(http.MethodPost, "/api/v1/events/presale/tickets", byRank[2]); code != http.StatusForbidden || r["error"] != "invitation_used" {
+		t.Fatalf("a buyer joins again once the sale freed its place (%d bookings not relayed yet): %d %v; want 403 invitation_used (a 201 is a second place for an invitation that bought)",
+			unrelayed, code, r)
+	}
+	t.Logf("a buyer's join refused invitation_used once the sale freed its place, %d bookings not relayed yet", unrelayed)
+	// Then the relay's news: every confirmed booking's outbox row
+	// published, which the relay marks once it has completed the places
+	// and noted the accounts' purchases (again: it changes nothing).
 	mustWait(t, "the relay's news of the bookings", time.Until(firstCloses), func() bool {
 		var pending int
 		err := db.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&pending)
@@ -401,7 +420,7 @@ func TestPresaleSale(t *testing.T) {
 	if _, ok := waitFor(time.Until(firstCloses), func() bool {
 		code, r := call(http.MethodPost, "/api/v1/events/presale/tickets", byRank[2])
 		if code != http.StatusOK && code != http.StatusForbidden {
-			t.Fatalf("a buyer joins again once the relay freed its place: %d %v; want 403 invitation_used (a 201 is a second place for an invitation that bought)", code, r)
+			t.Fatalf("a buyer joins again after the relay's news: %d %v; want 403 invitation_used (a 201 is a second place for an invitation that bought)", code, r)
 		}
 		again = r
 		return code == http.StatusForbidden && r["error"] == "invitation_used"
