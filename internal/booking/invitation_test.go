@@ -24,25 +24,7 @@ import (
 func TestAnInvitationBuysOnce(t *testing.T) {
 	e := setup(t)
 	ctx := e.ctx()
-	closes := time.Now().Add(time.Second)
-	plan := presale.Plan{RegistrationOpensAt: time.Now().Add(-time.Minute), RegistrationClosesAt: closes,
-		Selected: 2, GroupSize: 2, Window: time.Hour, OpensAt: closes}
-	pre := presale.New(rdb.New(e.rdb), e.line, []byte(testTicketSecret), "admitter").WithDrawSecret([]byte("test-draw-secret-0123456789abcdef"))
-	for _, a := range []string{"alice", "bob"} {
-		if _, _, err := pre.Register(ctx, "premiere", plan, a); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(time.Until(closes) + 5*time.Millisecond)
-	if err := pre.Step(ctx, "premiere", plan); err != nil {
-		t.Fatal(err)
-	}
-	// Passthrough: an invited fan in its window is let in at once.
-	set := line.Settings{Mode: line.ModePassthrough, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute,
-		OpensAt: &plan.OpensAt, Presale: true}
-	join := func(acct string) (line.JoinResult, error) {
-		return e.line.JoinWith(ctx, "premiere", set, line.JoinOptions{Account: acct})
-	}
+	join := invitedJoin(t, e, "alice", "bob")
 
 	r, err := join("alice")
 	if err != nil || r.State != line.Admitted {
@@ -96,22 +78,8 @@ func TestAnInvitationBuysOnce(t *testing.T) {
 func TestAnInvitationBuysOnceBeforeTheRelay(t *testing.T) {
 	e := setupInventory(t)
 	ctx := e.ctx()
-	closes := time.Now().Add(time.Second)
-	plan := presale.Plan{RegistrationOpensAt: time.Now().Add(-time.Minute), RegistrationClosesAt: closes,
-		Selected: 1, GroupSize: 1, Window: time.Hour, OpensAt: closes}
-	pre := presale.New(rdb.New(e.rdb), e.line, []byte(testTicketSecret), "admitter").WithDrawSecret([]byte("test-draw-secret-0123456789abcdef"))
-	if _, _, err := pre.Register(ctx, "premiere", plan, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.Until(closes) + 5*time.Millisecond)
-	if err := pre.Step(ctx, "premiere", plan); err != nil {
-		t.Fatal(err)
-	}
-	set := line.Settings{Mode: line.ModePassthrough, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute,
-		OpensAt: &plan.OpensAt, Presale: true}
-	join := func() (line.JoinResult, error) {
-		return e.line.JoinWith(ctx, "premiere", set, line.JoinOptions{Account: "alice"})
-	}
+	joinAs := invitedJoin(t, e.env, "alice")
+	join := func() (line.JoinResult, error) { return joinAs("alice") }
 
 	r, err := join()
 	if err != nil || r.State != line.Admitted {
@@ -147,5 +115,32 @@ func TestAnInvitationBuysOnceBeforeTheRelay(t *testing.T) {
 	}
 	if again, err := join(); !errors.Is(err, presale.ErrInvitationUsed) {
 		t.Fatalf("alice joins again after the relay: %+v, %v; want ErrInvitationUsed", again, err)
+	}
+}
+
+// invitedJoin draws a presale of premiere in which every one of accounts is
+// selected, in one group whose window (an hour) opens now, and returns a
+// join of an account in it (passthrough: an invited fan in its window is
+// let in at once).
+func invitedJoin(t *testing.T, e *env, accounts ...string) func(account string) (line.JoinResult, error) {
+	t.Helper()
+	ctx := e.ctx()
+	closes := time.Now().Add(time.Second)
+	plan := presale.Plan{RegistrationOpensAt: time.Now().Add(-time.Minute), RegistrationClosesAt: closes,
+		Selected: len(accounts), GroupSize: len(accounts), Window: time.Hour, OpensAt: closes}
+	pre := presale.New(rdb.New(e.rdb), e.line, []byte(testTicketSecret), "admitter").WithDrawSecret([]byte("test-draw-secret-0123456789abcdef"))
+	for _, a := range accounts {
+		if _, _, err := pre.Register(ctx, "premiere", plan, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Until(closes) + 5*time.Millisecond)
+	if err := pre.Step(ctx, "premiere", plan); err != nil {
+		t.Fatal(err)
+	}
+	set := line.Settings{Mode: line.ModePassthrough, AccessTTL: 10 * time.Minute, AbandonAfter: time.Minute,
+		OpensAt: &plan.OpensAt, Presale: true}
+	return func(account string) (line.JoinResult, error) {
+		return e.line.JoinWith(ctx, "premiere", set, line.JoinOptions{Account: account})
 	}
 }

@@ -108,28 +108,7 @@ func TestAnInvitationBuysOnceRaced(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var resumed, refused atomic.Int64
-			testenv.Race(33, func(i int) {
-				if i == 0 {
-					if err := s.line.CompleteFor(s.ctx, s.event, r.ID, "alice"); err != nil {
-						t.Errorf("complete: %v", err)
-					}
-					return
-				}
-				again, err := s.join("alice")
-				switch {
-				case err == nil && again.ID == r.ID:
-					resumed.Add(1)
-				case errors.Is(err, presale.ErrInvitationUsed):
-					refused.Add(1)
-				default:
-					t.Errorf("join %d: %+v, %v; want the same place or ErrInvitationUsed", i, again, err)
-				}
-			})
-			if n := queuetest.Of(t, s.rdb, s.event).Stat("seq"); n != 1 {
-				t.Fatalf("%d places made; want alice's one (resumed %d, refused %d)", n, resumed.Load(), refused.Load())
-			}
-			t.Logf("resumed %d, refused %d", resumed.Load(), refused.Load())
+			racedJoins(t, s, r, func() error { return s.line.CompleteFor(s.ctx, s.event, r.ID, "alice") })
 		})
 	}
 }
@@ -171,28 +150,8 @@ func TestAnInvitationBuysOnceAtTheSale(t *testing.T) {
 				t.Fatalf("reserve: %v, %v", known, err)
 			}
 
-			var resumed, refused atomic.Int64
-			testenv.Race(33, func(i int) {
-				if i == 0 {
-					if err := s.line.BookedFor(s.ctx, s.event, "h1", "alice"); err != nil {
-						t.Errorf("booked: %v", err)
-					}
-					return
-				}
-				again, err := s.join("alice")
-				switch {
-				case err == nil && again.ID == r.ID:
-					resumed.Add(1)
-				case errors.Is(err, presale.ErrInvitationUsed):
-					refused.Add(1)
-				default:
-					t.Errorf("join %d: %+v, %v; want the same place or ErrInvitationUsed", i, again, err)
-				}
-			})
+			racedJoins(t, s, r, func() error { return s.line.BookedFor(s.ctx, s.event, "h1", "alice") })
 			store := queuetest.Of(t, s.rdb, s.event)
-			if n := store.Stat("seq"); n != 1 {
-				t.Fatalf("%d places made; want alice's one (resumed %d, refused %d)", n, resumed.Load(), refused.Load())
-			}
 			if store.IsActive(r.ID) {
 				t.Fatal("alice's place is still active after the sale")
 			}
@@ -212,7 +171,35 @@ func TestAnInvitationBuysOnceAtTheSale(t *testing.T) {
 			if !maps.Equal(store.Dump(), before) {
 				t.Fatal("the relay's completion changed the line's keys; the sale had noted it all")
 			}
-			t.Logf("resumed %d, refused %d", resumed.Load(), refused.Load())
 		})
 	}
+}
+
+// racedJoins races use (the invitation used: the sale, or its relay) with
+// 32 joins of alice, whose place is r: each join resumes the place (before)
+// or is refused (after), and none makes a second place.
+func racedJoins(t *testing.T, s *sale, r line.JoinResult, use func() error) {
+	t.Helper()
+	var resumed, refused atomic.Int64
+	testenv.Race(33, func(i int) {
+		if i == 0 {
+			if err := use(); err != nil {
+				t.Errorf("the invitation used: %v", err)
+			}
+			return
+		}
+		again, err := s.join("alice")
+		switch {
+		case err == nil && again.ID == r.ID:
+			resumed.Add(1)
+		case errors.Is(err, presale.ErrInvitationUsed):
+			refused.Add(1)
+		default:
+			t.Errorf("join %d: %+v, %v; want the same place or ErrInvitationUsed", i, again, err)
+		}
+	})
+	if n := queuetest.Of(t, s.rdb, s.event).Stat("seq"); n != 1 {
+		t.Fatalf("%d places made; want alice's one (resumed %d, refused %d)", n, resumed.Load(), refused.Load())
+	}
+	t.Logf("resumed %d, refused %d", resumed.Load(), refused.Load())
 }
