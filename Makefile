@@ -64,7 +64,7 @@ run: build
 # tests' waits do), so that the fuzz phase mostly fuzzes. (Running the
 # allocation budgets and the fuzzing itself there too was tried: on a
 # loaded machine a fuzz target at the idle priority did not finish
-# gathering its corpus within its 3 s, and one worker died with EOF.)
+# gathering its corpus within its 3 s.)
 test:
 	@set -e; start=$$(date +%s); took=""; \
 	phase() { name=$$1; shift; t0=$$(date +%s); \
