@@ -147,6 +147,12 @@ func TestDatabaseOutageIs503(t *testing.T) {
 		t.Helper()
 		locker := connectWhenReady(t, s.DBURL)
 		defer locker.Close(context.Background())
+		// The watcher looks for the hold's wait on a connection of its own:
+		// inside the locker's transaction, pg_stat_activity is a snapshot
+		// taken at its first read and never shows a wait that began after
+		// it (the hold then only ran into its statement timeout).
+		watcher := connectWhenReady(t, s.DBURL)
+		defer watcher.Close(context.Background())
 		if _, err := locker.Exec(ctx, fmt.Sprintf("BEGIN; SELECT 1 FROM seats WHERE showtime_id = %d AND seat_code = 'A1' FOR UPDATE", outageShowtime)); err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +160,7 @@ func TestDatabaseOutageIs503(t *testing.T) {
 		go func() { answer <- ask(via, base, "hold", "A1") }()
 		var pid int
 		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-			err := locker.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+			err := watcher.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
 			                               WHERE datname = current_database() AND wait_event_type = 'Lock' LIMIT 1`).Scan(&pid)
 			if err == nil {
 				break
