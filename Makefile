@@ -6,21 +6,37 @@ BIN     := bin
 PKGS    := ./...
 # -trimpath: what is compiled does not depend on the checkout's folder, so a
 # fresh clone finds in the build cache what another checkout compiled.
-# go test starts the packages' test binaries in the order it is given them,
-# two at a time (one a core): the longest first, so that the others run
-# beside it rather than after it. The end-to-end package runs its long
-# scenarios two at a time (internal/e2e/doc.go). (Three packages at a time
-# was tried, and failed load-bound checks on a loaded machine.)
-TESTFLAGS ?= -race -trimpath -count=1 -timeout 45m
-TESTPKGS := ./internal/e2e ./internal/queue ./internal/booking $(PKGS)
+# The tests run as two go test commands at once. The race detector's: every
+# package whose tests run the product's code in their own process, the
+# longest first (go test starts their binaries in the order given, two at a
+# time, one a core, so that the others run beside the longest rather than
+# after it). And OUTSIDE's, the packages that test the product from
+# outside, built as the release build is (RELEASE, -trimpath): the
+# end-to-end scenarios and the load proof drive the release binaries as
+# processes (the race detector there watched only the test's own client
+# code), the rest check documents (the OpenAPI document and its clients'
+# validator, dashboards, alert rules, the Dockerfile). Apart, the end-to-end
+# package no longer holds one of go test's two slots for its whole run
+# (about 10 minutes, most of it waiting) while every other package's
+# compile and run queued for the other; its dependencies are mostly the
+# release build's, compiled once for both; and the OpenAPI libraries, the
+# heaviest compile of the tree (about 350 CPU-seconds with the race
+# detector), are compiled once, without it. (Three packages at a time in
+# one go test was tried, and failed load-bound checks on a loaded machine.)
+TESTFLAGS    ?= -race -trimpath -count=1 -timeout 45m
+OUTSIDEFLAGS ?= -trimpath -count=1 -timeout 45m
+OUTSIDE      := ./internal/e2e ./internal/loadtest ./internal/testsupport/apicheck \
+	./internal/testsupport/opscheck ./internal/gateway/openapi
+RACEFIRST    := ./internal/queue ./internal/booking
+# racepkgs: every package but OUTSIDE's (a shell expression).
+racepkgs      = $$($(GO) list $(PKGS) | grep -vxF "$$($(GO) list $(OUTSIDE))")
 # The Dockerfile's build (static, trimmed, stripped): make build, the
-# allocation budgets, the e2e stack (stack.Binaries) and
+# allocation budgets, the e2e stack (stack.Binaries), OUTSIDE's tests and
 # TestDockerfileBuildsTheBinaries all compile this one way, so the
 # dependencies are compiled once for them all. The race detector's build,
-# which needs cgo, is the only other one: go vet checks with its flags
-# (-race -trimpath), so that what the tests compiled (every dependency, the
-# test-only ones too: the browser driver, the OpenAPI libraries) is what
-# vet reads, compiled once, not twice.
+# which needs cgo, is the only other one. go vet checks each group with its
+# tests' flags, so that it reads what they compiled, compiled once, not
+# twice.
 RELEASE    := CGO_ENABLED=0
 BUILDFLAGS := -trimpath -ldflags="-s -w"
 
@@ -49,7 +65,7 @@ FUZZ_TARGETS := \
 FUZZTIME     ?= 2m
 FUZZMINIMIZE ?= 5s
 
-.PHONY: run test bench build lint clean fuzz fuzz-build fuzz-each openapi-baseline
+.PHONY: run test test-packages bench build lint clean fuzz fuzz-build fuzz-each openapi-baseline
 
 build:
 	$(RELEASE) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/...
@@ -78,13 +94,22 @@ test:
 	fuzzbin=$$(mktemp -d); \
 	chrt --idle 0 setsid -w $(MAKE) --no-print-directory fuzz-build FUZZBIN="$$fuzzbin/bin" >"$$fuzzbin/log" 2>&1 & fuzzbuild=$$!; \
 	trap 'rc=$$?; kill -- -$$fuzzbuild 2>/dev/null || :; rm -rf "$$fuzzbin"; exit $$rc' EXIT; \
-	phase tests $(BIN)/devstack test -- $(GO) test $(TESTFLAGS) $(TESTPKGS); \
-	phase vet $(GO) vet -race -trimpath $(PKGS); \
+	phase tests $(BIN)/devstack test -- $(MAKE) --no-print-directory test-packages; \
+	phase vet sh -c '$(GO) vet -race -trimpath $(racepkgs) && env $(RELEASE) $(GO) vet -trimpath $(OUTSIDE)'; \
 	phase allocations $(BIN)/devstack test -- env $(RELEASE) $(GO) test -trimpath -count=1 -run 'Allocations|MemoryPerWaitingFan' ./internal/queue ./internal/gateway; \
 	fuzz() { built=0; wait $$fuzzbuild || built=$$?; cat "$$fuzzbin/log"; [ $$built -eq 0 ] && \
 		$(BIN)/devstack test -- $(MAKE) --no-print-directory fuzz-each FUZZTIME=1000x FUZZMINIMIZE=10x FUZZBIN="$$fuzzbin/bin"; }; \
 	phase fuzz fuzz; \
 	echo "make test: passed in $$(( $$(date +%s) - start ))s:$${took%,}"
+
+# test-packages runs the two go test commands at once (see TESTFLAGS): the
+# race detector's prints as it goes, OUTSIDE's when both are done.
+test-packages:
+	@out=$$(mktemp); trap 'rm -f "$$out"' EXIT; \
+	env $(RELEASE) $(GO) test $(OUTSIDEFLAGS) $(OUTSIDE) >"$$out" 2>&1 & outside=$$!; \
+	race=0; $(GO) test $(TESTFLAGS) $(RACEFIRST) $(racepkgs) || race=$$?; \
+	rc=0; wait $$outside || rc=$$?; cat "$$out"; \
+	[ $$race -eq 0 ] && [ $$rc -eq 0 ]
 
 fuzz: build
 	$(BIN)/devstack test -- $(MAKE) --no-print-directory fuzz-each FUZZTIME=$(FUZZTIME) FUZZMINIMIZE=$(FUZZMINIMIZE)

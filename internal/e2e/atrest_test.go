@@ -38,6 +38,7 @@ const atRestEvents = `  - id: "premiere"
 // verifies) and no JWT: never the fan's ticket, its access pass, its
 // return token or its site pass.
 func TestNoBearerCredentialAtRest(t *testing.T) {
+	t.Parallel()
 	sink, err := mailsink.Start(mailsink.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -240,6 +240,7 @@ func TestAwayEmailedOnceWhileAdmittersRaceAndOneDies(t *testing.T) {
 // and closes the page. The email arrives; its link, opened in another
 // browser on a phone, takes the place, lands admitted, and books.
 func TestBrowserAwayFanComesBackByEmail(t *testing.T) {
+	t.Parallel()
 	r := startAwayRoom(t)
 	shots := &shooter{t: t, dir: screenshotDir(t)}
 	tok := r.token("chika")

@@ -52,6 +52,7 @@ func (a outageAnswer) String() string {
 // bound, before the gateway's proxy timeout (10 s, the default). The sale
 // goes on once the database is back.
 func TestDatabaseOutageIs503(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pg := testenv.PrivatePostgres(t, "outage", true)
 	s := stack.Start(t, stack.Options{

@@ -8,14 +8,12 @@
 //
 // Every scenario starts its own stack (its processes, its Redis, its
 // database, free ports) and its own browser, so scenarios can run side by
-// side. The long ones whose checks are about what happened, not about how
-// fast (the fault suites, the network faults, the browser journeys and
-// fan pages, the cluster sale and failover, the away sale) call
-// t.Parallel: go test runs them after the others, two at a time
-// (-parallel, GOMAXPROCS by default). The scenarios that measure a rate or
-// a latency against a bound (TestAdaptiveSale, TestRehearsal) run alone,
-// and so do those that have not been tried side by side since their
-// timing was made to wait on conditions (TestCheating, TestPresaleSale:
-// with 10 s presale windows it failed beside TestFaults; they are 30 s
-// now).
+// side, and all but two do (t.Parallel): go test runs them after the
+// others, three at a time (TestMain: scenariosAtOnce, unless -parallel is
+// given). Most of a scenario's time is waiting, for a tick, a presale
+// window, a hold to lapse or a browser: with two at a time the package
+// used about two-thirds of one core. Their checks are about what happened,
+// not how fast, and their timing waits on conditions. The two that measure
+// a rate or a latency against a bound, TestAdaptiveSale and TestRehearsal,
+// run first and alone.
 package e2e

@@ -94,6 +94,7 @@ func startDocsProxy(t *testing.T, start func(context.Context, localsvc.ProxyOpti
 // event and the ticket, with the pass an HttpOnly cookie of the shop's own
 // host (never the room's); the next guarded page opens straight away.
 func TestBrowserThroughTheRoomToASite(t *testing.T) {
+	t.Parallel()
 	s := stack.Start(t, stack.Options{Events: dropEvents, Tick: "200ms", TrustedProxies: []string{"127.0.0.1/32"},
 		GatewayKeys: `, public_url: "http://{gateway}"`, AdminToken: opsToken})
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

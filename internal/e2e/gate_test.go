@@ -39,6 +39,7 @@ type gateFan struct {
 // (SIGSTOP): a live fan goes on at both, counted degraded, and the three
 // ended passes are 401 at both.
 func TestTheGateThirdRound(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	site := newPresaleSite(t)
 	s := stack.Start(t, stack.Options{Events: gateEvents, AdminToken: opsToken, AccountKeysFile: site.file})

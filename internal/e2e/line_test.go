@@ -140,6 +140,7 @@ func joinAnswer(status int, data map[string]any) lineAnswer {
 // waited, what it kept and the pass. Every snapshot must be frozen and
 // numbered in order.
 func TestBrowserLine(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(lineSite())
 	t.Cleanup(srv.Close)
 	tab := tab(t, browser(t))

@@ -51,6 +51,7 @@ const opsEvents = `  - id: "premiere"
 // same key in the config file (recorded), and a revoked fan's pass stops
 // working at the gate at once, through either gateway.
 func TestOperators(t *testing.T) {
+	t.Parallel()
 	s := stack.Start(t, stack.Options{Events: opsEvents, Gateways: 2, Admitters: 2, AdminToken: opsToken})
 	gw1, gw2 := s.Gateways[0], s.Gateways[1]
 
@@ -409,6 +410,7 @@ const opsEncore = `  - id: "encore"
 // is told the same. And the wallets' credit with named tokens, through the
 // gateway to the real booking core (namedTokensCredit).
 func TestOperatorsPage(t *testing.T) {
+	t.Parallel()
 	s := stack.Start(t, stack.Options{Events: opsEvents + opsEncore, AdminToken: opsToken, Tokens: opsNamedTokens})
 	namedTokensCredit(t, s)
 	for range 3 {

@@ -189,7 +189,7 @@ func TestSelectionSurvivesAnAdmitterKilledMidDraw(t *testing.T) {
 // top-up), whose first fan then joins; and the report's figures are what
 // happened.
 func TestPresaleSale(t *testing.T) {
-	// Alone (see doc.go, "Parallel scenarios").
+	t.Parallel()
 	site := newPresaleSite(t)
 	// Registration is open for an hour at first; once everyone registered,
 	// the operator brings the close to seconds away (a live reload).

@@ -64,6 +64,7 @@ func waitEvent(t *testing.T, gateway, id string, within time.Duration, ok func(e
 // published settings twice a second); a new event is served by the gateway;
 // a broken edit changes nothing.
 func TestLiveReload(t *testing.T) {
+	t.Parallel()
 	s := stack.Start(t, stack.Options{Events: reloadEvents, Tick: "1s"})
 	if e := getEvent(t, s.Gateway, "premiere"); e.AdmitPerSecond != 10 || e.MaxActive != 100 {
 		t.Fatalf("before the edit: %+v", e)

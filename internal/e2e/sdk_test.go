@@ -83,6 +83,7 @@ func sdkFromGateway(t *testing.T, gateway, dir string) {
 // the pass (it opens the booking API), leaving; polls never sooner than
 // told; the changes in order.
 func TestSDKUnderNode(t *testing.T) {
+	t.Parallel()
 	node, err := localsvc.Ensure("node", "nodejs")
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +167,7 @@ func TestSDKUnderNode(t *testing.T) {
 // the values waitroom.js exports, and a TypeScript program that uses the
 // whole API (testdata/sdk/usage.ts) compiles against it under --strict.
 func TestSDKTypes(t *testing.T) {
+	t.Parallel()
 	node, err := localsvc.Ensure("node", "nodejs")
 	if err != nil {
 		t.Fatal(err)
@@ -224,6 +226,7 @@ func TestSDKTypes(t *testing.T) {
 // sale (the SDK pays the proof of work in workers), shows the place, is
 // admitted when the sale opens, resumes its place on a reload, and leaves.
 func TestBrowserSDKInAnApp(t *testing.T) {
+	t.Parallel()
 	s := stack.Start(t, stack.Options{Events: sdkEvents, AdminToken: opsToken, TrustedProxies: []string{"127.0.0.1/32"}})
 	// The app's folder: nginx's workers (another user) read it.
 	app, err := os.MkdirTemp("", "wr-app-")

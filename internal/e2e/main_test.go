@@ -1,0 +1,26 @@
+package e2e_test
+
+import (
+	"flag"
+	"os"
+	"testing"
+)
+
+// scenariosAtOnce is how many parallel scenarios run side by side when
+// go test is not told (-parallel): most of a scenario's time is spent
+// waiting (for a tick, a window, a hold to lapse, a browser), so the
+// package used about two-thirds of one core with two at a time. See doc.go,
+// "Parallel scenarios".
+const scenariosAtOnce = "3"
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	told := false
+	flag.Visit(func(f *flag.Flag) { told = told || f.Name == "test.parallel" })
+	if !told {
+		if err := flag.Set("test.parallel", scenariosAtOnce); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}
