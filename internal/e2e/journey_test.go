@@ -163,10 +163,13 @@ func again(ctx context.Context, n int, per time.Duration, actions ...chromedp.Ac
 	return err
 }
 
-// journeyBooking is the demo's payment simulator: two seconds from the
+// journeyBooking is the demo's payment simulator: eight seconds from the
 // fan's press on the provider's page to its callback, so the page back home
-// is seen confirming, its countdown running.
-const journeyBooking = `  payment: {secret: "stack-payment-secret-0123456789abcdef", simulator: {enabled: true, outcome: "succeed", delay: "2s"}}`
+// is seen confirming, its countdown running (which takes the page's return
+// and about two seconds more). With two seconds, a loaded machine (three
+// scenarios beside the race detector's packages) had the callback confirm
+// the booking before the page was back.
+const journeyBooking = `  payment: {secret: "stack-payment-secret-0123456789abcdef", simulator: {enabled: true, outcome: "succeed", delay: "8s"}}`
 
 // joinPaying joins event through the API as a JSON client of a sale that
 // asks a proof of work does: the 428's challenge, solved, then the join
