@@ -144,14 +144,15 @@ func TestRefusedThenAcceptedStillDelivers(t *testing.T) {
 	e.enqueue(yourTurn("bob@example.test", "t2"))
 	s := e.sender(notify.SenderOptions{MaxBackoff: 50 * time.Millisecond})
 	deadline := time.Now().Add(10 * time.Second)
-	rounds := 0
 	for len(e.sink.For("bob@example.test")) == 0 && time.Now().Before(deadline) {
 		s.Round(ctx)
-		rounds++
 		time.Sleep(60 * time.Millisecond)
 	}
-	if got := len(e.sink.For("bob@example.test")); got != 1 || rounds < 3 {
-		t.Fatalf("%d emails after %d rounds; want 1 after at least 3 (two refused)", got, rounds)
+	// The refusals are counted at the server: a round may try the message
+	// again once its backoff passed (on a loaded machine a send outlasts
+	// 50 ms), so rounds are not tries.
+	if got, left := len(e.sink.For("bob@example.test")), e.sink.Refusing(); got != 1 || left != 0 {
+		t.Fatalf("%d emails, %d of the 2 refusals still to come; want 1 email, after both refusals", got, left)
 	}
 }
 

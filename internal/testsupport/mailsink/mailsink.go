@@ -187,6 +187,14 @@ func (s *Sink) Refuse(n int) {
 	s.refuse = n
 }
 
+// Refusing is how many of the messages Refuse named are still to be
+// refused.
+func (s *Sink) Refusing() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refuse
+}
+
 // Messages are every email accepted so far, oldest first.
 func (s *Sink) Messages() []Message {
 	s.mu.Lock()
