@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,38 @@ import (
 
 // ErrMissing reports a server binary that is not installed and could not be.
 var ErrMissing = errors.New("localsvc: server binary missing")
+
+// Listens reports whether process pid holds a socket listening on the
+// loopback TCP port: a port FreePort gave out may be taken by another
+// process before the one it was meant for binds it (another test's server,
+// another stack's service), and a readiness check answered there says
+// nothing of ours.
+func Listens(pid, port int) bool {
+	raw, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false
+	}
+	loopback, wildcard := fmt.Sprintf("0100007F:%04X", port), fmt.Sprintf("00000000:%04X", port)
+	var inodes []string
+	for _, line := range strings.Split(string(raw), "\n")[1:] {
+		f := strings.Fields(line)
+		// sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+		if len(f) >= 10 && (f[1] == loopback || f[1] == wildcard) && f[3] == "0A" {
+			inodes = append(inodes, "socket:["+f[9]+"]")
+		}
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && slices.Contains(inodes, link) {
+			return true
+		}
+	}
+	return false
+}
 
 // FreePort asks the kernel for a free loopback TCP port.
 func FreePort() (int, error) {

@@ -9,10 +9,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -421,7 +423,10 @@ func (s *Stack) start(p *Proc) {
 		}
 		if res, err := http.Get("http://" + p.Addr + "/readyz"); err == nil {
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
+			// Ready, and ours: another scenario's service that took the
+			// port first answers /readyz too (then ours cannot bind it,
+			// and exits, above).
+			if res.StatusCode == http.StatusOK && localsvc.Listens(cmd.Process.Pid, port(p.Addr)) {
 				return
 			}
 		}
@@ -539,4 +544,11 @@ func (s *Stack) EditConfig(t testing.TB, edit func(string) string) {
 	if err := os.Rename(tmp, s.ConfigPath); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// port is addr's port number (0 if it has none).
+func port(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
 }
