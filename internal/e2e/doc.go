@@ -16,7 +16,6 @@
 // not how fast. Three at a time was tried beside the race detector's
 // packages: TestBrowserFanPages (the shop's page without JavaScript, read
 // after its fan's turn may have come) and the journey's payment (fixed)
-// still leaned on timing. The two that measure
-// a rate or a latency against a bound, TestAdaptiveSale and TestRehearsal,
-// run first and alone.
+// still leaned on timing. The two that measure a rate or a latency against
+// a bound, TestAdaptiveSale and TestRehearsal, run first and alone.
 package e2e

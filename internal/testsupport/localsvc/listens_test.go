@@ -1,6 +1,7 @@
 package localsvc_test
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -16,23 +17,23 @@ func TestListens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	port := l.Addr().(*net.TCPAddr).Port
-	if !localsvc.Listens(os.Getpid(), port) {
-		t.Errorf("this process listens on %d; Listens says no", port)
+	addr := l.Addr().String()
+	if !localsvc.Listens(os.Getpid(), addr) {
+		t.Errorf("this process listens on %s; Listens says no", addr)
 	}
 	other := exec.Command("sleep", "30")
 	if err := other.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer other.Process.Kill()
-	if localsvc.Listens(other.Process.Pid, port) {
-		t.Errorf("another process does not listen on %d; Listens says it does", port)
+	if localsvc.Listens(other.Process.Pid, addr) {
+		t.Errorf("another process does not listen on %s; Listens says it does", addr)
 	}
 	free, err := localsvc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if localsvc.Listens(os.Getpid(), free) {
+	if localsvc.Listens(os.Getpid(), fmt.Sprintf("127.0.0.1:%d", free)) {
 		t.Errorf("nothing listens on %d; Listens says this process does", free)
 	}
 }

@@ -27,12 +27,20 @@ import (
 // ErrMissing reports a server binary that is not installed and could not be.
 var ErrMissing = errors.New("localsvc: server binary missing")
 
-// Listens reports whether process pid holds a socket listening on the
-// loopback TCP port: a port FreePort gave out may be taken by another
-// process before the one it was meant for binds it (another test's server,
-// another stack's service), and a readiness check answered there says
-// nothing of ours.
-func Listens(pid, port int) bool {
+// Listens reports whether process pid holds a socket listening on addr's
+// TCP port (127.0.0.1:port, or all addresses): a port FreePort gave out may
+// be taken by another process before the one it was meant for binds it
+// (another test's server, another stack's service), and a readiness check
+// answered there says nothing of ours.
+func Listens(pid int, addr string) bool {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return false
+	}
 	raw, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		return false

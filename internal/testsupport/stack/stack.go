@@ -9,12 +9,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -426,7 +424,7 @@ func (s *Stack) start(p *Proc) {
 			// Ready, and ours: another scenario's service that took the
 			// port first answers /readyz too (then ours cannot bind it,
 			// and exits, above).
-			if res.StatusCode == http.StatusOK && localsvc.Listens(cmd.Process.Pid, port(p.Addr)) {
+			if res.StatusCode == http.StatusOK && localsvc.Listens(cmd.Process.Pid, p.Addr) {
 				return
 			}
 		}
@@ -544,11 +542,4 @@ func (s *Stack) EditConfig(t testing.TB, edit func(string) string) {
 	if err := os.Rename(tmp, s.ConfigPath); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// port is addr's port number (0 if it has none).
-func port(addr string) int {
-	_, p, _ := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(p)
-	return n
 }
